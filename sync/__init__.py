@@ -1,0 +1,41 @@
+"""pagesync: keep a Qdrant collection in sync with a website.
+
+The library entry point is `run_pass`; everything else here is the pieces it is built
+from, each usable and testable alone.
+"""
+
+from .decision import Action, Decision, Outcome, decide
+from .engine import ChangeEvent, PassConfig, arun_pass, build_points, plan_events, run_pass
+from .errors import (
+    CollectionMismatchError,
+    ConfigError,
+    EmbedderError,
+    FetchError,
+    PagesyncError,
+    SitemapError,
+    StateError,
+    StateLockedError,
+    StoreError,
+)
+from .fetcher import Fetcher, FetchResult, Validators, conditional_headers, make_client
+from .hashing import content_hash, fold_whitespace, pipeline_fingerprint
+from .ids import canonical_url, chunk_id, point_id
+from .report import Report
+from .scheduler import failure_backoff, next_interval
+from .sitemaps import diff_sitemap, parse_sitemap
+from .state import PageState, StateDB
+from .store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
+
+__all__ = [
+    "run_pass", "arun_pass", "PassConfig", "Report", "ChangeEvent", "plan_events", "build_points",
+    "Action", "Decision", "Outcome", "decide",
+    "Fetcher", "FetchResult", "Validators", "conditional_headers", "make_client",
+    "content_hash", "fold_whitespace", "pipeline_fingerprint",
+    "canonical_url", "chunk_id", "point_id",
+    "next_interval", "failure_backoff",
+    "diff_sitemap", "parse_sitemap",
+    "PageState", "StateDB",
+    "Store", "EdgeStore", "ClientStore", "PageWrite", "StoredPoint",
+    "PagesyncError", "ConfigError", "StateLockedError", "StateError", "StoreError",
+    "CollectionMismatchError", "FetchError", "SitemapError", "EmbedderError",
+]

@@ -1,0 +1,302 @@
+"""`pagesync` command line: thin. It builds objects, calls one library function, and turns
+errors into one clear line and an exit code (0 done; 1 finished with failures; 2 bad usage
+or configuration, nothing written)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from contextlib import ExitStack
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+
+from .errors import ConfigError, PagesyncError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Keep a Qdrant collection in sync with a website: re-embed only what changed, purge what died.",
+)
+log = logging.getLogger("pagesync")
+
+# -- shared options ------------------------------------------------------------------------
+CollectionOpt = typer.Option("pages", "--collection", help="Qdrant collection.")
+QdrantUrlOpt = typer.Option(None, "--qdrant-url", envvar="QDRANT_URL", help="A Qdrant server URL (env QDRANT_URL).")
+ApiKeyOpt = typer.Option(None, "--api-key", envvar="QDRANT_API_KEY", help="Qdrant API key (env QDRANT_API_KEY).")
+QdrantPathOpt = typer.Option(Path(".pagesync/qdrant"), "--qdrant-path", help="Embedded Qdrant directory, used when no server is named.")
+StateOpt = typer.Option(Path(".pagesync/state.db"), "--state", help="The page-state database.")
+
+
+def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path):
+    from .store import ClientStore, EdgeStore
+
+    if qdrant_url:
+        return ClientStore.connect(qdrant_url, collection, api_key=api_key)
+    return EdgeStore(qdrant_path, collection)
+
+
+def _fail(exc: BaseException, code: int) -> None:
+    typer.echo(f"pagesync: error: {exc}", err=True)
+    raise typer.Exit(code)
+
+
+def _guarded(fn: Callable[[], int]) -> None:
+    """Run a command body: PagesyncError -> one line and its exit code."""
+    try:
+        code = fn()
+    except PagesyncError as exc:
+        _fail(exc, exc.exit_code)
+    except KeyboardInterrupt:
+        _fail(Exception("interrupted"), 1)
+    raise typer.Exit(code)
+
+
+def _parse_now(value: Optional[str]) -> datetime:
+    if not value:
+        return datetime.now(timezone.utc)
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--now {value!r} is not ISO 8601 (e.g. 2026-11-30T06:00:00Z)") from None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _check_url(u: str, flag: str) -> str:
+    if not u.lower().startswith(("http://", "https://")):
+        raise ConfigError(f"{flag} {u!r} must be an http(s) URL")
+    return u
+
+
+class _Progress:
+    """A rich progress bar on a terminal; plain log lines (changes only) elsewhere."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty() and not quiet
+        self._bar = None
+
+    def __enter__(self):
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("syncing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[last]}"), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("pages", total=None, last="")
+        return self
+
+    def __call__(self, url: str, action: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, last=f"{action}: {url}"[-80:])
+        elif not self.quiet and action not in ("not_modified", "unchanged"):
+            log.info("%s %s", action, url)
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@app.callback()
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included.")) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@app.command()
+def run(
+    sitemap: list[str] = typer.Option([], "--sitemap", help="A sitemap or sitemap index (.xml or .xml.gz); repeatable."),
+    url: list[str] = typer.Option([], "--url", help="An extra page to track that no sitemap lists; repeatable."),
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: Path = StateOpt,
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline) or 'fake' (tests)."),
+    full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
+    now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write the run report as JSON to this path."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Fetch and diff, print what would change, write nothing."),
+    workers: int = typer.Option(8, "--workers", min=1, help="Concurrent fetches in all (at most 4 per host)."),
+    per_host: int = typer.Option(4, "--per-host", min=1, help="Concurrent fetches per host."),
+    embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Chunks per model call (batches span pages)."),
+    user_agent: Optional[str] = typer.Option(None, "--user-agent", help="User-Agent header for every request."),
+    timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds before a request is abandoned."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
+) -> None:
+    """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
+
+    def body() -> int:
+        from chunking import Splitter
+        from embedders import make_embedder
+
+        from .engine import PassConfig, arun_pass
+        from .fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
+        from .state import StateDB
+
+        for s in sitemap:
+            _check_url(s, "--sitemap")
+        for u in url:
+            _check_url(u, "--url")
+        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
+                         embed_batch=embed_batch, workers=workers)
+        emb = make_embedder(embedder)
+        if not sitemap and not url and not state.exists():
+            raise ConfigError("nothing to sync: give --sitemap or --url (no page state exists yet)")
+        with ExitStack() as stack:
+            st = stack.enter_context(StateDB(state))
+            store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+            stack.callback(store.close)
+            progress = stack.enter_context(_Progress(quiet))
+
+            async def go():
+                # The client lives and dies inside the pass's event loop.
+                async with make_client(user_agent=user_agent or DEFAULT_USER_AGENT, timeout=timeout) as client:
+                    return await arun_pass(cfg, fetcher=Fetcher(client, per_host=per_host), store=store, state=st,
+                                           embedder=emb, splitter=Splitter(), on_progress=progress)
+
+            rep = asyncio.run(go())
+        data = rep.to_dict()
+        if report:
+            report.parent.mkdir(parents=True, exist_ok=True)
+            report.write_text(json.dumps(data, indent=2) + "\n")
+        if dry_run:
+            for c in rep.changes:
+                typer.echo(f"would {c['action']:>8}  {c['url']}  ({c['reason']})")
+        for e in rep.errors:
+            log.warning("error %s: %s", e["url"], e["error"])
+        typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
+        return 0 if rep.ok else 1
+
+    _guarded(body)
+
+
+@app.command()
+def status(
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: Path = StateOpt,
+    now: Optional[str] = typer.Option(None, "--now", help="Clock for 'due' (ISO 8601)."),
+    pages: bool = typer.Option(False, "--pages", help="List every tracked page with its interval and due time."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """What is tracked, what is due, intervals, last pass."""
+
+    def body() -> int:
+        from .status import collect_status, render_status
+        from .state import StateDB
+
+        if not state.exists():
+            raise ConfigError(f"no page state at {state}: run 'pagesync run' first")
+        with StateDB(state) as st:
+            store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+            try:
+                info = collect_status(st, store, _parse_now(now), with_pages=pages)
+            finally:
+                store.close()
+        typer.echo(json.dumps(info, indent=2) if as_json else render_status(info))
+        return 0
+
+    _guarded(body)
+
+
+@app.command()
+def export(
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: Path = StateOpt,
+    with_vectors: bool = typer.Option(False, "--with-vectors", help="Include each point's vector."),
+) -> None:
+    """Every point as JSON lines on stdout: {"id", "payload"} (+ "vector" with --with-vectors)."""
+
+    def body() -> int:
+        from .transfer import export_points
+
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            n = export_points(store, sys.stdout, with_vectors=with_vectors)
+        finally:
+            store.close()
+        log.info("exported %d points", n)
+        return 0
+
+    _guarded(body)
+
+
+@app.command("import")
+def import_(
+    source: str = typer.Argument("-", help="A JSON-lines file as `export` writes it, or - for stdin."),
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: Path = StateOpt,
+) -> None:
+    """Upsert JSON-lines points, as export writes them, from a file or stdin, as given."""
+
+    def body() -> int:
+        from .transfer import import_points
+
+        if source != "-" and not os.path.exists(source):
+            raise ConfigError(f"no such file: {source}")
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            with (open(source, encoding="utf-8") if source != "-" else sys.stdin) as fh:
+                n = import_points(store, fh)
+        finally:
+            store.close()
+        log.info("imported %d points into %s", n, collection)
+        return 0
+
+    _guarded(body)
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="Text to search for."),
+    limit: int = typer.Option(3, "--limit", min=1),
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="Must be the embedder the collection was built with."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
+
+    def body() -> int:
+        from embedders import make_embedder
+
+        emb = make_embedder(embedder)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            if not store.exists():
+                raise ConfigError(f"collection {collection!r} does not exist yet: run 'pagesync run' first")
+            hits = store.search(emb.embed([query])[0], limit=limit)
+        finally:
+            store.close()
+        if as_json:
+            typer.echo(json.dumps([{"score": s, "payload": p} for s, p in hits], indent=2))
+        for score, p in [] if as_json else hits:
+            text = " ".join(str(p.get("text", "")).split())
+            typer.echo(f"{score:.3f}  {p.get('url')}  [{p.get('title', '')}]\n       {text[:300]}")
+        return 0
+
+    _guarded(body)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,80 @@
+"""The change decision: what to do with one page given what the fetch saw and what we knew.
+
+Pure: no I/O, every input an argument. The engine carries the decision out.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch"]
+
+
+class Outcome(enum.Enum):
+    """What an HTTP visit produced, reduced to what the decision needs."""
+
+    OK = "ok"  # 200 with a body we could extract
+    NOT_MODIFIED = "not_modified"  # 304
+    GONE = "gone"  # 404 / 410: the page is dead
+    ERROR = "error"  # timeout, connection error, 5xx, unusable body: keep what we have
+
+
+class Action(enum.Enum):
+    SKIP_NOT_MODIFIED = "not_modified"
+    SKIP_UNCHANGED = "unchanged"
+    ADD = "added"
+    REPLACE = "changed"
+    PURGE = "removed"
+    FAIL = "failed"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+
+    @property
+    def writes(self) -> bool:
+        return self.action in (Action.ADD, Action.REPLACE, Action.PURGE)
+
+
+def needs_unconditional_fetch(stored_fingerprint: str | None, fingerprint: str) -> bool:
+    """A page indexed by another pipeline must be re-read even if the server says 304."""
+    return stored_fingerprint is not None and stored_fingerprint != fingerprint
+
+
+def decide(
+    outcome: Outcome,
+    *,
+    new_hash: str | None,
+    stored_hash: str | None,
+    stored_fingerprint: str | None,
+    fingerprint: str,
+    indexed: bool,
+) -> Decision:
+    """Decide one page.
+
+    `indexed` says whether the page currently has points (live in the state with a hash).
+    A 304 or an equal hash under the same pipeline is a skip: no chunking, no embedding,
+    no writes. Errors never purge.
+    """
+    if outcome is Outcome.ERROR:
+        return Decision(Action.FAIL, "fetch failed")
+    if outcome is Outcome.GONE:
+        return Decision(Action.PURGE, "gone (404/410)")
+    if outcome is Outcome.NOT_MODIFIED:
+        if indexed and not needs_unconditional_fetch(stored_fingerprint, fingerprint):
+            return Decision(Action.SKIP_NOT_MODIFIED, "304 not modified")
+        # A 304 for a page we hold no text for: the validators were stale. Treat as error
+        # so the page is retried (the engine drops validators on retry).
+        return Decision(Action.FAIL, "304 for a page with no indexed text")
+    if new_hash is None:
+        raise ValueError("an OK outcome needs the new content hash")
+    if not indexed:
+        return Decision(Action.ADD, "new page")
+    if new_hash != stored_hash:
+        return Decision(Action.REPLACE, "content changed")
+    if stored_fingerprint != fingerprint:
+        return Decision(Action.REPLACE, "pipeline changed")
+    return Decision(Action.SKIP_UNCHANGED, "same content hash")

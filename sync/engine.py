@@ -1,0 +1,460 @@
+"""One sync pass: sitemap diff + due queue -> fetch -> extract/hash -> decide -> write.
+
+`run_pass` is the one library entry point (the CLI only builds its arguments). Write
+order, per page, is what makes every crash repairable:
+
+1. embed the new chunks (nothing is deleted before the new vectors exist);
+2. mark the page `pending_hash` in the state;
+3. in the store: delete every point with the page's url, insert the new points, and wait
+   for the store to confirm;
+4. record the new hash, validators and schedule in the state, clearing `pending_hash`.
+
+A crash or error before 3 leaves the old points and old state; between 3 and 4 the
+pending mark makes the next pass revisit the page unconditionally. Skips (304, same
+hash) touch neither the embedder nor the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Sequence
+
+from chunking import EXTRACTOR_ID, Splitter, extract_page
+from embedders.base import Embedder
+
+from .decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
+from .errors import PagesyncError
+from .fetcher import Fetcher, FetchResult, Validators
+from .hashing import content_hash, pipeline_fingerprint
+from .ids import canonical_url, chunk_id, point_id
+from .report import Report
+from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
+from .sitemaps import collect_sitemaps, diff_sitemap
+from .state import GONE, LIVE, NEW, PageState, StateDB
+from .store import PageWrite, Store, StoredPoint
+
+__all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", "build_points"]
+
+log = logging.getLogger("pagesync")
+
+# Why a page is visited this pass, most specific first (a page gets its first reason).
+REASONS = ("new", "pending", "lastmod", "due", "full", "removed")
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    url: str
+    reason: str
+
+
+@dataclass
+class PassConfig:
+    sitemaps: Sequence[str] = ()
+    urls: Sequence[str] = ()
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    full: bool = False
+    dry_run: bool = False
+    embed_batch: int = 64  # chunks per model call; batches span pages
+    write_batch: int = 16  # pages per store request
+    workers: int = 8  # concurrent fetches in all (per host bounded by the Fetcher)
+
+
+def plan_events(
+    *,
+    sitemap_now: dict[str, str | None],
+    sitemap_before: dict[str, str | None],
+    sitemap_complete: bool,
+    extra_urls: Sequence[str],
+    known: dict[str, PageState],
+    due: Sequence[str],
+    pending: Sequence[str],
+    full: bool,
+) -> tuple[list[ChangeEvent], list[ChangeEvent], bool]:
+    """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
+
+    Returns (visits, removals, lastmod_trusted). A URL absent from the sitemaps is a
+    removal only when every sitemap was read (`sitemap_complete`) and we still track it
+    through a sitemap; a failed sitemap never reads as "every URL removed".
+    """
+    diff = diff_sitemap(sitemap_before, sitemap_now)
+    reasons: dict[str, str] = {}
+
+    def add(url: str, reason: str) -> None:
+        if url not in reasons or REASONS.index(reason) < REASONS.index(reasons[url]):
+            reasons[url] = reason
+
+    for u in diff.added:
+        page = known.get(u)
+        add(u, "new" if page is None or not page.indexed else "due")
+    for u in extra_urls:
+        page = known.get(u)
+        if page is None or page.status != LIVE:
+            add(u, "new")
+    for u in pending:
+        add(u, "pending")
+    for u in diff.lastmod_changed:
+        add(u, "lastmod")
+    for u in due:
+        add(u, "due")
+    if full:
+        for u, page in known.items():
+            if page.status != GONE:
+                add(u, "full")
+    removals: list[ChangeEvent] = []
+    if sitemap_complete:
+        extras = set(extra_urls)
+        for u in diff.removed:
+            page = known.get(u)
+            if u in extras or (page is not None and page.source == "url"):
+                continue
+            if page is not None and page.status == GONE:
+                continue
+            removals.append(ChangeEvent(u, "removed"))
+            reasons.pop(u, None)
+    visits = [ChangeEvent(u, r) for u, r in sorted(reasons.items(), key=lambda kv: (REASONS.index(kv[1]), kv[0]))]
+    return visits, removals, diff.lastmod_trusted
+
+
+def build_points(
+    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
+) -> list[StoredPoint]:
+    """A page's points, exactly as the contract lays out ids and payload."""
+    out = []
+    for i, (text, vec) in enumerate(zip(chunks, vectors, strict=True)):
+        cid = chunk_id(url, i)
+        payload = {
+            "url": url,
+            "chunk_id": cid,
+            "chunk_index": i,
+            "content_hash": hash_,
+            "text": text,
+            "title": title,
+            "fetched_at": fetched_at,
+            "embedder": embedder_id,
+        }
+        out.append(StoredPoint(point_id(cid), payload, list(vec)))
+    return out
+
+
+@dataclass
+class _Pending:
+    """A page decided ADD/REPLACE, waiting for its vectors and its write."""
+
+    page: PageState
+    decision: Decision
+    result: FetchResult
+    hash_: str
+    title: str
+    chunks: list[str]
+    vectors: list[list[float]] | None = None
+
+
+class _Pass:
+    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+                 splitter: Splitter, on_progress: Callable[[str, str], None] | None):
+        self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
+        self.embedder, self.splitter = embedder, splitter
+        self.on_progress = on_progress or (lambda url, action: None)
+        self.now = cfg.now
+        self.now_iso = cfg.now.isoformat()
+        self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
+                             embedder=embedder.model_id)
+        self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
+        self.queue: list[_Pending] = []
+        self.queued_chunks = 0
+        self.skips: list[PageState] = []
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _record(self, page: PageState, decision: Decision, chunks: int | None = None) -> None:
+        r = self.report
+        a = decision.action
+        if a is Action.SKIP_NOT_MODIFIED:
+            r.pages_not_modified += 1
+        elif a is Action.SKIP_UNCHANGED:
+            r.pages_unchanged += 1
+        elif a is Action.ADD:
+            r.pages_added += 1
+        elif a is Action.REPLACE:
+            r.pages_changed += 1
+        elif a is Action.PURGE:
+            r.pages_removed += 1
+        elif a is Action.FAIL:
+            r.pages_failed += 1
+        if decision.writes or a is Action.FAIL:
+            entry = {"url": page.url, "action": a.value, "reason": decision.reason}
+            if chunks is not None:
+                entry["chunks"] = chunks
+            r.changes.append(entry)
+        self.on_progress(page.url, a.value)
+
+    def _fail(self, page: PageState, message: str) -> None:
+        page.failures += 1
+        page.last_error = message
+        page.due_at = self.now + failure_backoff(page.failures)
+        self.report.error(page.url, message)
+        self._record(page, Decision(Action.FAIL, message))
+        self._save([page])
+
+    def _save(self, pages: Sequence[PageState]) -> None:
+        if not self.cfg.dry_run:
+            self.state.put_many(pages)
+
+    # -- the pass ---------------------------------------------------------------------------
+    async def run(self) -> Report:
+        t0 = time.monotonic()
+        self.report.started_at = datetime.now(timezone.utc).isoformat()
+        cfg = self.cfg
+        if self.store.exists() or not cfg.dry_run:
+            # Checked before anything is fetched or written: a wrong vector size is exit 2.
+            self.store.ensure_collection(self.embedder.dimension)
+
+        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes)
+        self.report.bytes_downloaded += sm.bytes_downloaded
+        self.report.pages_in_sitemaps = len(sm.entries)
+        self.report.sitemap_errors = len(sm.errors)
+        for url, err in sm.errors:
+            self.report.error(url, f"sitemap: {err}")
+        sitemap_now = sm.entries
+        extra = [canonical_url(u) for u in cfg.urls]
+        before = self.state.sitemap_urls()
+        due = self.state.due_urls(self.now)
+        candidates = set(sitemap_now) | set(before) | set(extra) | set(due)
+        known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
+        pending = [u for u, p in known.items() if p.pending_hash is not None]
+        visits, removals, trusted = plan_events(
+            sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
+            extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full,
+        )
+        self.report.lastmod_trusted = trusted if sitemap_now else None
+        self.report.pages_due = len(visits)
+
+        # New URLs become rows first (status NEW, no points claimed), so a crash later in
+        # the pass still leaves them due; sitemap membership and lastmod are refreshed.
+        pages: dict[str, PageState] = {}
+        for ev in visits:
+            page = known.get(ev.url) or PageState(url=ev.url, status=NEW, first_seen_at=self.now,
+                                                   source="sitemap" if ev.url in sitemap_now else "url")
+            pages[ev.url] = page
+        membership = []
+        for url, lastmod in sitemap_now.items():
+            page = pages.get(url) or known.get(url)
+            if page is None:
+                continue
+            if not page.in_sitemap or page.sitemap_lastmod != lastmod:
+                page.in_sitemap, page.sitemap_lastmod = True, lastmod
+                membership.append(page)
+        for u in extra:
+            page = pages.get(u)
+            if page is not None and page.url not in sitemap_now:
+                page.source = "url"
+        self._save(list({p.url: p for p in [*pages.values(), *membership]}.values()))
+
+        await self._purge([known[ev.url] for ev in removals if ev.url in known], left_sitemap=True)
+        await self._visit([pages[ev.url] for ev in visits])
+
+        self.report.pages_tracked = len(self.state.tracked_urls())
+        self.report.finished_at = datetime.now(timezone.utc).isoformat()
+        self.report.seconds = round(time.monotonic() - t0, 3)
+        if not cfg.dry_run:
+            self.state.record_run(self.report.to_dict())
+        return self.report
+
+    async def _purge(self, pages: Sequence[PageState], *, left_sitemap: bool) -> None:
+        """Delete the pages' points, then mark them gone (pending mark in between)."""
+        if not pages:
+            return
+        for page in pages:
+            self._record(page, Decision(Action.PURGE, "left the sitemap" if left_sitemap else "gone (404/410)"))
+        if self.cfg.dry_run:
+            return
+        indexed = [p for p in pages if p.status != NEW or p.pending_hash is not None]
+        for p in indexed:
+            p.pending_hash = "purge"
+        self._save(indexed)
+        if indexed:
+            self.report.chunks_deleted += await asyncio.to_thread(self.store.delete_pages, [p.url for p in indexed])
+        for p in pages:
+            p.status, p.content_hash, p.pending_hash, p.chunk_count = GONE, None, None, 0
+            p.etag = p.last_modified = None
+            if left_sitemap:
+                p.in_sitemap, p.due_at = False, None
+            else:
+                p.interval = next_interval(p.interval, changed=False)
+                p.due_at = self.now + p.interval
+            p.failures, p.last_error = 0, None
+        self._save(pages)
+
+    async def _visit(self, pages: Sequence[PageState]) -> None:
+        if not pages:
+            return
+        todo: asyncio.Queue[PageState | None] = asyncio.Queue()
+        for p in pages:
+            todo.put_nowait(p)
+        # Bounded: fetched bodies wait here while the model works, so memory stays flat.
+        done: asyncio.Queue[tuple[PageState, FetchResult] | None] = asyncio.Queue(maxsize=max(8, self.cfg.workers * 2))
+        n_workers = min(self.cfg.workers, len(pages))
+
+        async def worker() -> None:
+            while True:
+                try:
+                    page = todo.get_nowait()
+                except asyncio.QueueEmpty:
+                    break
+                await done.put((page, await self.fetcher.fetch_page(page.url, self._validators(page))))
+            await done.put(None)
+
+        workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
+        finished = 0
+        try:
+            while finished < n_workers:
+                item = await done.get()
+                if item is None:
+                    finished += 1
+                    continue
+                page, result = item
+                await self._handle(page, result)
+                if self.queued_chunks >= self.cfg.embed_batch:
+                    await self._flush()
+            await self._flush()
+        finally:
+            for w in workers:
+                w.cancel()
+        self._flush_skips()
+
+    def _validators(self, page: PageState) -> Validators | None:
+        if not page.indexed or page.pending_hash is not None:
+            return None
+        if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
+            return None
+        return Validators(page.etag, page.last_modified)
+
+    async def _handle(self, page: PageState, result: FetchResult) -> None:
+        r = self.report
+        if result.answered:
+            r.pages_fetched += 1
+        r.bytes_downloaded += result.bytes_downloaded
+        if result.outcome is Outcome.ERROR:
+            self._fail(page, result.error or "fetch failed")
+            return
+        page.last_fetched_at = self.now
+        if result.outcome is Outcome.GONE:
+            await self._purge([page], left_sitemap=False)
+            return
+        new_hash = title = None
+        chunks: list[str] = []
+        if result.outcome is Outcome.OK:
+            try:
+                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url)
+            except Exception as exc:  # a page the extractor chokes on fails alone
+                self._fail(page, f"extraction failed: {exc}")
+                return
+            new_hash, title = content_hash(extracted.markdown), extracted.title
+        decision = decide(result.outcome, new_hash=new_hash, stored_hash=page.content_hash,
+                          stored_fingerprint=page.fingerprint, fingerprint=self.fingerprint, indexed=page.indexed)
+        if decision.action is Action.FAIL:
+            page.etag = page.last_modified = None  # stale validators: next visit unconditional
+            self._fail(page, decision.reason)
+            return
+        if not decision.writes:
+            page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
+            page.interval = next_interval(page.interval, changed=False)
+            page.due_at = self.now + page.interval
+            page.failures, page.last_error = 0, None
+            self._record(page, decision)
+            self.skips.append(page)
+            if len(self.skips) >= 256:
+                self._flush_skips()
+            return
+        # Chunking happens only for a real change.
+        chunks = self.splitter.split(extracted.markdown)
+        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks))
+        self.queued_chunks += len(chunks)
+
+    def _flush_skips(self) -> None:
+        self._save(self.skips)
+        self.skips = []
+
+    async def _flush(self) -> None:
+        """Embed every queued chunk (one model call spanning pages), then write the pages."""
+        if not self.queue:
+            return
+        batch, self.queue, self.queued_chunks = self.queue, [], 0
+        if self.cfg.dry_run:
+            for item in batch:
+                self._record(item.page, item.decision, len(item.chunks))
+            return
+        texts = [c for item in batch for c in item.chunks]
+        try:
+            vectors = await asyncio.to_thread(self.embedder.embed, texts) if texts else []
+            if len(vectors) != len(texts):
+                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        except Exception as exc:
+            # Nothing was deleted yet: every page keeps its old points and is retried.
+            for item in batch:
+                self._fail(item.page, f"embedding failed: {exc}")
+            return
+        self.report.chunks_embedded += len(texts)
+        pos = 0
+        for item in batch:
+            item.vectors = vectors[pos : pos + len(item.chunks)]
+            pos += len(item.chunks)
+        for i in range(0, len(batch), self.cfg.write_batch):
+            await self._write(batch[i : i + self.cfg.write_batch])
+
+    async def _write(self, items: Sequence[_Pending]) -> None:
+        writes = []
+        for item in items:
+            item.page.pending_hash = item.hash_
+            writes.append(PageWrite(item.page.url, build_points(
+                item.page.url, item.chunks, item.vectors or [], hash_=item.hash_, title=item.title,
+                fetched_at=self.now_iso, embedder_id=self.embedder.model_id)))
+        self._save([i.page for i in items])
+        try:
+            deleted = await asyncio.to_thread(self.store.replace_pages, writes)
+        except PagesyncError as exc:
+            for item in items:  # pending mark stays: the next pass revisits these pages
+                item.page.failures += 1
+                item.page.last_error = str(exc)
+                self.report.error(item.page.url, str(exc))
+                self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
+            self._save([i.page for i in items])
+            return
+        self.report.chunks_deleted += deleted
+        self.report.chunks_written += sum(len(w.points) for w in writes)
+        # Only now, with the store's confirmation, does the state take the new hash.
+        for item in items:
+            p = item.page
+            changed = p.content_hash is not None and p.content_hash != item.hash_
+            if item.decision.action is Action.ADD:
+                p.interval = p.interval or NEW_PAGE_INTERVAL
+            else:
+                p.interval = next_interval(p.interval, changed=changed) if changed else (p.interval or NEW_PAGE_INTERVAL)
+            p.due_at = self.now + p.interval
+            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
+            p.chunk_count, p.title = len(item.chunks), item.title
+            p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
+            p.last_changed_at = self.now
+            p.failures, p.last_error = 0, None
+            self._record(p, item.decision, len(item.chunks))
+        self._save([i.page for i in items])
+
+
+async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+                    splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
+    """Async form of `run_pass` (for callers already in an event loop)."""
+    state.lock()
+    try:
+        return await _Pass(cfg, fetcher, store, state, embedder, splitter or Splitter(), on_progress).run()
+    finally:
+        state.unlock()
+
+
+def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+             splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
+    """Run one sync pass and return its report. Takes the state lock for the pass's duration."""
+    return asyncio.run(arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder,
+                                 splitter=splitter, on_progress=on_progress))

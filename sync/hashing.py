@@ -1,0 +1,30 @@
+"""Content hashing: the one test of whether a page really changed."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+__all__ = ["fold_whitespace", "content_hash", "pipeline_fingerprint"]
+
+_WS = re.compile(r"\s+")
+
+
+def fold_whitespace(text: str) -> str:
+    """Runs of whitespace folded to one space, ends stripped."""
+    return _WS.sub(" ", text).strip()
+
+
+def content_hash(markdown: str) -> str:
+    """Lowercase hex SHA-256 of the extracted markdown after `fold_whitespace`."""
+    return hashlib.sha256(fold_whitespace(markdown).encode("utf-8")).hexdigest()
+
+
+def pipeline_fingerprint(embedder_id: str, chunker_settings: str) -> str:
+    """Short id of everything besides the text that shapes a page's points.
+
+    Stored per page: when it changes (new model, new chunk size) the page is
+    re-embedded even though its text did not change.
+    """
+    raw = f"{embedder_id}\n{chunker_settings}".encode("utf-8")
+    return hashlib.sha256(raw).hexdigest()[:16]

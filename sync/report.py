@@ -1,0 +1,57 @@
+"""The run report: the contract's keys, counted by the engine, written as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Report"]
+
+
+@dataclass
+class Report:
+    started_at: str = ""
+    finished_at: str = ""
+    pages_in_sitemaps: int = 0
+    pages_fetched: int = 0  # requests that got an HTTP answer
+    pages_not_modified: int = 0  # 304
+    pages_unchanged: int = 0  # 200, same content hash
+    pages_changed: int = 0
+    pages_added: int = 0
+    pages_removed: int = 0
+    pages_failed: int = 0
+    chunks_embedded: int = 0  # texts sent through the model
+    chunks_deleted: int = 0
+    chunks_written: int = 0
+    bytes_downloaded: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+    # beyond the contract
+    dry_run: bool = False
+    now: str = ""
+    collection: str = ""
+    embedder: str = ""
+    pages_tracked: int = 0
+    pages_due: int = 0
+    sitemap_errors: int = 0
+    lastmod_trusted: bool | None = None
+    seconds: float = 0.0
+    changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
+
+    def error(self, url: str, message: str) -> None:
+        self.errors.append({"url": url, "error": message})
+
+    @property
+    def ok(self) -> bool:
+        return self.pages_failed == 0 and self.sitemap_errors == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        verb = "would " if self.dry_run else ""
+        return (
+            f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
+            f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
+            f"{verb}remove {self.pages_removed}, {self.pages_failed} failed; chunks: {self.chunks_embedded} embedded, "
+            f"{self.chunks_written} written, {self.chunks_deleted} deleted; {self.bytes_downloaded} bytes in {self.seconds:.1f}s"
+        )

@@ -1,0 +1,211 @@
+"""Sitemaps: parse (urlset, sitemap index, gzip) and diff against what we tracked.
+
+Parsing and diffing are pure. Fetching goes through `Fetcher.fetch_bytes`, in
+`collect_sitemaps`, which walks index files breadth-first with a depth and file cap.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Awaitable, Callable, Iterable, Mapping
+
+from lxml import etree
+
+from .errors import FetchError, SitemapError
+from .ids import canonical_url
+
+__all__ = [
+    "SitemapEntry",
+    "ParsedSitemap",
+    "SitemapDiff",
+    "parse_sitemap",
+    "parse_lastmod",
+    "diff_sitemap",
+    "lastmod_trusted",
+    "collect_sitemaps",
+    "SitemapCollection",
+    "MAX_SITEMAP_BYTES",
+    "MAX_SITEMAP_URLS",
+]
+
+MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the protocol's limit, uncompressed
+MAX_SITEMAP_URLS = 50_000
+_MAX_SITEMAP_FILES = 1_000
+
+
+@dataclass(frozen=True)
+class SitemapEntry:
+    url: str  # canonical
+    lastmod: str | None  # as written in the sitemap, normalised to ISO 8601 UTC when parseable
+
+
+@dataclass
+class ParsedSitemap:
+    entries: list[SitemapEntry] = field(default_factory=list)
+    sitemaps: list[str] = field(default_factory=list)  # children when this is an index
+
+
+def _gunzip(data: bytes) -> bytes:
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+        out = f.read(MAX_SITEMAP_BYTES + 1)
+    if len(out) > MAX_SITEMAP_BYTES:
+        raise SitemapError("sitemap exceeds 50 MB uncompressed")
+    return out
+
+
+def parse_lastmod(value: str | None) -> datetime | None:
+    """W3C datetime (the sitemap protocol's lastmod) to an aware UTC datetime, or None."""
+    if not value:
+        return None
+    v = value.strip()
+    if v.endswith("Z"):
+        v = v[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def _local(tag: object) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def parse_sitemap(data: bytes) -> ParsedSitemap:
+    """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = _gunzip(data)
+        except (OSError, EOFError) as exc:
+            raise SitemapError(f"bad gzip: {exc}") from exc
+    if len(data) > MAX_SITEMAP_BYTES:
+        raise SitemapError("sitemap exceeds 50 MB")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, recover=False)
+    try:
+        root = etree.fromstring(data, parser=parser)
+    except etree.XMLSyntaxError as exc:
+        raise SitemapError(f"not XML: {exc}") from exc
+    kind = _local(root.tag)
+    out = ParsedSitemap()
+    if kind == "sitemapindex":
+        for sm in root:
+            if _local(sm.tag) != "sitemap":
+                continue
+            loc = next((c.text for c in sm if _local(c.tag) == "loc" and c.text), None)
+            if loc:
+                out.sitemaps.append(loc.strip())
+        return out
+    if kind != "urlset":
+        raise SitemapError(f"root element is <{kind}>, expected <urlset> or <sitemapindex>")
+    seen: set[str] = set()
+    for u in root:
+        if _local(u.tag) != "url":
+            continue
+        loc = lastmod = None
+        for c in u:
+            name = _local(c.tag)
+            if name == "loc" and c.text:
+                loc = c.text.strip()
+            elif name == "lastmod" and c.text:
+                lastmod = c.text.strip()
+        if not loc or not loc.lower().startswith(("http://", "https://")):
+            continue
+        url = canonical_url(loc)
+        if url in seen:
+            continue
+        seen.add(url)
+        parsed = parse_lastmod(lastmod)
+        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
+        if len(out.entries) >= MAX_SITEMAP_URLS:
+            break
+    return out
+
+
+def lastmod_trusted(lastmods: Iterable[str | None]) -> bool:
+    """lastmod carries information only when URLs do not all share one stamp.
+
+    A site that stamps every URL with the deploy date says nothing about which page
+    changed; with one URL there is nothing to compare, so it is trusted.
+    """
+    values = [v for v in lastmods]
+    stamped = [v for v in values if v]
+    if len(values) < 2 or not stamped:
+        return bool(stamped)
+    return not (len(stamped) == len(values) and len(set(stamped)) == 1)
+
+
+@dataclass(frozen=True)
+class SitemapDiff:
+    added: list[str]
+    removed: list[str]
+    lastmod_changed: list[str]
+    lastmod_trusted: bool
+
+
+def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None]) -> SitemapDiff:
+    """Compare the sitemap URLs we tracked (url -> lastmod) with today's.
+
+    `lastmod_changed` lists URLs in both whose lastmod differs, and is empty when
+    today's lastmods are untrusted (all the same stamp).
+    """
+    added = sorted(u for u in current if u not in previous)
+    removed = sorted(u for u in previous if u not in current)
+    trusted = lastmod_trusted(current.values())
+    changed: list[str] = []
+    if trusted:
+        for u, lm in current.items():
+            if u in previous and lm and lm != previous[u]:
+                changed.append(u)
+    return SitemapDiff(added, removed, sorted(changed), trusted)
+
+
+@dataclass
+class SitemapCollection:
+    entries: dict[str, str | None] = field(default_factory=dict)  # url -> lastmod
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, error)
+    bytes_downloaded: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """False when any sitemap failed: then absence from it proves nothing."""
+        return not self.errors
+
+
+async def collect_sitemaps(
+    roots: Iterable[str],
+    fetch_bytes: Callable[[str], Awaitable[tuple[bytes, int]]],
+    max_depth: int = 3,
+) -> SitemapCollection:
+    """Fetch the given sitemaps (and, for index files, their children) and merge their URLs.
+
+    `fetch_bytes(url) -> (body, wire_bytes)` raises FetchError. A failed file is recorded,
+    never read as "no URLs".
+    """
+    out = SitemapCollection()
+    frontier = [(u, 0) for u in roots]
+    visited: set[str] = set()
+    while frontier and len(visited) < _MAX_SITEMAP_FILES:
+        url, depth = frontier.pop(0)
+        if url in visited:
+            continue
+        visited.add(url)
+        try:
+            body, wire = await fetch_bytes(url)
+            out.bytes_downloaded += wire
+            parsed = parse_sitemap(body)
+        except FetchError as exc:
+            out.errors.append((url, str(exc)))
+            continue
+        for child in parsed.sitemaps:
+            if depth + 1 > max_depth:
+                out.errors.append((child, "sitemap index nested too deep"))
+            else:
+                frontier.append((child, depth + 1))
+        for e in parsed.entries:
+            out.entries.setdefault(e.url, e.lastmod)
+    return out

@@ -1,0 +1,255 @@
+"""Page state in SQLite: one row per URL, the memory that makes a pass incremental.
+
+A row is written only after the store confirmed the page's points (the engine's write
+order), so the state never claims more than the collection holds. `pending_hash` marks
+a page whose write began: if the pass dies before confirming it, the next pass sees
+the mark and revisits the page at once.
+
+Concurrency: `lock()` takes an exclusive advisory lock on `<db>.lock`; a second pass
+on the same state refuses with `StateLockedError`. The OS drops the lock when a process
+dies, so a crashed pass never blocks the next one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sqlite3
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .errors import StateError, StateLockedError
+
+__all__ = ["PageState", "StateDB", "LIVE", "GONE", "NEW", "to_epoch", "from_epoch"]
+
+LIVE = "live"  # fetched and indexed (possibly with zero chunks)
+GONE = "gone"  # 404/410 or left the sitemap: no points
+NEW = "new"  # known (sitemap or --url) but never indexed yet
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pages (
+    url TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    source TEXT NOT NULL,              -- 'sitemap' | 'url'
+    in_sitemap INTEGER NOT NULL DEFAULT 0,
+    sitemap_lastmod TEXT,
+    etag TEXT,
+    last_modified TEXT,
+    content_hash TEXT,
+    fingerprint TEXT,
+    pending_hash TEXT,
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    title TEXT,
+    interval_s REAL,
+    due_at REAL,
+    first_seen_at REAL,
+    last_fetched_at REAL,
+    last_changed_at REAL,
+    failures INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS pages_due ON pages(status, due_at);
+CREATE INDEX IF NOT EXISTS pages_pending ON pages(pending_hash) WHERE pending_hash IS NOT NULL;
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    report TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def to_epoch(dt: datetime | None) -> float | None:
+    return None if dt is None else dt.timestamp()
+
+
+def from_epoch(ts: float | None) -> datetime | None:
+    return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
+
+
+@dataclass
+class PageState:
+    url: str
+    status: str = NEW
+    source: str = "sitemap"
+    in_sitemap: bool = False
+    sitemap_lastmod: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    fingerprint: str | None = None
+    pending_hash: str | None = None
+    chunk_count: int = 0
+    title: str | None = None
+    interval: timedelta | None = None
+    due_at: datetime | None = None
+    first_seen_at: datetime | None = None
+    last_fetched_at: datetime | None = None
+    last_changed_at: datetime | None = None
+    failures: int = 0
+    last_error: str | None = None
+
+    @property
+    def indexed(self) -> bool:
+        """The collection holds this page's points (as of the last confirmed write)."""
+        return self.status == LIVE and self.content_hash is not None
+
+    def to_row(self) -> dict:
+        d = asdict(self)
+        d["in_sitemap"] = int(self.in_sitemap)
+        d["interval_s"] = self.interval.total_seconds() if self.interval is not None else None
+        del d["interval"]
+        for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
+            d[k] = to_epoch(d[k])
+        return d
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "PageState":
+        d = dict(row)
+        d["in_sitemap"] = bool(d["in_sitemap"])
+        iv = d.pop("interval_s")
+        d["interval"] = timedelta(seconds=iv) if iv is not None else None
+        for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
+            d[k] = from_epoch(d[k])
+        return cls(**d)
+
+
+_COLUMNS = [f.name for f in fields(PageState) if f.name != "interval"] + ["interval_s"]
+
+
+class StateDB:
+    """The page-state database. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock_fd: int | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise StateError(f"cannot open state database {self.path}: {exc}") from exc
+
+    # -- lifecycle -----------------------------------------------------------------
+    def close(self) -> None:
+        self.unlock()
+        self._db.close()
+
+    def __enter__(self) -> "StateDB":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lock(self) -> None:
+        """Take the exclusive pass lock or raise StateLockedError at once."""
+        if self._lock_fd is not None:
+            return
+        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = ""
+            with contextlib.suppress(OSError):
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise StateLockedError(
+                f"another pagesync pass is using {self.path}" + (f" ({holder})" if holder else "")
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        try:
+            self._db.execute("BEGIN")
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    # -- pages -----------------------------------------------------------------------
+    def get(self, url: str) -> PageState | None:
+        row = self._db.execute("SELECT * FROM pages WHERE url = ?", (url,)).fetchone()
+        return PageState.from_row(row) if row else None
+
+    def get_many(self, urls: Iterable[str]) -> dict[str, PageState]:
+        out: dict[str, PageState] = {}
+        urls = list(urls)
+        for i in range(0, len(urls), 500):
+            part = urls[i : i + 500]
+            q = f"SELECT * FROM pages WHERE url IN ({','.join('?' * len(part))})"
+            for row in self._db.execute(q, part):
+                out[row["url"]] = PageState.from_row(row)
+        return out
+
+    def all_pages(self) -> list[PageState]:
+        return [PageState.from_row(r) for r in self._db.execute("SELECT * FROM pages ORDER BY url")]
+
+    def sitemap_urls(self) -> dict[str, str | None]:
+        """URLs the sitemaps listed last pass (url -> lastmod), for the sitemap diff."""
+        return {
+            r["url"]: r["sitemap_lastmod"]
+            for r in self._db.execute("SELECT url, sitemap_lastmod FROM pages WHERE in_sitemap = 1")
+        }
+
+    def due_urls(self, now: datetime) -> list[str]:
+        """Tracked, not-gone pages whose due time has come, or whose write was left pending."""
+        rows = self._db.execute(
+            "SELECT url FROM pages WHERE status != ? AND (due_at IS NULL OR due_at <= ?) "
+            "UNION SELECT url FROM pages WHERE pending_hash IS NOT NULL",
+            (GONE, to_epoch(now)),
+        )
+        return [r["url"] for r in rows]
+
+    def tracked_urls(self) -> list[str]:
+        return [r["url"] for r in self._db.execute("SELECT url FROM pages WHERE status != ?", (GONE,))]
+
+    def put(self, page: PageState) -> None:
+        self.put_many([page])
+
+    def put_many(self, pages: Iterable[PageState]) -> None:
+        rows = [p.to_row() for p in pages]
+        if not rows:
+            return
+        cols = list(rows[0].keys())
+        q = (
+            f"INSERT INTO pages ({','.join(cols)}) VALUES ({','.join(':' + c for c in cols)}) "
+            f"ON CONFLICT(url) DO UPDATE SET {','.join(f'{c}=excluded.{c}' for c in cols if c != 'url')}"
+        )
+        try:
+            with self.transaction():
+                self._db.executemany(q, rows)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot write page state: {exc}") from exc
+
+    def counts(self) -> dict[str, int]:
+        return {r["status"]: r["n"] for r in self._db.execute("SELECT status, COUNT(*) AS n FROM pages GROUP BY status")}
+
+    # -- runs -------------------------------------------------------------------------
+    def record_run(self, report: dict) -> None:
+        self._db.execute(
+            "INSERT INTO runs (started_at, finished_at, report) VALUES (?, ?, ?)",
+            (report["started_at"], report["finished_at"], json.dumps(report)),
+        )
+
+    def last_run(self) -> dict | None:
+        row = self._db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        return json.loads(row["report"]) if row else None

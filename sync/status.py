@@ -1,0 +1,84 @@
+"""`pagesync status`: what is tracked, what is due, intervals, last pass (read-only)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from .state import GONE, StateDB
+from .store import Store
+
+__all__ = ["collect_status", "render_status"]
+
+
+def _fmt_interval(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    h = seconds / 3600
+    return f"{h / 24:.1f}d" if h >= 48 else f"{h:.1f}h"
+
+
+def collect_status(state: StateDB, store: Store, now: datetime, *, with_pages: bool = False) -> dict[str, Any]:
+    pages = state.all_pages()
+    live = [p for p in pages if p.status != GONE]
+    due = [p for p in live if p.due_at is None or p.due_at <= now or p.pending_hash is not None]
+    intervals = sorted(p.interval.total_seconds() for p in live if p.interval is not None)
+    buckets = Counter(_fmt_interval(s) for s in intervals)
+    next_due = min((p.due_at for p in live if p.due_at is not None and p.due_at > now), default=None)
+    info: dict[str, Any] = {
+        "now": now.isoformat(),
+        "collection": store.collection,
+        "points": store.count() if store.exists() else 0,
+        "pages": dict(Counter(p.status for p in pages)),
+        "pages_tracked": len(live),
+        "pages_due": len(due),
+        "pages_pending": sum(1 for p in pages if p.pending_hash is not None),
+        "pages_failing": sum(1 for p in live if p.failures > 0),
+        "chunks_recorded": sum(p.chunk_count for p in live),
+        "next_due_at": next_due.isoformat() if next_due else None,
+        "interval_min": _fmt_interval(intervals[0]) if intervals else None,
+        "interval_median": _fmt_interval(intervals[len(intervals) // 2]) if intervals else None,
+        "interval_max": _fmt_interval(intervals[-1]) if intervals else None,
+        "intervals": dict(sorted(buckets.items())),
+        "last_pass": state.last_run(),
+    }
+    if info["last_pass"]:
+        info["last_pass"].pop("changes", None)
+    if with_pages:
+        info["page_list"] = [
+            {
+                "url": p.url,
+                "status": p.status,
+                "chunks": p.chunk_count,
+                "interval": _fmt_interval(p.interval.total_seconds() if p.interval else None),
+                "due_at": p.due_at.isoformat() if p.due_at else None,
+                "failures": p.failures,
+                "last_error": p.last_error,
+            }
+            for p in pages
+        ]
+    return info
+
+
+def render_status(info: dict[str, Any]) -> str:
+    lines = [
+        f"collection {info['collection']}: {info['points']} points; state records {info['chunks_recorded']} chunks",
+        f"pages: {info['pages_tracked']} tracked ({', '.join(f'{k} {v}' for k, v in sorted(info['pages'].items())) or 'none'})",
+        f"due now: {info['pages_due']}   pending writes: {info['pages_pending']}   failing: {info['pages_failing']}",
+        f"next due: {info['next_due_at'] or '-'}",
+        f"revisit intervals: min {info['interval_min'] or '-'}, median {info['interval_median'] or '-'}, max {info['interval_max'] or '-'}",
+    ]
+    lp = info.get("last_pass")
+    if lp:
+        lines.append(
+            f"last pass: {lp['finished_at']} (clock {lp.get('now', '-')}): fetched {lp['pages_fetched']}, "
+            f"added {lp['pages_added']}, changed {lp['pages_changed']}, removed {lp['pages_removed']}, "
+            f"failed {lp['pages_failed']}, chunks embedded {lp['chunks_embedded']}"
+        )
+    else:
+        lines.append("last pass: none")
+    for p in info.get("page_list", []):
+        lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} {p['chunks']:>4} chunks  {p['url']}"
+                     + (f"  [{p['failures']} failures: {p['last_error']}]" if p["failures"] else ""))
+    return "\n".join(lines)

@@ -1,0 +1,375 @@
+"""The vector store seam: one protocol, two backends.
+
+- `EdgeStore`: the embedded default, Qdrant Edge (the Qdrant engine in-process, one shard
+  directory per collection). Delete-by-url goes through a keyword payload index, so
+  replacing a page costs the same at 10k or 1M points.
+- `ClientStore`: qdrant-client, for a real Qdrant server (`--qdrant-url`); its `:memory:`
+  mode stands in for the server API in tests when no server is reachable.
+
+Replacing a page is `delete every point with this url` then `upsert the new points`,
+in that order, confirmed before returning (server: one `batch_update_points` request
+with `wait=True`; edge: both operations go through its write-ahead log).
+Every backend error is raised as `StoreError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Sequence
+
+from .errors import CollectionMismatchError, ConfigError, StoreError
+
+__all__ = [
+    "StoredPoint",
+    "PageWrite",
+    "Store",
+    "EdgeStore",
+    "ClientStore",
+    "INDEXED_FIELDS",
+    "redact",
+]
+
+INDEXED_FIELDS = ("url", "content_hash")
+_COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+
+
+@dataclass
+class StoredPoint:
+    id: str
+    payload: dict[str, Any]
+    vector: list[float] | None = None
+
+
+@dataclass
+class PageWrite:
+    """All of one page's new points: the unit a replace writes."""
+
+    url: str
+    points: list[StoredPoint] = field(default_factory=list)
+
+
+class Store(Protocol):
+    collection: str
+
+    def ensure_collection(self, dimension: int) -> None:
+        """Create the collection (cosine, payload indexes) or check an existing one fits."""
+
+    def exists(self) -> bool: ...
+
+    def replace_pages(self, pages: Sequence[PageWrite]) -> int:
+        """For each page: delete all its points, insert the new ones. Returns points deleted."""
+
+    def delete_pages(self, urls: Sequence[str]) -> int:
+        """Delete every point of these urls. Returns points deleted."""
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None: ...
+
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]: ...
+
+    def count(self, url: str | None = None) -> int: ...
+
+    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]: ...
+
+    def close(self) -> None: ...
+
+
+def redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def _check_name(collection: str) -> None:
+    if not _COLLECTION_RE.match(collection):
+        raise ConfigError(f"invalid collection name {collection!r} (letters, digits, _ . - only)")
+
+
+# ---------------------------------------------------------------------------------------
+class EdgeStore:
+    """Qdrant Edge shard at `<path>/<collection>/`."""
+
+    def __init__(self, path: str | Path, collection: str):
+        _check_name(collection)
+        self.collection = collection
+        self.dir = Path(path) / collection
+        self._shard = None
+        self._qe = None
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (StoreError, ConfigError):
+            raise
+        except Exception as exc:
+            raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
+
+    def exists(self) -> bool:
+        return (self.dir / "edge_config.json").exists()
+
+    def _config_size(self) -> int | None:
+        try:
+            cfg = json.loads((self.dir / "edge_config.json").read_text())
+            return int(cfg["vectors"][""]["size"])
+        except (OSError, KeyError, ValueError, TypeError):
+            return None
+
+    def _open(self, dimension: int | None = None):
+        if self._shard is not None:
+            return self._shard
+        import qdrant_edge as qe
+
+        self._qe = qe
+        with self._guard("open"):
+            if self.exists():
+                size = self._config_size()
+                if dimension is not None and size is not None and size != dimension:
+                    raise CollectionMismatchError(
+                        f"collection {self.collection!r} holds {size}-dimensional vectors but the "
+                        f"embedder makes {dimension}; use another --collection or reindex"
+                    )
+                self._shard = qe.EdgeShard.load(str(self.dir))
+            else:
+                if dimension is None:
+                    raise StoreError(f"collection {self.collection!r} does not exist at {self.dir}")
+                self.dir.mkdir(parents=True, exist_ok=True)
+                cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine))
+                self._shard = qe.EdgeShard.create(str(self.dir), cfg)
+                for name in INDEXED_FIELDS:
+                    self._shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+        return self._shard
+
+    def ensure_collection(self, dimension: int) -> None:
+        self._open(dimension)
+
+    def _url_filter(self, url: str):
+        qe = self._qe
+        return qe.Filter(must=[qe.FieldCondition(key="url", match=qe.MatchValue(url))])
+
+    def _points(self, points: Sequence[StoredPoint]):
+        qe = self._qe
+        return [qe.Point(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in points]
+
+    def _delete_url(self, url: str) -> int:
+        shard, qe = self._shard, self._qe
+        f = self._url_filter(url)
+        n = shard.count(qe.CountRequest(exact=True, filter=f))
+        if n:
+            shard.update(qe.UpdateOperation.delete_points_by_filter(f))
+        return n
+
+    def replace_pages(self, pages: Sequence[PageWrite]) -> int:
+        shard = self._open()
+        deleted = 0
+        with self._guard("replace"):
+            for page in pages:
+                # Delete first, then insert: ids are stable, so an insert-then-delete-by-url
+                # would delete the new points too. Both steps are in the WAL before returning.
+                deleted += self._delete_url(page.url)
+                if page.points:
+                    shard.update(self._qe.UpdateOperation.upsert_points(self._points(page.points)))
+            shard.flush()
+        return deleted
+
+    def delete_pages(self, urls: Sequence[str]) -> int:
+        if not self.exists():
+            return 0
+        shard = self._open()
+        with self._guard("delete"):
+            deleted = sum(self._delete_url(u) for u in urls)
+            shard.flush()
+        return deleted
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None:
+        shard = self._open()
+        with self._guard("upsert"):
+            for i in range(0, len(points), 512):
+                shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
+            shard.flush()
+
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]:
+        if not self.exists():
+            return
+        shard = self._open()
+        qe = self._qe
+        offset = None
+        while True:
+            with self._guard("scroll"):
+                recs, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=with_vectors)
+                )
+            for r in recs:
+                vec = r.vector if with_vectors else None
+                if isinstance(vec, dict):
+                    vec = vec.get("")
+                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
+            if offset is None:
+                return
+
+    def count(self, url: str | None = None) -> int:
+        if not self.exists():
+            return 0
+        shard = self._open()
+        with self._guard("count"):
+            f = self._url_filter(url) if url is not None else None
+            return shard.count(self._qe.CountRequest(exact=True, filter=f))
+
+    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]:
+        shard = self._open()
+        qe = self._qe
+        with self._guard("search"):
+            hits = shard.query(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vector)), with_payload=True))
+        return [(h.score, dict(h.payload or {})) for h in hits]
+
+    def close(self) -> None:
+        if self._shard is not None:
+            with self._guard("close"):
+                self._shard.flush()
+                self._shard.close()
+            self._shard = None
+
+
+# ---------------------------------------------------------------------------------------
+class ClientStore:
+    """A collection on a Qdrant server (or qdrant-client's `:memory:` mode) via qdrant-client."""
+
+    def __init__(self, client: Any, collection: str, *, api_key: str | None = None):
+        _check_name(collection)
+        self.client = client
+        self.collection = collection
+        self._secret = api_key
+
+    @classmethod
+    def connect(cls, url: str, collection: str, *, api_key: str | None = None, timeout: int = 30) -> "ClientStore":
+        from qdrant_client import QdrantClient
+
+        if url == ":memory:":
+            return cls(QdrantClient(location=":memory:"), collection)
+        try:
+            client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
+        except Exception as exc:
+            raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
+        return cls(client, collection, api_key=api_key)
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (StoreError, ConfigError):
+            raise
+        except Exception as exc:
+            # `from None`: the original may carry request headers (the API key).
+            raise StoreError(redact(f"Qdrant {what} on {self.collection!r} failed: {exc}", self._secret)) from None
+
+    def exists(self) -> bool:
+        with self._guard("collection check"):
+            return self.client.collection_exists(self.collection)
+
+    def ensure_collection(self, dimension: int) -> None:
+        from qdrant_client import models as m
+
+        with self._guard("create collection"):
+            if self.client.collection_exists(self.collection):
+                params = self.client.get_collection(self.collection).config.params.vectors
+                size = params.size if isinstance(params, m.VectorParams) else None
+                if size != dimension:
+                    raise CollectionMismatchError(
+                        f"collection {self.collection!r} holds vectors of size {size} but the "
+                        f"embedder makes {dimension}; use another --collection or reindex"
+                    )
+            else:
+                self.client.create_collection(
+                    self.collection, vectors_config=m.VectorParams(size=dimension, distance=m.Distance.COSINE)
+                )
+            for name in INDEXED_FIELDS:
+                self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD, wait=True)
+
+    @staticmethod
+    def _url_filter(url: str):
+        from qdrant_client import models as m
+
+        return m.Filter(must=[m.FieldCondition(key="url", match=m.MatchValue(value=url))])
+
+    def _count_url(self, url: str) -> int:
+        return self.client.count(self.collection, count_filter=self._url_filter(url), exact=True).count
+
+    def replace_pages(self, pages: Sequence[PageWrite]) -> int:
+        from qdrant_client import models as m
+
+        ops: list[Any] = []
+        deleted = 0
+        with self._guard("replace"):
+            for page in pages:
+                deleted += self._count_url(page.url)
+                # Order inside the one request: delete the page's points, then insert.
+                ops.append(m.DeleteOperation(delete=m.FilterSelector(filter=self._url_filter(page.url))))
+                if page.points:
+                    ops.append(
+                        m.UpsertOperation(
+                            upsert=m.PointsList(
+                                points=[m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in page.points]
+                            )
+                        )
+                    )
+            if ops:
+                self.client.batch_update_points(self.collection, update_operations=ops, wait=True)
+        return deleted
+
+    def delete_pages(self, urls: Sequence[str]) -> int:
+        from qdrant_client import models as m
+
+        with self._guard("delete"):
+            if not self.client.collection_exists(self.collection):
+                return 0
+            deleted = sum(self._count_url(u) for u in urls)
+            ops = [m.DeleteOperation(delete=m.FilterSelector(filter=self._url_filter(u))) for u in urls]
+            if ops:
+                self.client.batch_update_points(self.collection, update_operations=ops, wait=True)
+        return deleted
+
+    def upsert(self, points: Sequence[StoredPoint]) -> None:
+        from qdrant_client import models as m
+
+        with self._guard("upsert"):
+            for i in range(0, len(points), 256):
+                part = points[i : i + 256]
+                self.client.upsert(
+                    self.collection,
+                    points=[m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in part],
+                    wait=True,
+                )
+
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]:
+        if not self.exists():
+            return
+        offset = None
+        while True:
+            with self._guard("scroll"):
+                recs, offset = self.client.scroll(
+                    self.collection, limit=batch, offset=offset, with_payload=True, with_vectors=with_vectors
+                )
+            for r in recs:
+                vec = r.vector if with_vectors else None
+                if isinstance(vec, dict):
+                    vec = vec.get("")
+                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
+            if offset is None:
+                return
+
+    def count(self, url: str | None = None) -> int:
+        with self._guard("count"):
+            if not self.client.collection_exists(self.collection):
+                return 0
+            f = self._url_filter(url) if url is not None else None
+            return self.client.count(self.collection, count_filter=f, exact=True).count
+
+    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]:
+        with self._guard("search"):
+            res = self.client.query_points(self.collection, query=list(vector), limit=limit, with_payload=True)
+        return [(p.score, dict(p.payload or {})) for p in res.points]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
