@@ -94,7 +94,7 @@ class Site:
 
     def pages(self) -> list[str]:
         with self._lock:
-            return sorted(p for p, r in self.resources.items() if r.in_sitemap and r.status == 200 and p.endswith((".html", "/")))
+            return sorted(p for p, r in self.resources.items() if r.in_sitemap and p.endswith((".html", "/")))
 
     @classmethod
     def from_dir(cls, root: Path) -> "Site":

@@ -1,0 +1,79 @@
+"""Test helpers: page builders and a harness that runs passes like the CLI does."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from chunking import Splitter
+from demo.site_server import Site, SiteServer, render_page
+from embedders import HashEmbedder
+from sync.engine import PassConfig, arun_pass
+from sync.fetcher import Fetcher, make_client
+from sync.state import StateDB
+from sync.store import EdgeStore
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def page_html(title: str, paragraphs: list[str], nav: list[str] | None = None, footer: str = "© Acme") -> str:
+    body = "".join(f"<h2>Section {i}</h2><p>{p}</p>" for i, p in enumerate(paragraphs))
+    return render_page(title, body, nav=nav, footer=footer)
+
+
+def para(seed: str, words: int = 60) -> str:
+    """Deterministic prose-like text, distinct per seed."""
+    import hashlib
+
+    vocab = ("alpha beta gamma delta install configure deploy server client request response cache token "
+             "index vector page sitemap chunk embed store query filter update delete schedule retry error").split()
+    h = hashlib.sha256(seed.encode()).digest()
+    out = []
+    for i in range(words):
+        out.append(vocab[(h[i % 32] + i * 7) % len(vocab)])
+        if i % 11 == 10:
+            out[-1] += "."
+    return seed.replace("/", " ") + " " + " ".join(out) + "."
+
+
+class Harness:
+    """Runs passes against one site, one embedded store and one state, like the CLI does."""
+
+    def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages"):
+        self.site = site
+        self.tmp = tmp
+        self.embedder = embedder or HashEmbedder(16)
+        self.splitter = splitter or Splitter(chunk_size=400, chunk_overlap=0)
+        self.collection = collection
+        self.store_path = tmp / "qdrant"
+        self.state_path = tmp / "state.db"
+        self.now = T0
+
+    def sitemap(self) -> str:
+        return self.site.server.url("/sitemap.xml")  # type: ignore[attr-defined]
+
+    def run(self, *, full: bool = False, dry_run: bool = False, advance: timedelta = timedelta(0), store=None,
+            state_path: Path | None = None, embedder=None, sitemaps=None, urls=(), **cfg):
+        self.now += advance
+        store = store or EdgeStore(self.store_path, self.collection)
+        pc = PassConfig(sitemaps=[self.sitemap()] if sitemaps is None else sitemaps, urls=list(urls), now=self.now,
+                        full=full, dry_run=dry_run, **cfg)
+
+        async def go():
+            async with make_client(timeout=5) as client:
+                return await arun_pass(pc, fetcher=Fetcher(client), store=store, state=st,
+                                       embedder=embedder or self.embedder, splitter=self.splitter)
+
+        with StateDB(state_path or self.state_path) as st:
+            try:
+                return asyncio.run(go())
+            finally:
+                store.close()
+
+    def points(self, store=None) -> dict[str, dict]:
+        store = store or EdgeStore(self.store_path, self.collection)
+        try:
+            return {p.id: p.payload for p in store.scroll()}
+        finally:
+            store.close()
