@@ -1,0 +1,373 @@
+"""The `pagesync` command line, driven as a subprocess exactly as CONTRACT.md writes it.
+
+Every call is `python -m sync ...` in a fresh working directory, against the `site`
+fixture (a docs site on 127.0.0.1), with `--embedder fake` so no model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from sync.ids import chunk_id, point_id
+from tests.helpers import page_html, para
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = "2026-01-01T00:00:00Z"
+REPORT_KEYS = {
+    "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
+    "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
+    "chunks_written", "bytes_downloaded", "errors",
+}
+PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder"}
+DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
+KEY = "sekret-key-123"
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def cli(work: Path, *args: str, input: str | None = None, env: dict[str, str] | None = None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
+    full_env["HF_HUB_OFFLINE"] = "1"
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=full_env, input=input,
+                          capture_output=True, text=True, timeout=60)
+
+
+def one_error_line(r) -> str:
+    """The contract's failure shape: one clear line on stderr, no traceback."""
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("pagesync: error:"), lines[0]
+    return lines[0]
+
+
+def build(site, n: int = 3, sections: int = 3) -> list[str]:
+    for i in range(n):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
+    return [site.server.url(f"/p{i}.html") for i in range(n)]
+
+
+def sitemap(site) -> str:
+    return site.server.url("/sitemap.xml")
+
+
+def run(site, work: Path, *extra: str, report: str | None = None):
+    args = ["run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", *extra]
+    if report:
+        args += ["--report", report]
+    return cli(work, *args)
+
+
+def export(work: Path, *extra: str) -> list[dict]:
+    r = cli(work, "export", *extra)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def by_id(records: list[dict]) -> dict[str, dict]:
+    out = {rec["id"]: rec for rec in records}
+    assert len(out) == len(records), "duplicate ids in export"
+    return out
+
+
+def state_rows(path: Path) -> tuple[list[tuple], int]:
+    db = sqlite3.connect(str(path))
+    try:
+        pages = [tuple(r) for r in db.execute("SELECT * FROM pages ORDER BY url")]
+        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    finally:
+        db.close()
+    return pages, runs
+
+
+@pytest.fixture
+def work(tmp_path):
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+# -- run ----------------------------------------------------------------------------------------
+def test_run_writes_a_report_with_every_contract_key(site, work):
+    urls = build(site)
+    r = run(site, work, "--now", T0, report="R.json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert REPORT_KEYS <= rep.keys()
+    assert rep["pages_in_sitemaps"] == 3
+    assert rep["pages_fetched"] == 3
+    assert rep["pages_added"] == 3
+    assert (rep["pages_not_modified"], rep["pages_unchanged"], rep["pages_changed"]) == (0, 0, 0)
+    assert (rep["pages_removed"], rep["pages_failed"], rep["chunks_deleted"]) == (0, 0, 0)
+    assert rep["errors"] == []
+    assert rep["bytes_downloaded"] > 0
+    started = datetime.fromisoformat(rep["started_at"])
+    finished = datetime.fromisoformat(rep["finished_at"])
+    assert started.tzinfo is not None and started <= finished
+
+    points = export(work, "--qdrant-path", "q")
+    assert len(points) == rep["chunks_written"] == rep["chunks_embedded"] >= 3
+    assert {p["payload"]["url"] for p in points} == set(urls)
+    for p in points:
+        # --now is the pass's clock
+        assert datetime.fromisoformat(p["payload"]["fetched_at"]) == datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def test_second_full_run_over_an_unchanged_site_is_all_not_modified(site, work):
+    build(site)
+    assert run(site, work, "--now", T0).returncode == 0
+    before = by_id(export(work, "--qdrant-path", "q"))
+    r = run(site, work, "--full", report="R2.json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((work / "R2.json").read_text())
+    assert rep["pages_not_modified"] == rep["pages_fetched"] == rep["pages_in_sitemaps"] == 3
+    assert rep["chunks_embedded"] == rep["chunks_written"] == rep["chunks_deleted"] == 0
+    assert rep["pages_added"] == rep["pages_changed"] == rep["pages_removed"] == rep["pages_failed"] == 0
+    assert rep["errors"] == []
+    assert by_id(export(work, "--qdrant-path", "q")) == before
+
+
+def test_dry_run_prints_would_lines_and_writes_nothing(site, work):
+    urls = build(site)
+    r = run(site, work, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    would = [ln for ln in r.stdout.splitlines() if ln.startswith("would")]
+    assert len(would) == 3
+    for u in urls:
+        assert any(u in ln and "added" in ln for ln in would), r.stdout
+    assert not (work / "q" / "pages").exists(), "dry run created the collection"
+    assert sorted(p.name for p in work.iterdir()) == [], "dry run wrote files (state database / lock)"
+
+
+def test_dry_run_after_a_pass_changes_neither_collection_nor_state(site, work):
+    urls = build(site)
+    assert run(site, work, "--now", T0).returncode == 0
+    points_before = by_id(export(work, "--qdrant-path", "q"))
+    state_before = state_rows(work / "s.db")
+    site.set("/p1.html", page_html("Page 1", [para("rewritten-1"), para("rewritten-2")]))
+    site.remove("/p2.html")
+
+    r = run(site, work, "--dry-run", "--full")
+    assert r.returncode == 0, r.stderr
+    would = [ln for ln in r.stdout.splitlines() if ln.startswith("would")]
+    assert len(would) == 2, r.stdout
+    assert any(urls[1] in ln and "changed" in ln for ln in would), r.stdout
+    assert any(urls[2] in ln and "removed" in ln for ln in would), r.stdout
+    assert by_id(export(work, "--qdrant-path", "q")) == points_before
+    assert state_rows(work / "s.db") == state_before
+
+
+def test_bad_now_exits_2_with_one_line_and_writes_nothing(site, work):
+    build(site)
+    r = run(site, work, "--now", "yesterday-ish")
+    assert r.returncode == 2
+    assert "--now" in one_error_line(r)
+    assert list(work.iterdir()) == []
+    assert site.count() == 0  # nothing was fetched either
+
+
+@pytest.mark.parametrize("bad", ["ftp://example.com/sitemap.xml", "sitemap.xml", "file:///srv/sitemap.xml"])
+def test_non_http_sitemap_exits_2(work, bad):
+    r = cli(work, "run", "--sitemap", bad, "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake")
+    assert r.returncode == 2
+    assert "--sitemap" in one_error_line(r)
+    assert list(work.iterdir()) == []
+
+
+def test_run_without_sitemap_url_or_state_exits_2(work):
+    r = cli(work, "run", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake")
+    assert r.returncode == 2
+    one_error_line(r)
+    assert list(work.iterdir()) == []
+
+
+def test_page_failures_exit_1_and_are_reported(site, work):
+    urls = build(site)
+    site.error("/p1.html", 500)
+    r = run(site, work, report="R.json")
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert rep["pages_failed"] == 1
+    assert rep["pages_added"] == 2
+    assert len(rep["errors"]) == 1
+    (err,) = rep["errors"]
+    assert set(err) == {"url", "error"}
+    assert err["url"] == urls[1]
+    assert "500" in err["error"]
+    assert {p["payload"]["url"] for p in export(work, "--qdrant-path", "q")} == {urls[0], urls[2]}
+
+
+def test_dead_qdrant_url_from_env_fails_with_one_clear_line(site, work):
+    build(site)
+    r = cli(work, "run", "--sitemap", sitemap(site), "--state", "s.db", "--embedder", "fake",
+            env={"QDRANT_URL": DEAD, "QDRANT_API_KEY": KEY})
+    assert r.returncode in (1, 2), (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert KEY not in r.stderr and KEY not in r.stdout
+    assert site.count() == 0, "the store is checked before anything is fetched"
+    line = one_error_line(r)
+    assert "Qdrant" in line
+
+
+# -- status -------------------------------------------------------------------------------------
+def test_status_shows_tracked_and_due_counts(site, work):
+    build(site)
+    assert run(site, work, "--now", T0).returncode == 0
+    n_points = len(export(work, "--qdrant-path", "q"))
+
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert r.returncode == 0, r.stderr
+    assert "pages: 3 tracked" in r.stdout
+    assert "due now: 0" in r.stdout
+    assert f"collection pages: {n_points} points" in r.stdout
+
+    r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert (info["pages_tracked"], info["pages_due"], info["points"]) == (3, 0, n_points)
+    assert info["collection"] == "pages"
+
+    r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-02-01T00:00:00Z")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert (info["pages_tracked"], info["pages_due"]) == (3, 3)
+
+
+# -- export / import ------------------------------------------------------------------------------
+def test_export_emits_id_and_payload_lines(site, work):
+    build(site)
+    r = run(site, work, report="R.json")
+    assert r.returncode == 0, r.stderr
+    written = json.loads((work / "R.json").read_text())["chunks_written"]
+
+    plain = export(work, "--qdrant-path", "q")
+    assert len(plain) == written
+    for rec in plain:
+        assert set(rec) == {"id", "payload"}
+        p = rec["payload"]
+        assert PAYLOAD_KEYS <= set(p)
+        assert p["chunk_id"] == chunk_id(p["url"], p["chunk_index"])
+        assert rec["id"] == point_id(p["chunk_id"])
+        assert p["embedder"] == "fake-hash-16"
+
+    vec = export(work, "--qdrant-path", "q", "--with-vectors")
+    assert len(vec) == written
+    for rec in vec:
+        assert set(rec) == {"id", "payload", "vector"}
+        assert len(rec["vector"]) == 16
+        assert math.isclose(math.sqrt(sum(x * x for x in rec["vector"])), 1.0, abs_tol=1e-4)
+    assert {r["id"]: r["payload"] for r in vec} == {r["id"]: r["payload"] for r in plain}
+
+
+def _same_points(a: list[dict], b: list[dict]) -> None:
+    a, b = by_id(a), by_id(b)
+    assert set(a) == set(b)
+    for pid in a:
+        assert a[pid]["payload"] == b[pid]["payload"]
+        assert len(a[pid]["vector"]) == len(b[pid]["vector"])
+        assert all(abs(x - y) < 1e-5 for x, y in zip(a[pid]["vector"], b[pid]["vector"]))
+
+
+def test_export_import_round_trip_into_another_collection_and_path(site, work):
+    build(site)
+    assert run(site, work).returncode == 0
+    r = cli(work, "export", "--qdrant-path", "q", "--with-vectors")
+    assert r.returncode == 0, r.stderr
+    dump = r.stdout
+    original = [json.loads(line) for line in dump.splitlines()]
+    assert original
+
+    # piped: export --with-vectors | import --collection copy
+    r = cli(work, "import", "--collection", "copy", "--qdrant-path", "q", input=dump)
+    assert r.returncode == 0, r.stderr
+    _same_points(original, export(work, "--collection", "copy", "--qdrant-path", "q", "--with-vectors"))
+
+    # from a file, into another embedded store
+    (work / "dump.jsonl").write_text(dump)
+    r = cli(work, "import", "dump.jsonl", "--qdrant-path", "q2")
+    assert r.returncode == 0, r.stderr
+    _same_points(original, export(work, "--qdrant-path", "q2", "--with-vectors"))
+
+    # the source is untouched, and importing twice is idempotent (same ids)
+    r = cli(work, "import", "dump.jsonl", "--qdrant-path", "q2")
+    assert r.returncode == 0, r.stderr
+    _same_points(original, export(work, "--qdrant-path", "q2", "--with-vectors"))
+    _same_points(original, export(work, "--qdrant-path", "q", "--with-vectors"))
+
+
+def test_import_of_a_malformed_line_exits_2_and_writes_no_points(work):
+    good = json.dumps({"id": point_id(chunk_id("https://x.example/a", 0)),
+                       "payload": {"url": "https://x.example/a", "chunk_index": 0}, "vector": [0.6, 0.8]})
+    no_vector = json.dumps({"id": point_id(chunk_id("https://x.example/a", 1)), "payload": {"url": "https://x.example/a"}})
+    cases = [
+        ("{not json\n", "line 1"),
+        ('{"payload": {"url": "u"}, "vector": [1.0, 0.0]}\n', "line 1"),  # no id
+        (good + "\n" + '{"id": "x", "payload": [1, 2]\n', "line 2"),  # broken second line
+        (no_vector + "\n", "line 1"),  # a plain export line: no vector
+    ]
+    for text, where in cases:
+        r = cli(work, "import", "--collection", "target", "--qdrant-path", "q", input=text)
+        assert r.returncode == 2, (text, r.returncode, r.stderr)
+        assert where in one_error_line(r)
+    assert export(work, "--collection", "target", "--qdrant-path", "q") == []
+
+
+def test_import_of_a_missing_file_exits_2(work):
+    r = cli(work, "import", "no-such-file.jsonl", "--qdrant-path", "q")
+    assert r.returncode == 2
+    assert "no-such-file.jsonl" in one_error_line(r)
+    assert list(work.iterdir()) == []
+
+
+# -- shared options ------------------------------------------------------------------------------
+def test_status_export_import_accept_the_shared_options(site, work):
+    build(site)
+    assert run(site, work, "--collection", "docs").returncode == 0
+    common = ["--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY]
+
+    r = cli(work, "status", *common)
+    assert r.returncode == 0, r.stderr
+    assert "collection docs:" in r.stdout and "pages: 3 tracked" in r.stdout
+
+    r = cli(work, "export", *common, "--with-vectors")
+    assert r.returncode == 0, r.stderr
+    dump = r.stdout
+    assert len(dump.splitlines()) >= 3
+
+    r = cli(work, "import", "--collection", "docs2", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY, input=dump)
+    assert r.returncode == 0, r.stderr
+    assert len(export(work, "--collection", "docs2", "--qdrant-path", "q")) == len(dump.splitlines())
+
+    # --qdrant-url is honoured (the dead server is used instead of the embedded store), and
+    # the key given with --api-key is never printed.
+    for cmd, stdin in (("status", None), ("export", None), ("import", dump)):
+        r = cli(work, cmd, *common, "--qdrant-url", DEAD, input=stdin)
+        assert r.returncode == 1, (cmd, r.returncode, r.stderr)
+        assert "No such option" not in r.stderr
+        assert "Traceback" not in r.stderr
+        assert KEY not in r.stderr and KEY not in r.stdout
+        assert any(ln.startswith("pagesync: error:") and "Qdrant" in ln for ln in r.stderr.splitlines()), r.stderr
+
+
+def test_audit_accepts_the_shared_options(site, work):
+    r = cli(work, "audit", "--help")
+    if r.returncode != 0 and "No such command" in r.stderr:
+        pytest.skip("pagesync audit is not implemented yet")
+    assert r.returncode == 0, r.stderr
+    for opt in ("--collection", "--qdrant-url", "--api-key", "--qdrant-path", "--state", "--json", "--fix"):
+        assert opt in r.stdout, opt
+    build(site)
+    assert run(site, work, "--collection", "docs").returncode == 0
+    r = cli(work, "audit", "--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY)
+    assert r.returncode == 0, r.stdout + r.stderr  # a fresh pass leaves nothing to find

@@ -1,0 +1,125 @@
+"""The change decision over every combination of what the fetch saw and what we knew."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from sync.decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
+
+FP = "fp-current"
+OTHER_FP = "fp-old"
+HASH = "h" * 64
+OTHER_HASH = "g" * 64
+
+
+def expected_action(outcome: Outcome, indexed: bool, same_hash: bool, same_fp: bool) -> Action:
+    if outcome is Outcome.ERROR:
+        return Action.FAIL  # errors never purge, never write
+    if outcome is Outcome.GONE:
+        return Action.PURGE
+    if outcome is Outcome.NOT_MODIFIED:
+        # 304 is a skip only when we hold text indexed under the current pipeline.
+        return Action.SKIP_NOT_MODIFIED if indexed and same_fp else Action.FAIL
+    if not indexed:
+        return Action.ADD
+    if not same_hash or not same_fp:
+        return Action.REPLACE
+    return Action.SKIP_UNCHANGED
+
+
+COMBOS = list(itertools.product(list(Outcome), [True, False], [True, False], [True, False]))
+
+
+def test_combos_cover_every_outcome():
+    assert {c[0] for c in COMBOS} == set(Outcome)
+    assert len(COMBOS) == len(Outcome) * 8
+
+
+@pytest.mark.parametrize(
+    "outcome, indexed, same_hash, same_fp",
+    COMBOS,
+    ids=[f"{o.name}-{'idx' if i else 'new'}-{'sameh' if h else 'diffh'}-{'samefp' if f else 'difffp'}"
+         for o, i, h, f in COMBOS],
+)
+def test_decide_table(outcome, indexed, same_hash, same_fp):
+    stored_hash = HASH if indexed else None
+    new_hash = (HASH if same_hash else OTHER_HASH) if outcome is Outcome.OK else None
+    if outcome is Outcome.OK and not indexed:
+        new_hash = HASH
+    d = decide(
+        outcome,
+        new_hash=new_hash,
+        stored_hash=stored_hash,
+        stored_fingerprint=(FP if same_fp else OTHER_FP) if indexed else None,
+        fingerprint=FP,
+        indexed=indexed,
+    )
+    assert isinstance(d, Decision)
+    assert d.action is expected_action(outcome, indexed, same_hash, same_fp)
+    assert d.reason
+    assert d.writes is (d.action in (Action.ADD, Action.REPLACE, Action.PURGE))
+
+
+# Explicit rows, so the table above is not only checked against a re-implementation.
+@pytest.mark.parametrize(
+    "outcome, new_hash, stored_hash, stored_fp, indexed, action",
+    [
+        (Outcome.OK, HASH, None, None, False, Action.ADD),
+        (Outcome.OK, HASH, HASH, FP, True, Action.SKIP_UNCHANGED),
+        (Outcome.OK, OTHER_HASH, HASH, FP, True, Action.REPLACE),
+        (Outcome.OK, HASH, HASH, OTHER_FP, True, Action.REPLACE),
+        (Outcome.OK, HASH, HASH, None, True, Action.REPLACE),  # indexed before fingerprints were stored
+        (Outcome.NOT_MODIFIED, None, HASH, FP, True, Action.SKIP_NOT_MODIFIED),
+        (Outcome.NOT_MODIFIED, None, HASH, None, True, Action.SKIP_NOT_MODIFIED),
+        (Outcome.NOT_MODIFIED, None, HASH, OTHER_FP, True, Action.FAIL),
+        (Outcome.NOT_MODIFIED, None, None, None, False, Action.FAIL),
+        (Outcome.GONE, None, HASH, FP, True, Action.PURGE),
+        (Outcome.GONE, None, None, None, False, Action.PURGE),
+        (Outcome.ERROR, None, HASH, FP, True, Action.FAIL),
+        (Outcome.ERROR, None, None, None, False, Action.FAIL),
+        (Outcome.ERROR, HASH, HASH, OTHER_FP, True, Action.FAIL),
+    ],
+)
+def test_decide_explicit_rows(outcome, new_hash, stored_hash, stored_fp, indexed, action):
+    d = decide(outcome, new_hash=new_hash, stored_hash=stored_hash, stored_fingerprint=stored_fp,
+               fingerprint=FP, indexed=indexed)
+    assert d.action is action
+
+
+@pytest.mark.parametrize("action, writes", [
+    (Action.ADD, True), (Action.REPLACE, True), (Action.PURGE, True),
+    (Action.SKIP_NOT_MODIFIED, False), (Action.SKIP_UNCHANGED, False), (Action.FAIL, False),
+])
+def test_decision_writes(action, writes):
+    assert Decision(action, "r").writes is writes
+
+
+def test_ok_without_new_hash_is_a_programming_error():
+    with pytest.raises(ValueError):
+        decide(Outcome.OK, new_hash=None, stored_hash=HASH, stored_fingerprint=FP, fingerprint=FP, indexed=True)
+
+
+def test_errors_never_purge_or_write():
+    for indexed in (True, False):
+        d = decide(Outcome.ERROR, new_hash=None, stored_hash=HASH if indexed else None,
+                   stored_fingerprint=FP, fingerprint=FP, indexed=indexed)
+        assert d.action is Action.FAIL and not d.writes
+
+
+@pytest.mark.parametrize(
+    "stored, current, expected",
+    [
+        (None, FP, False),  # never indexed: a normal conditional fetch is fine
+        (FP, FP, False),
+        (OTHER_FP, FP, True),
+        ("", FP, True),
+    ],
+)
+def test_needs_unconditional_fetch(stored, current, expected):
+    assert needs_unconditional_fetch(stored, current) is expected
+
+
+def test_action_values_match_report_vocabulary():
+    assert {a.value for a in Action} == {"not_modified", "unchanged", "added", "changed", "removed", "failed"}

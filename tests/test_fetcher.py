@@ -1,0 +1,466 @@
+"""The HTTP edge against httpx.MockTransport: conditional GETs, classification, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections import defaultdict
+
+import httpx
+import pytest
+
+import sync.fetcher as fetcher_mod
+from sync.decision import Outcome
+from sync.errors import FetchError
+from sync.fetcher import (
+    DEFAULT_USER_AGENT,
+    Fetcher,
+    FetchResult,
+    Validators,
+    classify_status,
+    conditional_headers,
+    make_client,
+)
+
+HTML = b"<html><head><title>T</title></head><body><main><p>Hello there.</p></main></body></html>"
+URL = "https://docs.example.com/page.html"
+
+
+class Recorder:
+    """A MockTransport handler: returns `respond(request)` and records every request."""
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return self.respond(request)
+
+
+def run(handler, coro_fn, **fetcher_kw):
+    """Build a client on a MockTransport, a Fetcher on it, and run `coro_fn(fetcher)`."""
+
+    async def go():
+        async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
+            return await coro_fn(Fetcher(client, **fetcher_kw))
+
+    return asyncio.run(go())
+
+
+def fetch_page(handler, url=URL, validators=None, **kw) -> FetchResult:
+    return run(handler, lambda f: f.fetch_page(url, validators), **kw)
+
+
+class Streamed(httpx.AsyncByteStream):
+    """A body served as a real stream. (httpx reads a plain `content=` body eagerly, which
+    bypasses the wire-byte counter, unlike any real transport.)"""
+
+    def __init__(self, body: bytes, chunk: int = 4096):
+        self.body, self.chunk = body, chunk
+
+    async def __aiter__(self):
+        for i in range(0, len(self.body), self.chunk):
+            yield self.body[i : i + self.chunk]
+
+
+def html_response(status=200, body=HTML, headers=None, ctype="text/html; charset=utf-8"):
+    h = {"content-type": ctype}
+    h.update(headers or {})
+    return httpx.Response(status, stream=Streamed(body), headers=h)
+
+
+# -- conditional requests ------------------------------------------------------------------
+
+def test_no_validators_sends_no_conditional_headers():
+    rec = Recorder(lambda r: html_response())
+    res = fetch_page(rec)
+    assert res.outcome is Outcome.OK
+    h = rec.requests[0].headers
+    assert "if-none-match" not in h and "if-modified-since" not in h
+
+
+def test_empty_validators_send_no_conditional_headers():
+    rec = Recorder(lambda r: html_response())
+    fetch_page(rec, validators=Validators())
+    h = rec.requests[0].headers
+    assert "if-none-match" not in h and "if-modified-since" not in h
+
+
+def test_both_validators_sent_exactly_as_stored():
+    rec = Recorder(lambda r: html_response())
+    lm = "Wed, 21 Oct 2015 07:28:00 GMT"
+    fetch_page(rec, validators=Validators(etag='"abc123"', last_modified=lm))
+    h = rec.requests[0].headers
+    assert h["if-none-match"] == '"abc123"'
+    assert h["if-modified-since"] == lm
+
+
+def test_weak_etag_passed_exactly():
+    rec = Recorder(lambda r: html_response())
+    fetch_page(rec, validators=Validators(etag='W/"5e1-1a2b"'))
+    h = rec.requests[0].headers
+    assert h["if-none-match"] == 'W/"5e1-1a2b"'
+    assert "if-modified-since" not in h
+
+
+def test_only_last_modified():
+    rec = Recorder(lambda r: html_response())
+    fetch_page(rec, validators=Validators(last_modified="Thu, 01 Jan 2026 00:00:00 GMT"))
+    h = rec.requests[0].headers
+    assert "if-none-match" not in h
+    assert h["if-modified-since"] == "Thu, 01 Jan 2026 00:00:00 GMT"
+
+
+@pytest.mark.parametrize(
+    "v, expected",
+    [
+        (None, {}),
+        (Validators(), {}),
+        (Validators(etag='"e"'), {"If-None-Match": '"e"'}),
+        (Validators(etag='W/"e"', last_modified="LM"), {"If-None-Match": 'W/"e"', "If-Modified-Since": "LM"}),
+        (Validators(last_modified="LM"), {"If-Modified-Since": "LM"}),
+    ],
+)
+def test_conditional_headers(v, expected):
+    assert conditional_headers(v) == expected
+
+
+def test_user_agent_is_sent():
+    rec = Recorder(lambda r: html_response())
+    fetch_page(rec)
+    assert rec.requests[0].headers["user-agent"] == DEFAULT_USER_AGENT
+
+
+def test_304_keeps_old_validators_when_it_carries_none():
+    old = Validators(etag='W/"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    res = fetch_page(Recorder(lambda r: httpx.Response(304)), validators=old)
+    assert res.outcome is Outcome.NOT_MODIFIED
+    assert res.status == 304
+    assert res.validators == old
+    assert res.body == b""
+    assert res.error is None
+
+
+def test_304_takes_a_new_etag_and_keeps_old_last_modified():
+    old = Validators(etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    res = fetch_page(Recorder(lambda r: httpx.Response(304, headers={"etag": '"v2"'})), validators=old)
+    assert res.validators == Validators('"v2"', "Mon, 01 Jan 2024 00:00:00 GMT")
+
+
+def test_304_takes_new_last_modified_and_keeps_old_etag():
+    old = Validators(etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    new_lm = "Tue, 02 Jan 2024 00:00:00 GMT"
+    res = fetch_page(Recorder(lambda r: httpx.Response(304, headers={"last-modified": new_lm})), validators=old)
+    assert res.validators == Validators('"v1"', new_lm)
+
+
+def test_304_without_previous_validators():
+    res = fetch_page(Recorder(lambda r: httpx.Response(304, headers={"etag": '"x"'})))
+    assert res.outcome is Outcome.NOT_MODIFIED
+    assert res.validators == Validators('"x"', None)
+
+
+def test_200_replaces_validators_with_what_it_carries():
+    old = Validators(etag='"v1"', last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    res = fetch_page(Recorder(lambda r: html_response(headers={"etag": 'W/"v2"'})), validators=old)
+    assert res.outcome is Outcome.OK
+    assert res.validators == Validators('W/"v2"', None)
+    res = fetch_page(Recorder(lambda r: html_response()), validators=old)
+    assert res.validators == Validators(None, None)
+
+
+# -- status classification -----------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "status, outcome",
+    [
+        (200, Outcome.OK),
+        (203, Outcome.OK),
+        (304, Outcome.NOT_MODIFIED),
+        (404, Outcome.GONE),
+        (410, Outcome.GONE),
+        (400, Outcome.ERROR),
+        (401, Outcome.ERROR),
+        (403, Outcome.ERROR),
+        (429, Outcome.ERROR),
+        (500, Outcome.ERROR),
+        (502, Outcome.ERROR),
+        (503, Outcome.ERROR),
+    ],
+)
+def test_classify_status(status, outcome):
+    assert classify_status(status) is outcome
+
+
+@pytest.mark.parametrize(
+    "status, outcome, error",
+    [
+        (200, Outcome.OK, None),
+        (304, Outcome.NOT_MODIFIED, None),
+        (404, Outcome.GONE, None),
+        (410, Outcome.GONE, None),
+        (500, Outcome.ERROR, "HTTP 500"),
+        (429, Outcome.ERROR, "HTTP 429"),
+        (403, Outcome.ERROR, "HTTP 403"),
+    ],
+)
+def test_fetch_page_classifies_answers(status, outcome, error):
+    body = b"" if status == 304 else HTML
+    res = fetch_page(Recorder(lambda r: html_response(status, body=body)))
+    assert res.outcome is outcome
+    assert res.status == status
+    assert res.answered
+    assert res.error == error
+    assert res.url == URL
+    # only a usable 200 carries a body forward
+    assert res.body == (HTML if outcome is Outcome.OK else b"")
+
+
+# -- network trouble never raises -----------------------------------------------------------
+
+def _raiser(exc_type, msg="boom"):
+    def handler(request):
+        raise exc_type(msg, request=request)
+
+    return handler
+
+
+@pytest.mark.parametrize("exc_type", [httpx.ReadTimeout, httpx.ConnectTimeout, httpx.WriteTimeout, httpx.PoolTimeout])
+def test_timeouts_become_error(exc_type):
+    res = fetch_page(_raiser(exc_type, "timed out"))
+    assert res.outcome is Outcome.ERROR
+    assert res.error == "timeout"
+    assert res.status is None and not res.answered
+    assert res.body == b""
+
+
+@pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError])
+def test_transport_errors_become_error(exc_type):
+    res = fetch_page(_raiser(exc_type, "connection refused"))
+    assert res.outcome is Outcome.ERROR
+    assert exc_type.__name__ in res.error
+    assert res.status is None
+
+
+def test_redirect_loop_becomes_error():
+    res = fetch_page(lambda r: httpx.Response(301, headers={"location": str(r.url) + "x"}))
+    assert res.outcome is Outcome.ERROR
+    assert "redirect" in res.error
+
+
+def test_redirect_followed_and_final_url_recorded():
+    def handler(request):
+        if request.url.path == "/old":
+            return httpx.Response(301, headers={"location": "https://docs.example.com/new"})
+        return html_response()
+
+    res = fetch_page(handler, url="https://docs.example.com/old")
+    assert res.outcome is Outcome.OK
+    assert res.final_url == "https://docs.example.com/new"
+    assert res.url == "https://docs.example.com/old"
+
+
+def test_undecodable_content_encoding_becomes_error():
+    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"not gzip at all"),
+                                              headers={"content-type": "text/html", "content-encoding": "gzip"}))
+    assert res.outcome is Outcome.ERROR
+    assert res.error
+
+
+@pytest.mark.parametrize("bad_url", ["http://[::1/page", "https://docs.example.com/" + "a" * 70_000])
+def test_malformed_url_never_raises(bad_url):
+    # "a page visit always returns a FetchResult": a malformed URL is an ERROR, not an exception.
+    res = fetch_page(Recorder(lambda r: html_response()), url=bad_url)
+    assert res.outcome is Outcome.ERROR
+    assert res.error
+
+
+# -- content type and size -------------------------------------------------------------------
+
+@pytest.mark.parametrize("ctype", ["application/pdf", "image/png", "application/octet-stream", "application/json"])
+def test_non_text_content_type_is_error_with_reason(ctype):
+    res = fetch_page(Recorder(lambda r: html_response(ctype=ctype, body=b"%PDF-1.7 ...")))
+    assert res.outcome is Outcome.ERROR
+    assert ctype in res.error
+    assert res.status == 200
+
+
+@pytest.mark.parametrize(
+    "ctype",
+    ["text/html", "text/html; charset=utf-8", "TEXT/HTML; Charset=UTF-8", "application/xhtml+xml",
+     "text/markdown", "text/x-markdown; charset=utf-8", "text/plain"],
+)
+def test_text_content_types_are_ok(ctype):
+    res = fetch_page(Recorder(lambda r: html_response(ctype=ctype)))
+    assert res.outcome is Outcome.OK
+    assert res.content_type == ctype.split(";")[0].strip().lower()
+
+
+def test_body_over_max_bytes_is_error():
+    res = fetch_page(Recorder(lambda r: html_response(body=b"x" * 101)), max_bytes=100)
+    assert res.outcome is Outcome.ERROR
+    assert "100" in res.error
+    assert res.body == b""
+
+
+def test_body_at_max_bytes_is_ok():
+    res = fetch_page(Recorder(lambda r: html_response(body=b"x" * 100)), max_bytes=100)
+    assert res.outcome is Outcome.OK
+    assert res.body == b"x" * 100
+
+
+def test_cap_applies_to_decoded_size_of_compressed_body():
+    raw = b"<p>" + b"a" * 50_000 + b"</p>"
+    gz = gzip.compress(raw)
+    assert len(gz) < 1000
+    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(gz, 256),
+                                              headers={"content-type": "text/html", "content-encoding": "gzip"}),
+                     max_bytes=10_000)
+    assert res.outcome is Outcome.ERROR
+
+
+def test_streamed_body_over_max_bytes_is_error():
+    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"y" * 50_000, 1000),
+                                              headers={"content-type": "text/html"}),
+                     max_bytes=10_000)
+    assert res.outcome is Outcome.ERROR
+
+
+# -- bytes downloaded ------------------------------------------------------------------------------
+
+def test_bytes_downloaded_counts_the_body():
+    res = fetch_page(Recorder(lambda r: html_response(body=HTML)))
+    assert res.bytes_downloaded == len(HTML)
+
+
+def test_bytes_downloaded_counts_wire_bytes_of_compressed_body():
+    raw = b"<html><body><main>" + b"<p>repeat me</p>" * 500 + b"</main></body></html>"
+    gz = gzip.compress(raw)
+    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(gz, 64),
+                                              headers={"content-type": "text/html", "content-encoding": "gzip"}))
+    assert res.outcome is Outcome.OK
+    assert res.body == raw
+    assert res.bytes_downloaded == len(gz)
+
+
+def test_bytes_downloaded_zero_for_304():
+    res = fetch_page(Recorder(lambda r: httpx.Response(304)), validators=Validators(etag='"a"'))
+    assert res.bytes_downloaded == 0
+
+
+# -- fetch_bytes (sitemaps) -----------------------------------------------------------------------
+
+def test_fetch_bytes_returns_body_and_wire_size():
+    raw = b"<urlset>" + b"<url><loc>https://e.com/a</loc></url>" * 100 + b"</urlset>"
+    gz = gzip.compress(raw)
+
+    def handler(request):
+        if request.url.path == "/plain.xml":
+            return httpx.Response(200, stream=Streamed(raw), headers={"content-type": "application/xml"})
+        return httpx.Response(200, stream=Streamed(gz),
+                              headers={"content-type": "application/xml", "content-encoding": "gzip"})
+
+    async def both(f):
+        return await f.fetch_bytes("https://e.com/plain.xml"), await f.fetch_bytes("https://e.com/enc.xml")
+
+    (b1, w1), (b2, w2) = run(handler, both)
+    assert b1 == raw and w1 == len(raw)
+    assert b2 == raw and w2 == len(gz)
+
+
+def test_fetch_bytes_sends_no_conditional_headers_and_accepts_any_content_type():
+    rec = Recorder(lambda r: httpx.Response(200, content=b"\x1f\x8bxyz", headers={"content-type": "application/gzip"}))
+    body, _ = run(rec, lambda f: f.fetch_bytes("https://e.com/sitemap.xml.gz"))
+    assert body == b"\x1f\x8bxyz"
+    assert "if-none-match" not in rec.requests[0].headers
+
+
+@pytest.mark.parametrize("status", [304, 404, 410, 403, 429, 500, 503])
+def test_fetch_bytes_raises_fetch_error_on_non_2xx(status):
+    with pytest.raises(FetchError, match=str(status)):
+        run(Recorder(lambda r: httpx.Response(status, content=b"x")), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+
+
+@pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadTimeout])
+def test_fetch_bytes_maps_transport_errors_to_fetch_error(exc_type):
+    with pytest.raises(FetchError):
+        run(_raiser(exc_type), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+
+
+def test_fetch_bytes_over_cap_raises_fetch_error(monkeypatch):
+    monkeypatch.setattr(fetcher_mod, "MAX_SITEMAP_BYTES", 1000)
+    with pytest.raises(FetchError):
+        run(Recorder(lambda r: httpx.Response(200, stream=Streamed(b"z" * 1001, 100))),
+            lambda f: f.fetch_bytes("https://e.com/s.xml"))
+
+
+@pytest.mark.parametrize("bad_url", ["http://[::1/sitemap.xml", "https://e.com/" + "a" * 70_000])
+def test_fetch_bytes_malformed_url_raises_fetch_error(bad_url):
+    with pytest.raises(FetchError):
+        run(Recorder(lambda r: httpx.Response(200, content=b"<urlset/>")), lambda f: f.fetch_bytes(bad_url))
+
+
+# -- per-host concurrency ---------------------------------------------------------------------------
+
+class ConcurrencyProbe:
+    def __init__(self, hold: float = 0.02):
+        self.hold = hold
+        self.active: dict[str, int] = defaultdict(int)
+        self.peak: dict[str, int] = defaultdict(int)
+        self.total_active = 0
+        self.total_peak = 0
+        self.count = 0
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host
+        self.active[host] += 1
+        self.total_active += 1
+        self.peak[host] = max(self.peak[host], self.active[host])
+        self.total_peak = max(self.total_peak, self.total_active)
+        try:
+            await asyncio.sleep(self.hold)
+        finally:
+            self.active[host] -= 1
+            self.total_active -= 1
+        self.count += 1
+        return html_response()
+
+
+@pytest.mark.parametrize("per_host", [1, 3])
+def test_per_host_concurrency_bound(per_host):
+    probe = ConcurrencyProbe()
+
+    async def many(f):
+        return await asyncio.gather(*(f.fetch_page(f"https://a.example.com/p{i}") for i in range(10)))
+
+    results = run(probe, many, per_host=per_host)
+    assert all(r.outcome is Outcome.OK for r in results)
+    assert probe.count == 10
+    assert probe.peak["a.example.com"] == per_host  # bounded, and the bound is actually used
+
+
+def test_hosts_are_bounded_independently():
+    probe = ConcurrencyProbe()
+
+    async def many(f):
+        urls = [f"https://{h}.example.com/p{i}" for i in range(6) for h in ("a", "b")]
+        return await asyncio.gather(*(f.fetch_page(u) for u in urls))
+
+    run(probe, many, per_host=2)
+    assert probe.peak["a.example.com"] == 2
+    assert probe.peak["b.example.com"] == 2
+    assert probe.total_peak == 4
+
+
+def test_fetch_bytes_shares_the_per_host_bound():
+    probe = ConcurrencyProbe()
+
+    async def mixed(f):
+        return await asyncio.gather(
+            *(f.fetch_page(f"https://a.example.com/p{i}") for i in range(4)),
+            *(f.fetch_bytes(f"https://a.example.com/s{i}.xml") for i in range(4)),
+        )
+
+    run(probe, mixed, per_host=2)
+    assert probe.peak["a.example.com"] == 2

@@ -1,0 +1,141 @@
+"""The property that defines the product.
+
+For any sequence of site edits (edit, shrink, grow, delete, 410, add, drop from the
+sitemap, nav-only churn), after each incremental pass the collection equals a fresh
+full index of the site as it is now (ids, payloads, texts), and a pass over the
+unchanged site right after embeds and writes nothing.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from demo.site_server import Site, SiteServer
+from tests.helpers import Harness, page_html, para
+
+PAGES = [f"/doc{i}.html" for i in range(6)]
+
+
+def comparable(points: dict[str, dict]) -> dict[str, dict]:
+    """Points minus `fetched_at` (when a page was last written differs by design)."""
+    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
+
+
+class SiteEdits(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="pagesync-prop-"))
+        self.site = Site()
+        self.server = SiteServer(self.site).__enter__()
+        self.site.server = self.server  # type: ignore[attr-defined]
+        self.h = Harness(self.site, self.tmp / "incremental")
+        self.clock = 1_700_000_000.0
+        self.content: dict[str, list[str]] = {}  # path -> paragraphs (live pages)
+        self.version = 0
+        self.fresh_runs = 0
+
+    def teardown(self) -> None:
+        self.server.__exit__(None, None, None)
+
+    # -- site edits ---------------------------------------------------------------------
+    def _publish(self, path: str, paras: list[str], nav: str = "a", **kw) -> None:
+        self.clock += 10  # every edit gets a later mtime, hence a later sitemap lastmod
+        self.content[path] = paras
+        self.site.set(path, page_html(path.strip("/"), paras, nav=["Guide", f"Nav {nav}"], footer=f"© {nav}"),
+                      mtime=self.clock, **kw)
+
+    def _new_para(self) -> str:
+        self.version += 1
+        return para(f"v{self.version}", 70)
+
+    @initialize(n=st.integers(1, 4), sections=st.integers(1, 4))
+    def start(self, n: int, sections: int) -> None:
+        for path in PAGES[:n]:
+            self._publish(path, [self._new_para() for _ in range(sections)])
+        self.sync()
+
+    @rule(data=st.data())
+    def add_page(self, data) -> None:
+        free = [p for p in PAGES if p not in self.content]
+        if free:
+            self._publish(data.draw(st.sampled_from(free)), [self._new_para() for _ in range(data.draw(st.integers(1, 4)))])
+
+    @precondition(lambda self: self.content)
+    @rule(data=st.data())
+    def edit_section(self, data) -> None:
+        path = data.draw(st.sampled_from(sorted(self.content)))
+        paras = list(self.content[path])
+        paras[data.draw(st.integers(0, len(paras) - 1))] = self._new_para()
+        self._publish(path, paras)
+
+    @precondition(lambda self: any(len(p) > 1 for p in self.content.values()))
+    @rule(data=st.data())
+    def shrink(self, data) -> None:
+        path = data.draw(st.sampled_from(sorted(p for p, v in self.content.items() if len(v) > 1)))
+        self._publish(path, self.content[path][:1])
+
+    @precondition(lambda self: self.content)
+    @rule(data=st.data(), extra=st.integers(1, 4))
+    def grow(self, data, extra: int) -> None:
+        path = data.draw(st.sampled_from(sorted(self.content)))
+        self._publish(path, self.content[path] + [self._new_para() for _ in range(extra)])
+
+    @precondition(lambda self: self.content)
+    @rule(data=st.data())
+    def nav_only(self, data) -> None:
+        path = data.draw(st.sampled_from(sorted(self.content)))
+        self.version += 1
+        self._publish(path, self.content[path], nav=str(self.version))
+
+    @precondition(lambda self: self.content)
+    @rule(data=st.data(), how=st.sampled_from(["404", "410", "unlisted"]))
+    def delete(self, data, how: str) -> None:
+        path = data.draw(st.sampled_from(sorted(self.content)))
+        del self.content[path]
+        if how == "404":
+            self.site.remove(path)
+        elif how == "410":
+            self.site.gone(path)
+        else:  # still served, no longer in the sitemap
+            self.clock += 10
+            self.site.resources[path].in_sitemap = False
+
+    # -- passes -------------------------------------------------------------------------
+    @rule()
+    def sync(self) -> None:
+        rep = self.h.run(advance=timedelta(minutes=30))
+        assert rep.pages_failed == 0, rep.errors
+        incremental = comparable(self.h.points())
+
+        self.fresh_runs += 1
+        fresh = Harness(self.site, self.tmp / f"fresh{self.fresh_runs}")
+        fresh.now = self.h.now
+        frep = fresh.run()
+        assert frep.pages_failed == 0, frep.errors
+        expected = comparable(fresh.points())
+        assert incremental == expected, _diff(incremental, expected)
+        assert {p["url"] for p in expected.values()} <= {self.server.url(p) for p in self.content}
+
+        again = self.h.run(full=True, advance=timedelta(minutes=1))
+        assert again.chunks_embedded == 0 and again.chunks_written == 0 and again.chunks_deleted == 0
+        assert again.pages_changed == again.pages_added == again.pages_removed == 0
+
+
+def _diff(a: dict, b: dict) -> str:
+    only_a = sorted({a[k]["chunk_id"] for k in a.keys() - b.keys()})
+    only_b = sorted({b[k]["chunk_id"] for k in b.keys() - a.keys()})
+    differ = sorted(a[k]["chunk_id"] for k in a.keys() & b.keys() if a[k] != b[k])
+    return f"only incremental: {only_a}\nonly fresh: {only_b}\npayload differs: {differ}"
+
+
+SiteEdits.TestCase.settings = settings(
+    max_examples=15, stateful_step_count=8, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+TestSiteEdits = SiteEdits.TestCase

@@ -1,0 +1,292 @@
+"""Page state in SQLite: round-trips, due pages, sitemap URLs, runs, and the pass lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import fields
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sync.errors import ConfigError, StateLockedError
+from sync.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
+
+REPO = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def db(tmp_path):
+    with StateDB(tmp_path / "state.db") as s:
+        yield s
+
+
+def full_page(url="https://e.com/a") -> PageState:
+    return PageState(
+        url=url,
+        status=LIVE,
+        source="url",
+        in_sitemap=True,
+        sitemap_lastmod="2025-12-31T00:00:00+00:00",
+        etag='W/"abc-1"',
+        last_modified="Wed, 31 Dec 2025 10:00:00 GMT",
+        content_hash="c" * 64,
+        fingerprint="f" * 16,
+        pending_hash="d" * 64,
+        chunk_count=7,
+        title="Install \u2014 caf\u00e9 docs",
+        interval=timedelta(days=2, hours=3, minutes=4, seconds=5, microseconds=678_000),
+        due_at=T0 + timedelta(days=2),
+        first_seen_at=T0 - timedelta(days=100, microseconds=123_456),
+        last_fetched_at=T0,
+        last_changed_at=T0 - timedelta(days=1),
+        failures=3,
+        last_error="HTTP 503",
+    )
+
+
+def test_round_trip_all_fields(db):
+    p = full_page()
+    db.put(p)
+    got = db.get(p.url)
+    assert got == p
+    # every field set to a non-default value, so equality really exercises each column
+    defaults = PageState(url="x")
+    for f in fields(PageState):
+        if f.name != "url":
+            assert getattr(p, f.name) != getattr(defaults, f.name), f.name
+    assert got.due_at.tzinfo is not None and got.due_at.utcoffset() == timedelta(0)
+    assert isinstance(got.interval, timedelta) and isinstance(got.in_sitemap, bool)
+
+
+def test_round_trip_none_values_and_defaults(db):
+    p = PageState(url="https://e.com/new")
+    db.put(p)
+    got = db.get(p.url)
+    assert got == p
+    assert got.status == NEW and got.interval is None and got.due_at is None and got.etag is None
+    assert got.in_sitemap is False and got.failures == 0 and got.chunk_count == 0
+
+
+def test_round_trip_survives_reopen(tmp_path):
+    p = full_page()
+    with StateDB(tmp_path / "s.db") as s:
+        s.put(p)
+    with StateDB(tmp_path / "s.db") as s:
+        assert s.get(p.url) == p
+        assert s.all_pages() == [p]
+
+
+def test_non_utc_datetimes_round_trip_to_the_same_instant(db):
+    tz = timezone(timedelta(hours=-7))
+    p = PageState(url="https://e.com/tz", due_at=datetime(2026, 5, 1, 3, 0, tzinfo=tz))
+    db.put(p)
+    got = db.get(p.url)
+    assert got.due_at == p.due_at
+    assert got.due_at.utcoffset() == timedelta(0)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(timezone.utc)),
+    st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=365)),
+)
+def test_datetimes_and_intervals_round_trip_exactly(db, when, interval):
+    p = PageState(url="https://e.com/h", due_at=when, last_fetched_at=when, interval=interval)
+    db.put(p)
+    got = db.get(p.url)
+    assert got.due_at == when
+    assert got.last_fetched_at == when
+    assert got.interval == interval
+
+
+def test_epoch_helpers():
+    assert to_epoch(None) is None and from_epoch(None) is None
+    assert from_epoch(to_epoch(T0)) == T0
+    assert to_epoch(datetime(1970, 1, 1, tzinfo=timezone.utc)) == 0
+
+
+def test_put_is_an_upsert(db):
+    p = full_page()
+    db.put(p)
+    p.status, p.pending_hash, p.failures, p.etag = GONE, None, 0, None
+    db.put(p)
+    assert db.get(p.url) == p
+    assert len(db.all_pages()) == 1
+
+
+def test_get_missing_and_get_many(db):
+    assert db.get("https://e.com/nope") is None
+    pages = [PageState(url=f"https://e.com/p{i}", chunk_count=i) for i in range(1200)]  # > one 500-url batch
+    db.put_many(pages)
+    got = db.get_many([p.url for p in pages] + ["https://e.com/missing"])
+    assert len(got) == 1200
+    assert got["https://e.com/p1199"].chunk_count == 1199
+    db.put_many([])  # no-op
+    assert db.get_many([]) == {}
+
+
+def test_counts_and_tracked_urls(db):
+    db.put_many([
+        PageState(url="https://e.com/a", status=LIVE, content_hash="h"),
+        PageState(url="https://e.com/b", status=LIVE, content_hash="h"),
+        PageState(url="https://e.com/c", status=GONE),
+        PageState(url="https://e.com/d", status=NEW),
+    ])
+    assert db.counts() == {LIVE: 2, GONE: 1, NEW: 1}
+    assert sorted(db.tracked_urls()) == ["https://e.com/a", "https://e.com/b", "https://e.com/d"]
+
+
+def test_indexed_property():
+    assert PageState(url="u", status=LIVE, content_hash="h").indexed
+    assert not PageState(url="u", status=LIVE).indexed
+    assert not PageState(url="u", status=GONE, content_hash="h").indexed
+    assert not PageState(url="u", status=NEW, content_hash="h").indexed
+
+
+def test_due_urls(db):
+    now = T0
+    db.put_many([
+        PageState(url="https://e.com/never-visited", status=NEW, due_at=None),
+        PageState(url="https://e.com/past", status=LIVE, content_hash="h", due_at=now - timedelta(hours=1)),
+        PageState(url="https://e.com/exactly-now", status=LIVE, content_hash="h", due_at=now),
+        PageState(url="https://e.com/future", status=LIVE, content_hash="h", due_at=now + timedelta(seconds=1)),
+        PageState(url="https://e.com/gone-past", status=GONE, due_at=now - timedelta(days=1)),
+        PageState(url="https://e.com/gone-none", status=GONE, due_at=None),
+        PageState(url="https://e.com/pending-future", status=LIVE, content_hash="h", pending_hash="p",
+                  due_at=now + timedelta(days=30)),
+        PageState(url="https://e.com/pending-new", status=NEW, pending_hash="p", due_at=now + timedelta(days=3)),
+    ])
+    due = db.due_urls(now)
+    assert len(due) == len(set(due))
+    assert set(due) == {
+        "https://e.com/never-visited",
+        "https://e.com/past",
+        "https://e.com/exactly-now",
+        "https://e.com/pending-future",
+        "https://e.com/pending-new",
+    }
+    assert "https://e.com/future" in db.due_urls(now + timedelta(seconds=1))
+
+
+def test_due_urls_pending_and_due_listed_once(db):
+    db.put(PageState(url="https://e.com/x", status=LIVE, content_hash="h", pending_hash="p", due_at=T0))
+    assert db.due_urls(T0) == ["https://e.com/x"]
+
+
+def test_sitemap_urls(db):
+    db.put_many([
+        PageState(url="https://e.com/a", in_sitemap=True, sitemap_lastmod="2024-01-01T00:00:00+00:00"),
+        PageState(url="https://e.com/b", in_sitemap=True, sitemap_lastmod=None),
+        PageState(url="https://e.com/c", in_sitemap=False, sitemap_lastmod="2024-01-01T00:00:00+00:00", source="url"),
+        PageState(url="https://e.com/d", in_sitemap=True, status=GONE),
+    ])
+    assert db.sitemap_urls() == {
+        "https://e.com/a": "2024-01-01T00:00:00+00:00",
+        "https://e.com/b": None,
+        "https://e.com/d": None,
+    }
+
+
+def test_record_run_and_last_run(db):
+    assert db.last_run() is None
+    r1 = {"started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
+          "pages_changed": 1, "errors": []}
+    r2 = {"started_at": "2026-01-02T00:00:00+00:00", "finished_at": "2026-01-02T00:01:00+00:00",
+          "pages_changed": 0, "errors": [{"url": "https://e.com/x", "error": "timeout"}], "nested": {"k": [1, 2]}}
+    db.record_run(r1)
+    assert db.last_run() == r1
+    db.record_run(r2)
+    assert db.last_run() == r2
+
+
+def test_record_run_persists(tmp_path):
+    r = {"started_at": "a", "finished_at": "b", "pages_added": 3}
+    with StateDB(tmp_path / "s.db") as s:
+        s.record_run(r)
+    with StateDB(tmp_path / "s.db") as s:
+        assert s.last_run() == r
+
+
+# -- the pass lock ------------------------------------------------------------------------
+
+def test_second_statedb_on_same_path_is_refused(tmp_path):
+    path = tmp_path / "state.db"
+    a = StateDB(path)
+    b = StateDB(path)
+    try:
+        a.lock()
+        a.lock()  # re-entrant for the holder
+        with pytest.raises(StateLockedError) as ei:
+            b.lock()
+        assert isinstance(ei.value, ConfigError)  # exit code 2
+        assert str(os.getpid()) in str(ei.value)  # names the holder
+    finally:
+        a.close()
+        b.close()
+
+
+def test_lock_released_after_close(tmp_path):
+    path = tmp_path / "state.db"
+    a = StateDB(path)
+    a.lock()
+    a.close()
+    with StateDB(path) as b:
+        b.lock()  # does not raise
+        with StateDB(path) as c, pytest.raises(StateLockedError):
+            c.lock()
+
+
+def test_lock_released_after_unlock_and_context_exit(tmp_path):
+    path = tmp_path / "state.db"
+    with StateDB(path) as a:
+        a.lock()
+        a.unlock()
+        with StateDB(path) as b:
+            b.lock()
+    with StateDB(path) as c:
+        c.lock()
+
+
+def test_different_paths_do_not_conflict(tmp_path):
+    with StateDB(tmp_path / "one.db") as a, StateDB(tmp_path / "two.db") as b:
+        a.lock()
+        b.lock()
+
+
+def test_lock_released_when_holder_process_is_killed(tmp_path):
+    path = tmp_path / "state.db"
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        from sync.state import StateDB
+        s = StateDB({str(path)!r})
+        s.lock()
+        print("locked", flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with StateDB(path) as s, pytest.raises(StateLockedError) as ei:
+            s.lock()
+        assert str(proc.pid) in str(ei.value)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        with StateDB(path) as s:
+            s.lock()  # the OS dropped the dead process's lock
+            assert s.get("https://e.com/none") is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdout.close()
