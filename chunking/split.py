@@ -8,12 +8,7 @@ steps (it knows code fences and markdown separators); we only fix the settings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from langchain_text_splitters import (
-    Language,
-    MarkdownHeaderTextSplitter,
-    RecursiveCharacterTextSplitter,
-)
+from typing import Any
 
 __all__ = ["Splitter"]
 
@@ -26,12 +21,17 @@ class Splitter:
 
     chunk_size: int = 1000
     chunk_overlap: int = 100
-    _sections: MarkdownHeaderTextSplitter = field(init=False, repr=False)
-    _sizer: RecursiveCharacterTextSplitter = field(init=False, repr=False)
+    _sections: Any = field(init=False, repr=False, default=None)
+    _sizer: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError("need 0 <= chunk_overlap < chunk_size")
+
+    def _load(self) -> None:
+        # Imported on first use: a pass with nothing to chunk never pays for langchain.
+        from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+
         self._sections = MarkdownHeaderTextSplitter(_HEADERS, strip_headers=False)
         self._sizer = RecursiveCharacterTextSplitter.from_language(
             Language.MARKDOWN, chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap
@@ -45,6 +45,8 @@ class Splitter:
         """Chunks in document order; empty or whitespace-only markdown gives none."""
         if not markdown.strip():
             return []
+        if self._sections is None:
+            self._load()
         chunks: list[str] = []
         for section in self._sections.split_text(markdown):
             for piece in self._sizer.split_text(section.page_content):

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
@@ -108,6 +109,10 @@ class _Progress:
 @app.callback()
 def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included.")) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+    # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
+    # the user as one line of ours instead.
+    warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.store")
     for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -153,7 +158,8 @@ def run(
         if not sitemap and not url and not state.exists():
             raise ConfigError("nothing to sync: give --sitemap or --url (no page state exists yet)")
         with ExitStack() as stack:
-            st = stack.enter_context(StateDB(state))
+            # A dry run on a fresh setup must not even create the state file.
+            st = stack.enter_context(StateDB(":memory:" if dry_run and not state.exists() else state))
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
             progress = stack.enter_context(_Progress(quiet))

@@ -111,7 +111,11 @@ class Fetcher:
         self._sems: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(self._per_host))
 
     def _sem(self, url: str) -> asyncio.Semaphore:
-        return self._sems[urlsplit(url).netloc.lower()]
+        try:
+            host = urlsplit(url).netloc.lower()
+        except ValueError:
+            host = ""  # a malformed URL fails in the request below, under a shared bound
+        return self._sems[host]
 
     async def _get(self, url: str, headers: dict[str, str], max_bytes: int) -> tuple[httpx.Response, bytes, bool]:
         """GET with a size cap; returns (response, body, truncated)."""
@@ -136,7 +140,7 @@ class Fetcher:
                 return FetchResult(url, Outcome.ERROR, error="too many redirects")
             except httpx.TimeoutException:
                 return FetchResult(url, Outcome.ERROR, error="timeout")
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 return FetchResult(url, Outcome.ERROR, error=f"{type(exc).__name__}: {exc}".rstrip(": "))
         status = resp.status_code
         outcome = classify_status(status)
@@ -170,8 +174,8 @@ class Fetcher:
         async with self._sem(url):
             try:
                 resp, body, truncated = await self._get(url, {}, MAX_SITEMAP_BYTES)
-            except httpx.HTTPError as exc:
-                raise FetchError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
         if not 200 <= resp.status_code < 300:
             raise FetchError(f"{url}: HTTP {resp.status_code}")
         if truncated:

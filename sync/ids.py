@@ -16,16 +16,16 @@ POINT_ID_NAMESPACE = uuid.NAMESPACE_URL
 
 
 def canonical_url(url: str) -> str:
-    """Scheme and host lowercased, default port dropped, fragment dropped; path and query as given."""
+    """Scheme and host lowercased, default port dropped, fragment dropped; path and query as given.
+
+    Raises ValueError for a URL that cannot name a page (bad IPv6 literal, bad port).
+    """
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").lower()
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
+    port = parts.port  # raises ValueError for a port outside 0-65535: no silent re-mapping
     netloc = host
     if port is not None and port != _DEFAULT_PORTS.get(scheme):
         netloc = f"{host}:{port}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, Mapping
@@ -34,6 +36,7 @@ __all__ = [
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the protocol's limit, uncompressed
 MAX_SITEMAP_URLS = 50_000
 _MAX_SITEMAP_FILES = 1_000
+_YEAR = re.compile(r"^\d{4}(-\d{2})?$")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ def parse_lastmod(value: str | None) -> datetime | None:
     if not value:
         return None
     v = value.strip()
+    if _YEAR.match(v):  # W3C Datetime's reduced precisions: YYYY and YYYY-MM
+        v = v + "-01-01" if len(v) == 4 else v + "-01"
     if v.endswith("Z"):
         v = v[:-1] + "+00:00"
     try:
@@ -81,7 +86,7 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
     if data[:2] == b"\x1f\x8b":
         try:
             data = _gunzip(data)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise SitemapError(f"bad gzip: {exc}") from exc
     if len(data) > MAX_SITEMAP_BYTES:
         raise SitemapError("sitemap exceeds 50 MB")
@@ -115,12 +120,16 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
                 lastmod = c.text.strip()
         if not loc or not loc.lower().startswith(("http://", "https://")):
             continue
-        url = canonical_url(loc)
+        try:
+            url = canonical_url(loc)
+        except ValueError:  # one malformed <loc> (bad IPv6 literal, bad port) is skipped alone
+            continue
         if url in seen:
             continue
         seen.add(url)
         parsed = parse_lastmod(lastmod)
-        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
+        # Unparseable stamps are kept as written: a change of the string is still a signal.
+        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else lastmod))
         if len(out.entries) >= MAX_SITEMAP_URLS:
             break
     return out

@@ -126,10 +126,12 @@ class StateDB:
     """The page-state database. Use as a context manager or call `close()`."""
 
     def __init__(self, path: str | os.PathLike[str]):
+        self.memory = str(path) == ":memory:"  # a throw-away state (dry runs with no state yet)
         self.path = Path(path)
         self._lock_fd: int | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.memory:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -151,7 +153,7 @@ class StateDB:
 
     def lock(self) -> None:
         """Take the exclusive pass lock or raise StateLockedError at once."""
-        if self._lock_fd is not None:
+        if self._lock_fd is not None or self.memory:
             return
         fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:

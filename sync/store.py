@@ -116,20 +116,26 @@ class EdgeStore:
         except (OSError, KeyError, ValueError, TypeError):
             return None
 
+    def _check_size(self, dimension: int) -> None:
+        size = self._config_size()
+        if size is not None and size != dimension:
+            raise CollectionMismatchError(
+                f"collection {self.collection!r} holds {size}-dimensional vectors but the "
+                f"embedder makes {dimension}; use another --collection or reindex"
+            )
+
     def _open(self, dimension: int | None = None):
         if self._shard is not None:
+            if dimension is not None:
+                self._check_size(dimension)
             return self._shard
         import qdrant_edge as qe
 
         self._qe = qe
         with self._guard("open"):
             if self.exists():
-                size = self._config_size()
-                if dimension is not None and size is not None and size != dimension:
-                    raise CollectionMismatchError(
-                        f"collection {self.collection!r} holds {size}-dimensional vectors but the "
-                        f"embedder makes {dimension}; use another --collection or reindex"
-                    )
+                if dimension is not None:
+                    self._check_size(dimension)
                 self._shard = qe.EdgeShard.load(str(self.dir))
             else:
                 if dimension is None:
@@ -248,7 +254,8 @@ class ClientStore:
         if url == ":memory:":
             return cls(QdrantClient(location=":memory:"), collection)
         try:
-            client = QdrantClient(url=url, api_key=api_key, timeout=timeout)
+            # No version probe: it costs a round trip and prints a warning when the server is down.
+            client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
         except Exception as exc:
             raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
         return cls(client, collection, api_key=api_key)

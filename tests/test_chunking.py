@@ -1,0 +1,244 @@
+"""Main-content extraction and section-aware splitting."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chunking import Splitter, extract_page
+from demo.site_server import render_page
+from sync.hashing import content_hash
+
+DOC_BODY = (
+    "<p>Install the widget with pip. It needs Python three or newer and a working compiler toolchain.</p>"
+    "<h2>Configuration options</h2>"
+    "<p>Set the frobnicate flag in the config file to enable the fast path for large sites.</p>"
+    "<pre><code>pagesync run --sitemap https://example.com/sitemap.xml\n--collection docs</code></pre>"
+    "<ul><li>first bullet about caching</li><li>second bullet about retries</li></ul>"
+    "<h3>Advanced tuning</h3>"
+    "<p>Use a larger chunk size when pages are long and dense with reference tables.</p>"
+)
+NAV = ["Zorblax", "Quuxnav", "Blorptab"]
+FOOTER = "Footerwomble Industries 2026"
+
+
+def docs_page(body=DOC_BODY, nav=NAV, footer=FOOTER, title="Install Guide") -> bytes:
+    return render_page(title, body, nav=nav, footer=footer).encode()
+
+
+@pytest.fixture(scope="module")
+def extracted():
+    return extract_page(docs_page(), "text/html; charset=utf-8", url="https://docs.example.com/install.html")
+
+
+# -- extract_page -------------------------------------------------------------------------------
+
+def test_boilerplate_removed(extracted):
+    md = extracted.markdown
+    for word in NAV + ["Footerwomble", "Acme Docs"]:
+        assert word not in md
+    assert "Guide\nAPI" not in md
+
+
+def test_headings_kept(extracted):
+    md = extracted.markdown
+    assert re.search(r"^#+ Install Guide$", md, re.M)
+    assert re.search(r"^#+ Configuration options$", md, re.M)
+    assert re.search(r"^#+ Advanced tuning$", md, re.M)
+    # heading levels keep their order of depth
+    lv = {t: len(re.search(rf"^(#+) {t}$", md, re.M).group(1)) for t in ("Install Guide", "Configuration options",
+                                                                        "Advanced tuning")}
+    assert lv["Install Guide"] < lv["Configuration options"] < lv["Advanced tuning"]
+
+
+def test_code_block_and_list_kept(extracted):
+    md = extracted.markdown
+    assert "pagesync run --sitemap https://example.com/sitemap.xml" in md
+    assert "--collection docs" in md
+    assert "```" in md
+    assert re.search(r"^[-*] first bullet about caching$", md, re.M)
+    assert re.search(r"^[-*] second bullet about retries$", md, re.M)
+
+
+def test_prose_kept_in_order(extracted):
+    md = extracted.markdown
+    a = md.index("Install the widget")
+    b = md.index("frobnicate flag")
+    c = md.index("larger chunk size")
+    assert a < b < c
+    assert md == md.strip()
+
+
+def test_title_extracted(extracted):
+    assert extracted.title == "Install Guide"
+
+
+def test_nav_and_footer_changes_keep_the_content_hash():
+    base = extract_page(docs_page(), "text/html")
+    other = extract_page(docs_page(nav=["Home", "Pricing", "Brand new menu"], footer="(c) 2027 Someone Else"),
+                         "text/html")
+    assert content_hash(other.markdown) == content_hash(base.markdown)
+
+
+def test_body_change_changes_the_content_hash():
+    base = extract_page(docs_page(), "text/html")
+    edited = extract_page(docs_page(body=DOC_BODY.replace("frobnicate", "defenestrate")), "text/html")
+    assert content_hash(edited.markdown) != content_hash(base.markdown)
+    assert "defenestrate" in edited.markdown
+
+
+@pytest.mark.parametrize("ctype", ["text/markdown", "text/markdown; charset=utf-8", "text/x-markdown", "TEXT/MARKDOWN"])
+def test_markdown_passes_through(ctype):
+    md = "\n\n# My Doc\n\nSome *emphasis* and `code`.\n\n- a\n- b\n\n<nav>not html here</nav>\n\n"
+    e = extract_page(md.encode(), ctype)
+    assert e.markdown == md.strip()
+    assert e.title == "My Doc"
+
+
+def test_plain_text_passes_through():
+    text = "  \nFirst line is the title\n\nsecond   paragraph\twith  spacing\n"
+    e = extract_page(text.encode(), "text/plain; charset=utf-8")
+    assert e.markdown == text.strip()
+    assert e.title == "First line is the title"
+
+
+def test_plain_text_non_utf8_is_decoded():
+    e = extract_page("caf\u00e9 na\u00efve".encode("cp1252"), "text/plain")
+    assert e.markdown == "caf\u00e9 na\u00efve"
+
+
+@pytest.mark.parametrize(
+    "html",
+    [b"<html><head><title>Empty</title></head><body></body></html>",
+     b"<html><head><title>Empty</title></head><body><main>  \n </main></body></html>"],
+)
+def test_html_without_main_content_yields_empty_markdown(html):
+    e = extract_page(html, "text/html")
+    assert e.markdown == ""
+    assert e.title == "Empty"
+
+
+# -- Splitter -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("md", ["", " ", "\n\n\t  \n"])
+def test_empty_gives_no_chunks(md):
+    assert Splitter().split(md) == []
+
+
+@pytest.mark.parametrize("size, overlap", [(100, 100), (100, 150), (100, -1), (0, 0)])
+def test_invalid_settings_rejected(size, overlap):
+    with pytest.raises(ValueError):
+        Splitter(chunk_size=size, chunk_overlap=overlap)
+
+
+def test_settings_string_changes_with_size_and_overlap():
+    base = Splitter(chunk_size=1000, chunk_overlap=100).settings
+    assert Splitter(chunk_size=1000, chunk_overlap=100).settings == base
+    assert Splitter(chunk_size=500, chunk_overlap=100).settings != base
+    assert Splitter(chunk_size=1000, chunk_overlap=50).settings != base
+    assert Splitter(chunk_size=100, chunk_overlap=10).settings != Splitter(chunk_size=1001, chunk_overlap=0).settings
+
+
+def test_small_document_is_one_chunk_per_section():
+    md = "# Title\n\nIntro.\n\n## A\n\nText a.\n\n## B\n\nText b."
+    chunks = Splitter(chunk_size=1000, chunk_overlap=0).split(md)
+    assert len(chunks) == 3
+    assert "Text a." in chunks[1] and "Text b." not in chunks[1]
+    assert "Text b." in chunks[2]
+
+
+def test_code_fence_kept_together_when_it_fits():
+    md = "## Usage\n\nRun this:\n\n```\n# not a heading, a shell comment\npagesync run\n```\n\nDone."
+    chunks = Splitter(chunk_size=1000, chunk_overlap=0).split(md)
+    assert len(chunks) == 1
+    assert "# not a heading, a shell comment\npagesync run" in chunks[0]
+
+
+def _section(k: int, words: int = 90) -> str:
+    paras = []
+    for p in range(3):
+        paras.append(" ".join(f"s{k}w{p * words + i}" for i in range(words)) + ".")
+    return f"## Section {k}\n\n" + "\n\n".join(paras)
+
+
+def _section_of(chunk: str) -> int:
+    ks = {int(m) for m in re.findall(r"\bs(\d+)w\d+", chunk)} | {int(m) for m in re.findall(r"Section (\d+)", chunk)}
+    assert len(ks) == 1, f"chunk spans sections {ks}: {chunk[:80]!r}"
+    return ks.pop()
+
+
+@pytest.mark.parametrize("overlap", [0, 40])
+def test_edit_inside_one_section_changes_only_that_sections_chunks(overlap):
+    splitter = Splitter(chunk_size=200, chunk_overlap=overlap)
+    sections = [_section(k) for k in range(5)]
+    before = splitter.split("# Doc\n\n" + "\n\n".join(sections))
+    sections[2] = sections[2].replace("s2w100 ", "s2w100 s2wINSERTED and more words here ")
+    after = splitter.split("# Doc\n\n" + "\n\n".join(sections))
+    assert before != after
+
+    def by_section(chunks):
+        out: dict[int, list[str]] = {}
+        for c in chunks[1:]:  # chunks[0] is the document title
+            out.setdefault(_section_of(c), []).append(c)
+        return out
+
+    b, a = by_section(before), by_section(after)
+    assert set(b) == set(a) == set(range(5))
+    assert before[0] == after[0] == "# Doc"
+    for k in (0, 1, 3, 4):
+        assert a[k] == b[k], f"section {k} changed"
+    assert a[2] != b[2]
+    assert len(b[2]) > 2  # the section really was split into several chunks
+
+
+def test_every_chunk_within_size_on_long_unbroken_text():
+    md = "## Blob\n\n" + "x" * 2500 + "\n\n" + "y" * 999
+    chunks = Splitter(chunk_size=300, chunk_overlap=30).split(md)
+    assert chunks and all(len(c) <= 300 for c in chunks)
+    assert sum(c.count("x") for c in chunks) >= 2500
+
+
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEF0123456789", min_size=1, max_size=12)
+_paragraph = st.lists(_word, min_size=1, max_size=60).map(" ".join)
+_long_token = st.text(alphabet="qwertyuiop", min_size=50, max_size=700)
+_list_block = st.lists(_paragraph, min_size=1, max_size=5).map(lambda xs: "\n".join("- " + x for x in xs))
+_code_block = st.lists(_paragraph, min_size=1, max_size=6).map(lambda xs: "```\n" + "\n".join(xs) + "\n```")
+_block = st.one_of(_paragraph, _paragraph, _list_block, _code_block, _long_token)
+
+
+@st.composite
+def markdown_docs(draw):
+    parts = []
+    if draw(st.booleans()):
+        parts.append(draw(_paragraph))
+    for _ in range(draw(st.integers(1, 6))):
+        level = draw(st.integers(1, 4))
+        parts.append("#" * level + " " + draw(_paragraph.map(lambda p: p[:80])))
+        parts.extend(draw(st.lists(_block, min_size=0, max_size=4)))
+    return "\n\n".join(parts)
+
+
+@settings(max_examples=120, deadline=None)
+@given(markdown_docs(), st.integers(40, 500), st.data())
+def test_every_chunk_within_chunk_size(md, size, data):
+    overlap = data.draw(st.integers(0, size // 3))
+    chunks = Splitter(chunk_size=size, chunk_overlap=overlap).split(md)
+    assert chunks  # non-empty markdown gives at least one chunk
+    for c in chunks:
+        assert c and c == c.strip()
+        assert len(c) <= size, (len(c), size, c[:60])
+
+
+@settings(max_examples=80, deadline=None)
+@given(markdown_docs(), st.integers(100, 500))
+def test_split_is_deterministic_and_loses_no_words(md, size):
+    s = Splitter(chunk_size=size, chunk_overlap=0)
+    chunks = s.split(md)
+    assert chunks == s.split(md)
+    joined = "\n".join(chunks)
+    for w in set(re.findall(r"[A-Za-z0-9]+", md)):
+        if len(w) <= 12:  # longer tokens may be cut by the character fallback
+            assert w in joined, w
