@@ -30,3 +30,8 @@ test-fast: install
 
 clean:
 	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis
+
+# Store replace cost vs collection size (figures in the README).
+bench: install
+	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000
+	$(BIN)/python bench/store_replace.py --backends local --sizes 5000,20000

@@ -8,7 +8,8 @@
 
 Replacing a page is `delete every point with this url` then `upsert the new points`,
 in that order, confirmed before returning (server: one `batch_update_points` request
-with `wait=True`; edge: both operations go through its write-ahead log).
+with `wait=True`; edge: every `update` is in the shard's write-ahead log when it returns,
+which is what makes it durable; segments are flushed on close).
 Every backend error is raised as `StoreError`.
 """
 
@@ -176,7 +177,6 @@ class EdgeStore:
                 deleted += self._delete_url(page.url)
                 if page.points:
                     shard.update(self._qe.UpdateOperation.upsert_points(self._points(page.points)))
-            shard.flush()
         return deleted
 
     def delete_pages(self, urls: Sequence[str]) -> int:
@@ -185,7 +185,6 @@ class EdgeStore:
         shard = self._open()
         with self._guard("delete"):
             deleted = sum(self._delete_url(u) for u in urls)
-            shard.flush()
         return deleted
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
@@ -193,7 +192,6 @@ class EdgeStore:
         with self._guard("upsert"):
             for i in range(0, len(points), 512):
                 shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
-            shard.flush()
 
     def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]:
         if not self.exists():
