@@ -213,9 +213,13 @@ class StateDB:
         }
 
     def due_urls(self, now: datetime) -> list[str]:
-        """Tracked, not-gone pages whose due time has come, or whose write was left pending."""
+        """Pages whose due time has come, or whose write was left pending.
+
+        Gone pages still listed in a sitemap (they answered 404/410) stay on the schedule,
+        so a page that comes back is noticed; pages that left the sitemap do not.
+        """
         rows = self._db.execute(
-            "SELECT url FROM pages WHERE status != ? AND (due_at IS NULL OR due_at <= ?) "
+            "SELECT url FROM pages WHERE (status != ? OR in_sitemap = 1) AND (due_at IS NULL OR due_at <= ?) "
             "UNION SELECT url FROM pages WHERE pending_hash IS NOT NULL",
             (GONE, to_epoch(now)),
         )

@@ -246,3 +246,40 @@ def test_extra_urls_tracked_without_sitemap(site, harness):
     rep = harness.run(sitemaps=[], urls=[site.server.url("/solo.html")])
     assert rep.pages_added == 1
     assert {p["url"] for p in harness.points().values()} == {site.server.url("/solo.html")}
+
+
+def test_page_that_404s_while_listed_is_rechecked_and_comes_back(site, harness):
+    build(site, n=2)
+    harness.run()
+    good = site.resources["/p1.html"]
+    site.resources["/p1.html"] = type(good)(b"", status=404)  # still in the sitemap
+    rep = harness.run(full=True)
+    assert rep.pages_removed == 1
+    site.resources["/p1.html"] = good
+    rep = harness.run(advance=timedelta(days=7))  # past the gone page's revisit interval
+    assert rep.pages_added == 1
+    assert site.server.url("/p1.html") in by_url(harness.points())
+
+
+def test_temporary_redirect_keeps_the_original_url_as_key(site, harness):
+    site.set("/new-home.html", page_html("Moved", [para("moved content")]), in_sitemap=False)
+    site.redirect("/old.html", "/new-home.html", status=302)
+    site.resources["/old.html"].in_sitemap = True
+    rep = harness.run()
+    assert rep.pages_added == 1
+    (url,) = by_url(harness.points())
+    assert url == site.server.url("/old.html")
+    assert any("moved content" in p["text"] for p in harness.points().values())
+
+
+def test_redirect_loop_is_an_error_not_a_purge(site, harness):
+    build(site, n=1)
+    harness.run()
+    before = harness.points()
+    site.redirect("/p0.html", "/loop.html")
+    site.resources["/p0.html"].in_sitemap = True
+    site.redirect("/loop.html", "/p0.html")
+    rep = harness.run(full=True)
+    assert rep.pages_failed == 1 and rep.pages_removed == 0
+    assert "redirect" in rep.errors[0]["error"]
+    assert harness.points() == before

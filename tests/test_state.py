@@ -160,6 +160,8 @@ def test_due_urls(db):
         PageState(url="https://e.com/future", status=LIVE, content_hash="h", due_at=now + timedelta(seconds=1)),
         PageState(url="https://e.com/gone-past", status=GONE, due_at=now - timedelta(days=1)),
         PageState(url="https://e.com/gone-none", status=GONE, due_at=None),
+        PageState(url="https://e.com/gone-listed", status=GONE, in_sitemap=True, due_at=now - timedelta(days=1)),
+        PageState(url="https://e.com/gone-listed-later", status=GONE, in_sitemap=True, due_at=now + timedelta(days=1)),
         PageState(url="https://e.com/pending-future", status=LIVE, content_hash="h", pending_hash="p",
                   due_at=now + timedelta(days=30)),
         PageState(url="https://e.com/pending-new", status=NEW, pending_hash="p", due_at=now + timedelta(days=3)),
@@ -170,6 +172,7 @@ def test_due_urls(db):
         "https://e.com/never-visited",
         "https://e.com/past",
         "https://e.com/exactly-now",
+        "https://e.com/gone-listed",
         "https://e.com/pending-future",
         "https://e.com/pending-new",
     }
