@@ -31,6 +31,7 @@ class Resource:
     delay: float = 0.0
     in_sitemap: bool = True
     etag: str | None = None  # None: derived from the body
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (e.g. Retry-After)
 
 
 def render_page(title: str, body_html: str, *, nav: list[str] | None = None, footer: str = "© Acme") -> str:
@@ -83,10 +84,11 @@ class Site:
         with self._lock:
             self.resources[path] = Resource(b"", "text/plain", status=status, location=target, in_sitemap=False)
 
-    def error(self, path: str, status: int = 500) -> None:
+    def error(self, path: str, status: int = 500, headers: dict[str, str] | None = None) -> None:
         with self._lock:
             r = self.resources.get(path)
-            self.resources[path] = Resource(r.body if r else b"", "text/plain", status=status, in_sitemap=r.in_sitemap if r else True)
+            self.resources[path] = Resource(r.body if r else b"", "text/plain", status=status,
+                                            in_sitemap=r.in_sitemap if r else True, headers=headers or {})
 
     def slow(self, path: str, seconds: float) -> None:
         with self._lock:
@@ -182,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(res.status, b"", "text/plain", {"Location": res.location or "/"}, path, headers)
             return
         if res.status != 200:
-            self._send(res.status, res.body, res.content_type, {}, path, headers)
+            self._send(res.status, res.body, res.content_type, dict(res.headers), path, headers)
             return
         etag = res.etag or '"' + hashlib.sha256(res.body).hexdigest()[:20] + '"'
         last_mod = format_datetime(datetime.fromtimestamp(int(res.mtime), tz=timezone.utc), usegmt=True)

@@ -136,6 +136,11 @@ def run(
     embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Chunks per model call (batches span pages)."),
     user_agent: Optional[str] = typer.Option(None, "--user-agent", help="User-Agent header for every request."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds before a request is abandoned."),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="Another host pages may live on (repeatable); by default only the hosts of --sitemap/--url."),
+    allow_mass_delete: bool = typer.Option(False, "--allow-mass-delete", help="Purge even when a pass would remove more than --max-delete-share of the tracked pages, or the sitemap came back empty."),
+    max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
+    max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
@@ -153,7 +158,8 @@ def run(
         for u in url:
             _check_url(u, "--url")
         cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
-                         embed_batch=embed_batch, workers=workers)
+                         embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
+                         allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share)
         emb = make_embedder(embedder)
         if not sitemap and not url and not state.exists():
             raise ConfigError("nothing to sync: give --sitemap or --url (no page state exists yet)")
@@ -167,7 +173,9 @@ def run(
             async def go():
                 # The client lives and dies inside the pass's event loop.
                 async with make_client(user_agent=user_agent or DEFAULT_USER_AGENT, timeout=timeout) as client:
-                    return await arun_pass(cfg, fetcher=Fetcher(client, per_host=per_host), store=store, state=st,
+                    fetcher = Fetcher(client, per_host=per_host, respect_robots=not ignore_robots,
+                                      max_crawl_delay=max_crawl_delay)
+                    return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
                                            embedder=emb, splitter=Splitter(), on_progress=progress)
 
             rep = asyncio.run(go())

@@ -17,7 +17,8 @@ class Outcome(enum.Enum):
     OK = "ok"  # 200 with a body we could extract
     NOT_MODIFIED = "not_modified"  # 304
     GONE = "gone"  # 404 / 410: the page is dead
-    ERROR = "error"  # timeout, connection error, 5xx, unusable body: keep what we have
+    ERROR = "error"  # timeout, connection error, 5xx, a refused redirect: keep what we have
+    SKIPPED = "skipped"  # not to be read (robots.txt, out of scope, too large, not text): keep what we have
 
 
 class Action(enum.Enum):
@@ -27,6 +28,7 @@ class Action(enum.Enum):
     REPLACE = "changed"
     PURGE = "removed"
     FAIL = "failed"
+    SKIP_POLICY = "skipped"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def decide(
     """
     if outcome is Outcome.ERROR:
         return Decision(Action.FAIL, "fetch failed")
+    if outcome is Outcome.SKIPPED:
+        return Decision(Action.SKIP_POLICY, "not to be read (robots.txt, scope, size or type)")
     if outcome is Outcome.GONE:
         return Decision(Action.PURGE, "gone (404/410)")
     if outcome is Outcome.NOT_MODIFIED:

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
@@ -32,6 +32,7 @@ from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
+from .scope import Scope
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
 from .sitemaps import collect_sitemaps, diff_sitemap
 from .state import GONE, LIVE, NEW, PageState, StateDB
@@ -61,6 +62,10 @@ class PassConfig:
     embed_batch: int = 64  # chunks per model call; batches span pages
     write_batch: int = 16  # pages per store request
     workers: int = 8  # concurrent fetches in all (per host bounded by the Fetcher)
+    allow_hosts: Sequence[str] = ()  # hosts beyond those of the sitemaps and URLs
+    allow_mass_delete: bool = False
+    max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
+    mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
 
 
 def plan_events(
@@ -167,6 +172,11 @@ class _Pass:
         self.queue: list[_Pending] = []
         self.queued_chunks = 0
         self.skips: list[PageState] = []
+        self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
+        self.visiting: set[str] = set()
+        self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
+        if fetcher.scope is None:
+            fetcher.scope = self.scope.check
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _record(self, page: PageState, decision: Decision, chunks: int | None = None) -> None:
@@ -184,17 +194,22 @@ class _Pass:
             r.pages_removed += 1
         elif a is Action.FAIL:
             r.pages_failed += 1
-        if decision.writes or a is Action.FAIL:
+        elif a is Action.SKIP_POLICY:
+            r.pages_skipped += 1
+        if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
             entry = {"url": page.url, "action": a.value, "reason": decision.reason}
             if chunks is not None:
                 entry["chunks"] = chunks
             r.changes.append(entry)
         self.on_progress(page.url, a.value)
 
-    def _fail(self, page: PageState, message: str) -> None:
+    def _fail(self, page: PageState, message: str, retry_after: float | None = None) -> None:
         page.failures += 1
         page.last_error = message
-        page.due_at = self.now + failure_backoff(page.failures)
+        wait = failure_backoff(page.failures)
+        if retry_after is not None:  # the server said when to come back: no sooner
+            wait = max(wait, timedelta(seconds=retry_after))
+        page.due_at = self.now + wait
         self.report.error(page.url, message)
         self._record(page, Decision(Action.FAIL, message))
         self._save([page])
@@ -212,15 +227,29 @@ class _Pass:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
 
-        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes)
+        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check)
         self.report.bytes_downloaded += sm.bytes_downloaded
-        self.report.pages_in_sitemaps = len(sm.entries)
+        sitemap_now: dict[str, str | None] = {}
+        for url, lastmod in sm.entries.items():
+            reason = self.scope.check(url)
+            if reason:  # a hostile or sloppy sitemap: listed, never fetched
+                self.report.skip(url, f"out of scope: {reason}")
+                self.report.pages_out_of_scope += 1
+            else:
+                sitemap_now[url] = lastmod
+        for url, reason in sm.skipped:
+            self.report.skip(url, reason)
+        before = self.state.sitemap_urls()
+        if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
+            # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
+            sm.errors.append((", ".join(cfg.sitemaps), "sitemap(s) listed no URLs; nothing purged "
+                              "(if the site really is empty, run again with --allow-mass-delete)"))
+        self.report.pages_in_sitemaps = len(sitemap_now)
         self.report.sitemap_errors = len(sm.errors)
         for url, err in sm.errors:
             self.report.error(url, f"sitemap: {err}")
-        sitemap_now = sm.entries
+        self.tracked_before = len(self.state.tracked_urls())
         extra = [canonical_url(u) for u in cfg.urls]
-        before = self.state.sitemap_urls()
         due = self.state.due_urls(self.now)
         candidates = set(sitemap_now) | set(before) | set(extra) | set(due)
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
@@ -253,8 +282,12 @@ class _Pass:
                 page.source = "url"
         self._save(list({p.url: p for p in [*pages.values(), *membership]}.values()))
 
-        await self._purge([known[ev.url] for ev in removals if ev.url in known], left_sitemap=True)
+        for ev in removals:
+            if ev.url in known:
+                self._queue_purge(known[ev.url], left_sitemap=True, reason="left the sitemap")
+        self.visiting = {ev.url for ev in visits}
         await self._visit([pages[ev.url] for ev in visits])
+        await self._apply_purges()
 
         self.report.pages_tracked = len(self.state.tracked_urls())
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
@@ -263,12 +296,39 @@ class _Pass:
             self.state.record_run(self.report.to_dict())
         return self.report
 
-    async def _purge(self, pages: Sequence[PageState], *, left_sitemap: bool) -> None:
+    def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str) -> None:
+        """Purges wait for the end of the pass, where the mass-deletion guard sees them all."""
+        self.purges[page.url] = (page, left_sitemap, reason)
+
+    def _mass_delete_reason(self, n: int) -> str | None:
+        cfg = self.cfg
+        if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
+            return None
+        return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
+                f"(more than {cfg.max_delete_share:.0%}); nothing was purged. If the site really lost them, "
+                f"run again with --allow-mass-delete")
+
+    async def _apply_purges(self) -> None:
         """Delete the pages' points, then mark them gone (pending mark in between)."""
-        if not pages:
+        items = list(self.purges.values())
+        if not items:
             return
-        for page in pages:
-            self._record(page, Decision(Action.PURGE, "left the sitemap" if left_sitemap else "gone (404/410)"))
+        blocked = self._mass_delete_reason(len(items))
+        if blocked:
+            self.report.mass_delete_blocked = len(items)
+            self.report.error("(pass)", blocked)
+            held = []
+            for page, left_sitemap, reason in items:
+                if not left_sitemap:  # a 404/410 held back: look again soon
+                    page.failures += 1
+                    page.last_error = f"purge held by the mass-deletion guard ({reason})"
+                    page.due_at = self.now + failure_backoff(page.failures)
+                    held.append(page)
+            self._save(held)
+            return
+        pages = [page for page, _, _ in items]
+        for page, _, reason in items:
+            self._record(page, Decision(Action.PURGE, reason))
         if self.cfg.dry_run:
             return
         indexed = [p for p in pages if p.status != NEW or p.pending_hash is not None]
@@ -277,7 +337,8 @@ class _Pass:
         self._save(indexed)
         if indexed:
             self.report.chunks_deleted += await asyncio.to_thread(self.store.delete_pages, [p.url for p in indexed])
-        for p in pages:
+        for page, left_sitemap, _ in items:
+            p = page
             p.status, p.content_hash, p.pending_hash, p.chunk_count = GONE, None, None, 0
             p.etag = p.last_modified = None
             if left_sitemap:
@@ -325,6 +386,31 @@ class _Pass:
                 w.cancel()
         self._flush_skips()
 
+    async def _moved(self, page: PageState, target: str, result: FetchResult) -> None:
+        """301/308: the old URL is purged and the target tracked in its place.
+
+        The target was vetted by the scope at every hop. If it is visited this pass anyway
+        (it is in the sitemap too), that visit indexes it; otherwise this answer does.
+        """
+        self._queue_purge(page, left_sitemap=True, reason=f"moved permanently to {target}")
+        if target in self.visiting:
+            return
+        self.visiting.add(target)
+        known = self.state.get(target)
+        tpage = known or PageState(url=target, status=NEW, first_seen_at=self.now, source="url")
+        if known is None or known.status == GONE:
+            tpage.source = "url"
+        if result.outcome is Outcome.NOT_MODIFIED and not tpage.indexed:
+            # The old page's validators matched the target, but we hold no text under the
+            # target's key: read it once more, unconditionally.
+            again = await self.fetcher.fetch_page(target, None)
+            self.report.bytes_downloaded += again.bytes_downloaded
+            await self._process(tpage, again)
+            return
+        moved = FetchResult(target, result.outcome, status=result.status, body=result.body,
+                            content_type=result.content_type, validators=result.validators, final_url=result.final_url)
+        await self._process(tpage, moved)
+
     def _validators(self, page: PageState) -> Validators | None:
         if not page.indexed or page.pending_hash is not None:
             return None
@@ -337,13 +423,30 @@ class _Pass:
         if result.answered:
             r.pages_fetched += 1
         r.bytes_downloaded += result.bytes_downloaded
+        await self._process(page, result)
+
+    async def _process(self, page: PageState, result: FetchResult) -> None:
+        """Decide one fetched page and carry out skips and purges; changes go to the embed queue."""
         if result.outcome is Outcome.ERROR:
-            self._fail(page, result.error or "fetch failed")
+            self._fail(page, result.error or "fetch failed", result.retry_after)
+            return
+        if result.outcome is Outcome.SKIPPED:
+            # Not ours to read (robots.txt, scope, size, type): keep its points, look again later.
+            page.last_error = result.error
+            page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
+            self.report.skip(page.url, result.error or "skipped")
+            self._record(page, Decision(Action.SKIP_POLICY, result.error or "skipped"))
+            self._save([page])
             return
         page.last_fetched_at = self.now
         if result.outcome is Outcome.GONE:
-            await self._purge([page], left_sitemap=False)
+            self._queue_purge(page, left_sitemap=False, reason=f"gone ({result.status})")
             return
+        if result.moved_permanently:
+            target = canonical_url(result.redirects[-1][1])
+            if target != page.url:
+                await self._moved(page, target, result)
+                return
         new_hash = title = None
         chunks: list[str] = []
         if result.outcome is Outcome.OK:

@@ -8,14 +8,17 @@ integration tests). httpx exceptions never escape: a page visit always returns a
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
-from dataclasses import dataclass
-from urllib.parse import urlsplit
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Callable
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from .decision import Outcome
 from .errors import FetchError
+from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
 from .sitemaps import MAX_SITEMAP_BYTES
 
 __all__ = [
@@ -27,10 +30,13 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "DEFAULT_MAX_BYTES",
     "make_client",
+    "parse_retry_after",
+    "MAX_REDIRECTS",
 ]
 
 DEFAULT_USER_AGENT = "pagesync/0.1 (+https://pypi.org/project/pagesync/)"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+MAX_REDIRECTS = 5
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/markdown", "text/x-markdown", "text/plain")
 
 
@@ -80,6 +86,13 @@ class FetchResult:
     error: str | None = None
     bytes_downloaded: int = 0
     final_url: str | None = None
+    redirects: list[tuple[int, str]] = field(default_factory=list)  # (status, target) per hop
+    retry_after: float | None = None  # seconds the server asked us to wait (429/503)
+
+    @property
+    def moved_permanently(self) -> bool:
+        """Every hop was a 301/308: the target replaces the URL (RFC 9110 15.4)."""
+        return bool(self.redirects) and all(s in (301, 308) for s, _ in self.redirects)
 
     @property
     def answered(self) -> bool:
@@ -90,10 +103,13 @@ class FetchResult:
 def make_client(
     *, user_agent: str = DEFAULT_USER_AGENT, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None
 ) -> httpx.AsyncClient:
-    """The client pagesync uses by default: redirects followed (at most 5), explicit timeouts."""
+    """The client pagesync uses by default: explicit timeouts, an identifying User-Agent.
+
+    Redirects are followed by the Fetcher itself, one hop at a time, so that every hop
+    is checked against the scope and permanent moves can be told from temporary ones.
+    """
     return httpx.AsyncClient(
-        follow_redirects=True,
-        max_redirects=5,
+        follow_redirects=False,
         timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
         headers={"User-Agent": user_agent},
         transport=transport,
@@ -101,49 +117,181 @@ def make_client(
     )
 
 
-class Fetcher:
-    """Bounded-concurrency fetching over an injected client (`per_host` requests at once per host)."""
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Retry-After as seconds to wait: delta-seconds or an HTTP-date (RFC 9110 10.2.3)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
-    def __init__(self, client: httpx.AsyncClient, *, per_host: int = 4, max_bytes: int = DEFAULT_MAX_BYTES):
+
+class _Refused(Exception):
+    """A request not sent, or a redirect not followed, with the reason."""
+
+
+@dataclass
+class _Answer:
+    resp: httpx.Response
+    body: bytes
+    truncated: bool
+    redirects: list[tuple[int, str]]
+    wire: int
+
+
+@dataclass
+class _Host:
+    sem: asyncio.Semaphore
+    pace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    next_start: float = 0.0
+    blocked_until: float = 0.0
+    robots: RobotsRules | None = None
+    robots_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class Fetcher:
+    """Polite, bounded fetching over an injected client.
+
+    Per host: at most `per_host` requests at once, robots.txt honoured (read once per
+    Fetcher, i.e. per pass), its Crawl-delay kept (capped at `max_crawl_delay`), and a
+    429/503 with Retry-After backs the host off. `scope(url) -> reason | None` vets every
+    URL and every redirect hop before a request is sent.
+    """
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        per_host: int = 4,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        scope: Callable[[str], str | None] | None = None,
+        respect_robots: bool = True,
+        max_crawl_delay: float = 10.0,
+        max_retry_wait: float = 30.0,
+        max_redirects: int = MAX_REDIRECTS,
+    ):
         self._client = client
         self._per_host = per_host
         self._max_bytes = max_bytes
-        self._sems: dict[str, asyncio.Semaphore] = defaultdict(lambda: asyncio.Semaphore(self._per_host))
+        self.scope = scope
+        self._robots_on = respect_robots
+        self._max_crawl_delay = max_crawl_delay
+        self._max_retry_wait = max_retry_wait
+        self._max_redirects = max_redirects
+        self._hosts: dict[str, _Host] = {}
+        self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
+        self.robots_bytes = 0
 
-    def _sem(self, url: str) -> asyncio.Semaphore:
+    def _host(self, url: str) -> tuple[str, _Host]:
         try:
-            host = urlsplit(url).netloc.lower()
+            key = urlsplit(url).netloc.lower()
         except ValueError:
-            host = ""  # a malformed URL fails in the request below, under a shared bound
-        return self._sems[host]
+            key = ""  # a malformed URL fails in the request below, under a shared bound
+        if key not in self._hosts:
+            self._hosts[key] = _Host(asyncio.Semaphore(self._per_host))
+        return key, self._hosts[key]
 
-    async def _get(self, url: str, headers: dict[str, str], max_bytes: int) -> tuple[httpx.Response, bytes, bool]:
-        """GET with a size cap; returns (response, body, truncated)."""
-        async with self._client.stream("GET", url, headers=headers) as resp:
-            chunks: list[bytes] = []
-            size = 0
-            truncated = False
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    truncated = True
-                    break
-                chunks.append(chunk)
-            return resp, b"".join(chunks), truncated
+    async def _get(self, url: str, headers: dict[str, str], max_bytes: int) -> _Answer:
+        """GET with a size cap, following up to `max_redirects` redirects hop by hop."""
+        current, redirects, seen, wire = url, [], {url}, 0
+        for _hop in range(self._max_redirects + 1):
+            async with self._client.stream("GET", current, headers=headers, follow_redirects=False) as resp:
+                location = resp.headers.get("location")
+                if resp.status_code in (301, 302, 303, 307, 308) and location:
+                    wire += resp.num_bytes_downloaded
+                    target = urljoin(current, location)
+                    redirects.append((resp.status_code, target))
+                    if target in seen:
+                        raise _Refused(f"redirect loop at {target}")
+                    reason = self.scope(target) if self.scope else None
+                    if reason:
+                        raise _Refused(f"redirect to {target} not followed: {reason}")
+                    seen.add(target)
+                    current = target
+                    continue
+                chunks: list[bytes] = []
+                size = 0
+                truncated = False
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        truncated = True
+                        break
+                    chunks.append(chunk)
+                return _Answer(resp, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
+        raise _Refused(f"too many redirects (more than {self._max_redirects})")
+
+    async def _robots(self, url: str, host: _Host) -> RobotsRules:
+        async with host.robots_lock:
+            if host.robots is None:
+                parts = urlsplit(url)
+                robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
+                try:
+                    ans = await self._get(robots_url, {}, MAX_ROBOTS_BYTES)
+                    self.robots_bytes += ans.wire
+                    host.robots = rules_from_response(ans.resp.status_code, ans.body)
+                except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                    host.robots = rules_from_response(None, b"")
+                    host.robots.reason += f" ({type(exc).__name__})"
+            return host.robots
+
+    async def _pace(self, host: _Host, delay: float) -> None:
+        """Keep `delay` seconds between request starts on one host (Crawl-delay)."""
+        if delay <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        async with host.pace_lock:
+            wait = host.next_start - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            host.next_start = loop.time() + delay
 
     async def fetch_page(self, url: str, validators: Validators | None = None) -> FetchResult:
         """One conditional GET. Never raises for network or HTTP trouble."""
-        async with self._sem(url):
+        reason = self.scope(url) if self.scope else None
+        if reason:
+            return FetchResult(url, Outcome.SKIPPED, error=f"out of scope: {reason}")
+        key, host = self._host(url)
+        loop = asyncio.get_running_loop()
+        if self._robots_on and key:
+            rules = await self._robots(url, host)
+            if not rules.allows(url, self.user_agent):
+                return FetchResult(url, Outcome.SKIPPED, error=f"disallowed by robots.txt ({rules.reason})")
+            delay = min(rules.crawl_delay(self.user_agent) or 0.0, self._max_crawl_delay)
+        else:
+            delay = 0.0
+        blocked = host.blocked_until - loop.time()
+        if blocked > self._max_retry_wait:
+            return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
+                               retry_after=blocked)
+        async with host.sem:
+            blocked = host.blocked_until - loop.time()
+            if blocked > 0:
+                await asyncio.sleep(blocked)
+            await self._pace(host, delay)
             try:
-                resp, body, truncated = await self._get(url, conditional_headers(validators), self._max_bytes)
-            except httpx.TooManyRedirects:
-                return FetchResult(url, Outcome.ERROR, error="too many redirects")
+                ans = await self._get(url, conditional_headers(validators), self._max_bytes)
+            except _Refused as exc:
+                return FetchResult(url, Outcome.ERROR, error=str(exc))
             except httpx.TimeoutException:
                 return FetchResult(url, Outcome.ERROR, error="timeout")
             except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 return FetchResult(url, Outcome.ERROR, error=f"{type(exc).__name__}: {exc}".rstrip(": "))
+        resp = ans.resp
         status = resp.status_code
         outcome = classify_status(status)
+        retry_after = None
+        if status in (429, 503):
+            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            if retry_after is not None:
+                host.blocked_until = max(host.blocked_until, loop.time() + retry_after)
         ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         new_validators = Validators(resp.headers.get("etag"), resp.headers.get("last-modified"))
         if status == 304:
@@ -154,30 +302,37 @@ class Fetcher:
             url,
             outcome,
             status=status,
-            body=body if outcome is Outcome.OK else b"",
+            body=ans.body if outcome is Outcome.OK else b"",
             content_type=ctype,
             validators=new_validators,
-            bytes_downloaded=resp.num_bytes_downloaded,
+            bytes_downloaded=ans.wire,
             final_url=str(resp.url),
+            redirects=ans.redirects,
+            retry_after=retry_after,
         )
         if outcome is Outcome.ERROR:
-            result.error = f"HTTP {status}"
+            result.error = f"HTTP {status}" + (f" (Retry-After {retry_after:.0f}s)" if retry_after is not None else "")
         elif outcome is Outcome.OK:
-            if truncated:
-                result.outcome, result.error = Outcome.ERROR, f"larger than {self._max_bytes} bytes"
+            if ans.truncated:
+                result.outcome, result.error = Outcome.SKIPPED, f"larger than {self._max_bytes} bytes"
             elif ctype and not ctype.startswith(_TEXT_TYPES):
-                result.outcome, result.error = Outcome.ERROR, f"unsupported content type {ctype}"
+                result.outcome, result.error = Outcome.SKIPPED, f"unsupported content type {ctype}"
+        if result.outcome is Outcome.SKIPPED:
+            result.body = b""
         return result
 
     async def fetch_bytes(self, url: str) -> tuple[bytes, int]:
-        """Plain GET for sitemaps; raises FetchError unless the answer is a 2xx."""
-        async with self._sem(url):
+        """Plain GET for sitemaps and robots.txt; raises FetchError unless the answer is a 2xx."""
+        _key, host = self._host(url)
+        async with host.sem:
             try:
-                resp, body, truncated = await self._get(url, {}, MAX_SITEMAP_BYTES)
+                ans = await self._get(url, {}, MAX_SITEMAP_BYTES)
+            except _Refused as exc:
+                raise FetchError(f"{url[:200]}: {exc}") from None
             except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
-        if not 200 <= resp.status_code < 300:
-            raise FetchError(f"{url}: HTTP {resp.status_code}")
-        if truncated:
+        if not 200 <= ans.resp.status_code < 300:
+            raise FetchError(f"{url}: HTTP {ans.resp.status_code}")
+        if ans.truncated:
             raise FetchError(f"{url}: larger than {MAX_SITEMAP_BYTES} bytes")
-        return body, resp.num_bytes_downloaded
+        return ans.body, ans.wire

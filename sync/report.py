@@ -32,17 +32,25 @@ class Report:
     embedder: str = ""
     pages_tracked: int = 0
     pages_due: int = 0
+    pages_skipped: int = 0  # robots.txt, out of scope, too large, not text: points kept
+    pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
+    mass_delete_blocked: int = 0  # purges held back by the mass-deletion guard
+    robots_bytes: int = 0
     sitemap_errors: int = 0
     lastmod_trusted: bool | None = None
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
 
     def error(self, url: str, message: str) -> None:
         self.errors.append({"url": url, "error": message})
 
+    def skip(self, url: str, reason: str) -> None:
+        self.skipped.append({"url": url, "reason": reason})
+
     @property
     def ok(self) -> bool:
-        return self.pages_failed == 0 and self.sitemap_errors == 0
+        return self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +60,6 @@ class Report:
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
-            f"{verb}remove {self.pages_removed}, {self.pages_failed} failed; chunks: {self.chunks_embedded} embedded, "
+            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped, {self.pages_failed} failed; chunks: {self.chunks_embedded} embedded, "
             f"{self.chunks_written} written, {self.chunks_deleted} deleted; {self.bytes_downloaded} bytes in {self.seconds:.1f}s"
         )

@@ -31,6 +31,7 @@ __all__ = [
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
     "MAX_SITEMAP_URLS",
+    "robots_sitemaps",
 ]
 
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the protocol's limit, uncompressed
@@ -177,6 +178,7 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
 class SitemapCollection:
     entries: dict[str, str | None] = field(default_factory=dict)  # url -> lastmod
     errors: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, error)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, why not read)
     bytes_downloaded: int = 0
 
     @property
@@ -185,15 +187,24 @@ class SitemapCollection:
         return not self.errors
 
 
+def robots_sitemaps(body: bytes) -> list[str]:
+    """The `Sitemap:` lines of a robots.txt (sitemap discovery)."""
+    from protego import Protego
+
+    return list(Protego.parse(body[:500 * 1024].decode("utf-8", errors="replace")).sitemaps)
+
+
 async def collect_sitemaps(
     roots: Iterable[str],
     fetch_bytes: Callable[[str], Awaitable[tuple[bytes, int]]],
     max_depth: int = 3,
+    scope: Callable[[str], str | None] | None = None,
 ) -> SitemapCollection:
     """Fetch the given sitemaps (and, for index files, their children) and merge their URLs.
 
-    `fetch_bytes(url) -> (body, wire_bytes)` raises FetchError. A failed file is recorded,
-    never read as "no URLs".
+    A root ending in `/robots.txt` is read for its `Sitemap:` lines. `fetch_bytes(url)
+    -> (body, wire_bytes)` raises FetchError. A failed file is recorded, never read as
+    "no URLs"; a child sitemap that `scope` refuses is skipped and recorded.
     """
     out = SitemapCollection()
     frontier = [(u, 0) for u in roots]
@@ -203,9 +214,18 @@ async def collect_sitemaps(
         if url in visited:
             continue
         visited.add(url)
+        if depth > 0 and scope is not None and (reason := scope(url)):
+            out.skipped.append((url, f"sitemap out of scope: {reason}"))
+            continue
         try:
             body, wire = await fetch_bytes(url)
             out.bytes_downloaded += wire
+            if url.split("?", 1)[0].endswith("/robots.txt"):
+                found = robots_sitemaps(body)
+                if not found:
+                    out.errors.append((url, "robots.txt names no Sitemap"))
+                frontier.extend((u, depth + 1) for u in found)
+                continue
             parsed = parse_sitemap(body)
         except FetchError as exc:
             out.errors.append((url, str(exc)))

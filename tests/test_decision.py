@@ -19,6 +19,8 @@ def expected_action(outcome: Outcome, indexed: bool, same_hash: bool, same_fp: b
         return Action.FAIL  # errors never purge, never write
     if outcome is Outcome.GONE:
         return Action.PURGE
+    if outcome is Outcome.SKIPPED:
+        return Action.SKIP_POLICY  # robots.txt, scope, size, type: never purge, never write
     if outcome is Outcome.NOT_MODIFIED:
         # 304 is a skip only when we hold text indexed under the current pipeline.
         return Action.SKIP_NOT_MODIFIED if indexed and same_fp else Action.FAIL
@@ -122,4 +124,4 @@ def test_needs_unconditional_fetch(stored, current, expected):
 
 
 def test_action_values_match_report_vocabulary():
-    assert {a.value for a in Action} == {"not_modified", "unchanged", "added", "changed", "removed", "failed"}
+    assert {a.value for a in Action} == {"not_modified", "unchanged", "added", "changed", "removed", "failed", "skipped"}

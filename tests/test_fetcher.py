@@ -13,6 +13,7 @@ import sync.fetcher as fetcher_mod
 from sync.decision import Outcome
 from sync.errors import FetchError
 from sync.fetcher import (
+    parse_retry_after,
     DEFAULT_USER_AGENT,
     Fetcher,
     FetchResult,
@@ -40,6 +41,8 @@ class Recorder:
 
 def run(handler, coro_fn, **fetcher_kw):
     """Build a client on a MockTransport, a Fetcher on it, and run `coro_fn(fetcher)`."""
+
+    fetcher_kw.setdefault("respect_robots", False)  # robots.txt has tests of its own below
 
     async def go():
         async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
@@ -279,9 +282,9 @@ def test_malformed_url_never_raises(bad_url):
 # -- content type and size -------------------------------------------------------------------
 
 @pytest.mark.parametrize("ctype", ["application/pdf", "image/png", "application/octet-stream", "application/json"])
-def test_non_text_content_type_is_error_with_reason(ctype):
+def test_non_text_content_type_is_skipped_with_reason(ctype):
     res = fetch_page(Recorder(lambda r: html_response(ctype=ctype, body=b"%PDF-1.7 ...")))
-    assert res.outcome is Outcome.ERROR
+    assert res.outcome is Outcome.SKIPPED
     assert ctype in res.error
     assert res.status == 200
 
@@ -297,9 +300,9 @@ def test_text_content_types_are_ok(ctype):
     assert res.content_type == ctype.split(";")[0].strip().lower()
 
 
-def test_body_over_max_bytes_is_error():
+def test_body_over_max_bytes_is_skipped():
     res = fetch_page(Recorder(lambda r: html_response(body=b"x" * 101)), max_bytes=100)
-    assert res.outcome is Outcome.ERROR
+    assert res.outcome is Outcome.SKIPPED
     assert "100" in res.error
     assert res.body == b""
 
@@ -317,14 +320,14 @@ def test_cap_applies_to_decoded_size_of_compressed_body():
     res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(gz, 256),
                                               headers={"content-type": "text/html", "content-encoding": "gzip"}),
                      max_bytes=10_000)
-    assert res.outcome is Outcome.ERROR
+    assert res.outcome is Outcome.SKIPPED
 
 
-def test_streamed_body_over_max_bytes_is_error():
+def test_streamed_body_over_max_bytes_is_skipped():
     res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"y" * 50_000, 1000),
                                               headers={"content-type": "text/html"}),
                      max_bytes=10_000)
-    assert res.outcome is Outcome.ERROR
+    assert res.outcome is Outcome.SKIPPED
 
 
 # -- bytes downloaded ------------------------------------------------------------------------------
@@ -464,3 +467,116 @@ def test_fetch_bytes_shares_the_per_host_bound():
 
     run(probe, mixed, per_host=2)
     assert probe.peak["a.example.com"] == 2
+
+
+# -- redirects, robots.txt, Retry-After, scope ---------------------------------------------------
+
+def _redirecting(codes):
+    """/r0 -> /r1 -> ... with the given status codes, then a page."""
+    def handler(request):
+        path = request.url.path
+        if path.startswith("/r") and int(path[2:]) < len(codes):
+            i = int(path[2:])
+            return httpx.Response(codes[i], headers={"location": f"/r{i + 1}"})
+        return html_response()
+    return handler
+
+
+@pytest.mark.parametrize("codes,permanent", [([301], True), ([308], True), ([301, 308], True),
+                                             ([302], False), ([307], False), ([301, 302], False)])
+def test_permanent_only_when_every_hop_is_301_or_308(codes, permanent):
+    res = fetch_page(_redirecting(codes), url="https://docs.example.com/r0")
+    assert res.outcome is Outcome.OK
+    assert res.moved_permanently is permanent
+    assert [s for s, _ in res.redirects] == codes
+    assert res.redirects[-1][1] == f"https://docs.example.com/r{len(codes)}"
+
+
+def test_chain_of_five_followed_six_is_an_error():
+    assert fetch_page(_redirecting([301] * 5), url="https://docs.example.com/r0").outcome is Outcome.OK
+    res = fetch_page(_redirecting([301] * 6), url="https://docs.example.com/r0")
+    assert res.outcome is Outcome.ERROR and "too many redirects" in res.error
+
+
+def test_redirect_out_of_scope_is_not_followed():
+    seen = Recorder(lambda r: httpx.Response(301, headers={"location": "http://169.254.169.254/latest/meta-data"}))
+    res = fetch_page(seen, scope=lambda u: None if "docs.example.com" in u else "not ours")
+    assert res.outcome is Outcome.ERROR and "not followed" in res.error
+    assert [r.url.host for r in seen.requests] == ["docs.example.com"]
+
+
+def test_out_of_scope_page_is_skipped_without_a_request():
+    seen = Recorder(lambda r: html_response())
+    res = fetch_page(seen, scope=lambda u: "not ours")
+    assert res.outcome is Outcome.SKIPPED and seen.requests == []
+
+
+def _robots_site(robots_status, robots_body=b""):
+    def handler(request):
+        if request.url.path == "/robots.txt":
+            return httpx.Response(robots_status, content=robots_body)
+        return html_response()
+    return Recorder(handler)
+
+
+@pytest.mark.parametrize("status,body,path,allowed", [
+    (200, b"User-agent: *\nDisallow: /private\n", "/private/x.html", False),
+    (200, b"User-agent: *\nDisallow: /private\n", "/public.html", True),
+    (200, b"User-agent: pagesync\nDisallow: /\n", "/public.html", False),
+    (404, b"", "/anything.html", True),
+    (403, b"", "/anything.html", True),
+    (500, b"", "/anything.html", False),
+    (503, b"", "/anything.html", False),
+])
+def test_robots_rules(status, body, path, allowed):
+    site = _robots_site(status, body)
+    res = fetch_page(site, url="https://docs.example.com" + path, respect_robots=True)
+    assert (res.outcome is Outcome.OK) is allowed
+    if not allowed:
+        assert res.outcome is Outcome.SKIPPED and "robots.txt" in res.error
+        assert [r.url.path for r in site.requests] == ["/robots.txt"]
+
+
+def test_robots_read_once_per_host():
+    site = _robots_site(200, b"User-agent: *\nAllow: /\n")
+
+    async def many(f):
+        return await asyncio.gather(*(f.fetch_page(f"https://docs.example.com/p{i}.html") for i in range(5)))
+
+    run(site, many, respect_robots=True)
+    assert [r.url.path for r in site.requests].count("/robots.txt") == 1
+
+
+def test_crawl_delay_spaces_requests_with_a_cap():
+    site = _robots_site(200, b"User-agent: *\nCrawl-delay: 100\n")
+
+    async def three(f):
+        loop = asyncio.get_running_loop()
+        t = loop.time()
+        await asyncio.gather(*(f.fetch_page(f"https://docs.example.com/p{i}.html") for i in range(3)))
+        return loop.time() - t
+
+    elapsed = run(site, three, respect_robots=True, max_crawl_delay=0.2)
+    assert 0.35 <= elapsed < 5  # two gaps of the capped 0.2 s, not 100 s
+
+
+@pytest.mark.parametrize("value,expected", [("120", 120.0), ("0", 0.0), ("soon", None), (None, None),
+                                            ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)])
+def test_parse_retry_after(value, expected):
+    assert parse_retry_after(value) == expected
+
+
+def test_retry_after_backs_the_host_off():
+    def handler(request):
+        return httpx.Response(429, headers={"retry-after": "3600"})
+    site = Recorder(handler)
+
+    async def two(f):
+        first = await f.fetch_page("https://docs.example.com/a.html")
+        second = await f.fetch_page("https://docs.example.com/b.html")
+        return first, second
+
+    first, second = run(site, two)
+    assert first.outcome is Outcome.ERROR and first.retry_after == 3600
+    assert second.outcome is Outcome.ERROR and "backing off" in second.error
+    assert len(site.requests) == 1  # the second page was not requested

@@ -1,0 +1,53 @@
+"""robots.txt: parse with protego, and the rules for when it cannot be read.
+
+2xx: the file's rules. 4xx (no robots.txt): everything allowed. 5xx, timeouts and
+connection errors: everything disallowed for now, which keeps what is indexed (a
+disallowed page is skipped, never purged). Pure: the fetch happens in the Fetcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RobotsRules", "rules_from_response", "MAX_ROBOTS_BYTES"]
+
+MAX_ROBOTS_BYTES = 500 * 1024  # Google's limit; the rest of a larger file is ignored
+
+
+@dataclass
+class RobotsRules:
+    allow_all: bool = False
+    deny_all: bool = False
+    reason: str = ""
+    _parser: object | None = field(default=None, repr=False)
+
+    def allows(self, url: str, user_agent: str) -> bool:
+        if self.deny_all:
+            return False
+        if self.allow_all or self._parser is None:
+            return True
+        return bool(self._parser.can_fetch(url, user_agent))
+
+    def crawl_delay(self, user_agent: str) -> float | None:
+        if self._parser is None:
+            return None
+        d = self._parser.crawl_delay(user_agent)
+        return float(d) if d is not None else None
+
+    @property
+    def sitemaps(self) -> list[str]:
+        return list(self._parser.sitemaps) if self._parser is not None else []
+
+
+def rules_from_response(status: int | None, body: bytes) -> RobotsRules:
+    """Rules for a robots.txt answer (`status` None: no answer at all)."""
+    if status is None or status >= 500 or status == 429:
+        return RobotsRules(deny_all=True, reason=f"robots.txt unavailable ({status or 'no answer'}): disallow all for now")
+    if status >= 400:
+        return RobotsRules(allow_all=True, reason=f"no robots.txt ({status})")
+    if not 200 <= status < 300:
+        return RobotsRules(allow_all=True, reason=f"robots.txt answered {status}")
+    from protego import Protego
+
+    text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
+    return RobotsRules(_parser=Protego.parse(text), reason="robots.txt")

@@ -1,0 +1,91 @@
+"""Which URLs a pass may fetch: the configured hosts only, http(s) only, and no private
+addresses reached from a public site (no SSRF through a hostile sitemap or redirect).
+
+Pure apart from name resolution, which is injected (`resolve(host) -> list of IPs`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+from urllib.parse import urlsplit
+
+__all__ = ["Scope", "system_resolve", "is_private_address"]
+
+
+def system_resolve(host: str) -> list[str]:
+    """The host's addresses as the OS resolver gives them ([] when it does not resolve)."""
+    try:
+        return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+    except (socket.gaierror, UnicodeError, OSError):
+        return []
+
+
+def is_private_address(ip: str) -> bool:
+    """Loopback, private, link-local, reserved, multicast or unspecified: not the public web."""
+    try:
+        addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    except ValueError:
+        return True
+    return not addr.is_global
+
+
+@dataclass
+class Scope:
+    """Allowed hosts (from --sitemap/--url/--allow-host) and the private-address rule.
+
+    When every configured host is public, any URL whose host resolves to a private
+    address is refused; a site that itself lives on a private network (or 127.0.0.1)
+    may reach private addresses, but still only on its own hosts.
+    """
+
+    hosts: set[str]
+    resolve: Callable[[str], list[str]] = system_resolve
+    _private_ok: bool | None = field(default=None, init=False)
+    _cache: dict[str, list[str]] = field(default_factory=dict, init=False)
+
+    @classmethod
+    def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
+        hosts = {h.lower().strip("[]") for h in allow_hosts}
+        for u in urls:
+            try:
+                host = urlsplit(u).hostname
+            except ValueError:
+                continue
+            if host:
+                hosts.add(host.lower())
+        return cls(hosts=hosts, resolve=resolve)
+
+    def _addresses(self, host: str) -> list[str]:
+        if host not in self._cache:
+            try:
+                ipaddress.ip_address(host)
+                self._cache[host] = [host]
+            except ValueError:
+                self._cache[host] = self.resolve(host)
+        return self._cache[host]
+
+    def private_allowed(self) -> bool:
+        """True when some configured host is itself on a private address."""
+        if self._private_ok is None:
+            self._private_ok = any(any(is_private_address(ip) for ip in self._addresses(h)) for h in self.hosts)
+        return self._private_ok
+
+    def check(self, url: str) -> str | None:
+        """None when the URL may be fetched, else the reason it may not."""
+        try:
+            parts = urlsplit(url)
+            host = (parts.hostname or "").lower()
+        except ValueError:
+            return "malformed URL"
+        if parts.scheme.lower() not in ("http", "https"):
+            return f"scheme {parts.scheme or '(none)'} not allowed"
+        if host not in self.hosts:
+            return f"host {host or '(none)'} is not one of the configured sites (use --allow-host)"
+        if not self.private_allowed():
+            addrs = self._addresses(host)
+            if any(is_private_address(ip) for ip in addrs):
+                return f"host {host} resolves to a private address"
+        return None

@@ -1,0 +1,153 @@
+"""Polite and safe fetching against a real server on 127.0.0.1: robots.txt, scope,
+redirects as the RFCs mean them, Retry-After, size/type limits, the mass-deletion guard."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from demo.site_server import Resource
+from sync.state import GONE, StateDB
+from tests.helpers import page_html, para
+from tests.test_engine import build, by_url
+
+
+def test_robots_disallow_skips_and_keeps_points(site, harness):
+    build(site, n=3)
+    harness.run()
+    before = harness.points()
+    site.set("/robots.txt", "User-agent: *\nDisallow: /p1.html\n", content_type="text/plain")
+    site.set("/p1.html", page_html("Page 1", [para("changed but forbidden")]))
+    rep = harness.run(full=True)
+    assert rep.pages_skipped == 1 and rep.pages_failed == 0 and rep.ok
+    assert rep.skipped[0]["url"].endswith("/p1.html") and "robots.txt" in rep.skipped[0]["reason"]
+    assert harness.points() == before
+    assert site.count(path="/p1.html") == 1  # only the first pass fetched it
+
+
+def test_robots_5xx_disallows_all_for_now_and_purges_nothing(site, harness):
+    build(site, n=2)
+    harness.run()
+    before = harness.points()
+    site.error("/robots.txt", 503)
+    rep = harness.run(full=True)
+    assert rep.pages_skipped == 2 and rep.pages_removed == 0
+    assert harness.points() == before
+
+
+def test_sitemap_discovered_through_robots_txt(site, harness):
+    build(site, n=2)
+    site.set("/robots.txt", f"User-agent: *\nAllow: /\nSitemap: {site.server.url('/sitemap.xml')}\n",
+             content_type="text/plain")
+    rep = harness.run(sitemaps=[site.server.url("/robots.txt")])
+    assert rep.pages_in_sitemaps == 2 and rep.pages_added == 2
+
+
+def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
+    build(site, n=2)
+    base = site.server.base_url
+    port = base.rsplit(":", 1)[1]
+    hostile = [f"http://localhost:{port}/p0.html", "http://169.254.169.254/latest/meta-data/",
+               "ftp://example.com/file", "http://attacker.example/x"]
+    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", *hostile]) + "</urlset>")
+    site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
+    rep = harness.run(sitemaps=[site.server.url("/custom-sitemap.xml")])
+    assert rep.pages_added == 1 and rep.pages_in_sitemaps == 1
+    # ftp:// never makes it out of the parser; the three http(s) ones are reported
+    assert rep.pages_out_of_scope == 3
+    assert {s["url"] for s in rep.skipped} >= {"http://169.254.169.254/latest/meta-data/", "http://attacker.example/x"}
+    assert all(p[1] != "/latest/meta-data/" for p in site.requests)
+
+
+def test_allow_host_extends_the_scope(site, harness):
+    site.set("/p0.html", page_html("P0", [para("zero")]))
+    port = site.server.base_url.rsplit(":", 1)[1]
+    rep = harness.run(sitemaps=[], urls=[f"http://localhost:{port}/p0.html"], allow_hosts=["localhost"])
+    assert rep.pages_added == 1
+
+
+def test_permanent_redirect_moves_the_key_to_the_target(site, harness):
+    build(site, n=2)
+    harness.run()
+    old, new = site.server.url("/p1.html"), site.server.url("/p1-new.html")
+    body = site.resources["/p1.html"].body
+    site.set("/p1-new.html", body, in_sitemap=False)
+    site.redirect("/p1.html", "/p1-new.html", status=301)
+    site.resources["/p1.html"].in_sitemap = True  # the sitemap still lists the old URL
+    rep = harness.run(full=True)
+    assert rep.pages_removed == 1 and rep.pages_added == 1 and rep.pages_failed == 0
+    urls = set(by_url(harness.points()))
+    assert new in urls and old not in urls
+    with StateDB(harness.state_path) as st:
+        assert st.get(old).status == GONE and st.get(new).indexed
+
+
+def test_temporary_redirect_does_not_move_the_key(site, harness):
+    build(site, n=1)
+    harness.run()
+    site.set("/elsewhere.html", page_html("Page 0", [para("temporarily elsewhere")]), in_sitemap=False)
+    site.redirect("/p0.html", "/elsewhere.html", status=307)
+    site.resources["/p0.html"].in_sitemap = True
+    rep = harness.run(full=True)
+    assert rep.pages_changed == 1
+    assert set(by_url(harness.points())) == {site.server.url("/p0.html")}
+
+
+def test_retry_after_defers_the_page(site, harness):
+    build(site, n=1)
+    harness.run()
+    site.error("/p0.html", 429, headers={"Retry-After": "86400"})
+    rep = harness.run(full=True)
+    assert rep.pages_failed == 1 and "Retry-After" in rep.errors[0]["error"]
+    with StateDB(harness.state_path) as st:
+        assert st.get(site.server.url("/p0.html")).due_at >= harness.now + timedelta(days=1)
+
+
+def test_oversized_and_non_text_pages_are_skipped_not_failed(site, harness):
+    build(site, n=2)
+    harness.run()
+    before = harness.points()
+    site.set("/p0.html", b"%PDF-1.7", content_type="application/pdf")
+    site.set("/p1.html", b"<html>" + b"x" * (11 * 1024 * 1024) + b"</html>")
+    rep = harness.run(full=True)
+    assert rep.pages_skipped == 2 and rep.pages_failed == 0 and rep.ok
+    reasons = " ".join(s["reason"] for s in rep.skipped)
+    assert "application/pdf" in reasons and "larger than" in reasons
+    assert harness.points() == before
+
+
+def test_mass_deletion_guard_blocks_then_allows(site, harness):
+    build(site, n=10)
+    harness.run()
+    before = harness.points()
+    for i in range(6):
+        site.remove(f"/p{i}.html")
+    rep = harness.run()
+    assert rep.mass_delete_blocked == 6 and rep.pages_removed == 0 and not rep.ok
+    assert "--allow-mass-delete" in rep.errors[-1]["error"]
+    assert harness.points() == before
+    rep = harness.run(allow_mass_delete=True)
+    assert rep.pages_removed == 6
+    assert len(by_url(harness.points())) == 4
+
+
+def test_site_answering_404_everywhere_purges_nothing(site, harness):
+    build(site, n=8)
+    harness.run()
+    before = harness.points()
+    for i in range(8):
+        site.resources[f"/p{i}.html"] = Resource(b"", status=404)  # still listed
+    rep = harness.run(full=True)
+    assert rep.mass_delete_blocked == 8 and rep.pages_removed == 0
+    assert harness.points() == before
+
+
+def test_empty_sitemap_purges_nothing(site, harness):
+    build(site, n=2)
+    harness.run()
+    before = harness.points()
+    for i in range(2):
+        site.resources[f"/p{i}.html"].in_sitemap = False
+    rep = harness.run()
+    assert rep.pages_removed == 0 and rep.sitemap_errors == 1 and not rep.ok
+    assert harness.points() == before
