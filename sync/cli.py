@@ -141,6 +141,8 @@ def run(
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
+    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default) or halve-double (the seed's rule)."),
+    max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass (stalest first; repairs always go)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
@@ -159,7 +161,11 @@ def run(
             _check_url(u, "--url")
         cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
-                         allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share)
+                         allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
+                         policy=policy, max_fetches=max_fetches)
+        from .policy import make_policy
+
+        make_policy(policy)  # an unknown name is exit 2 before anything opens
         emb = make_embedder(embedder)
         if not sitemap and not url and not state.exists():
             raise ConfigError("nothing to sync: give --sitemap or --url (no page state exists yet)")

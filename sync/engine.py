@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
+from urllib.parse import urlsplit
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
@@ -33,6 +34,18 @@ from .hashing import content_hash, pipeline_fingerprint
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
+from .policy import (
+    DEFAULT_POLICY,
+    Candidate,
+    Visit,
+    add_visit,
+    history_from_json,
+    history_to_json,
+    lastmod_makes_due,
+    lastmod_trust,
+    make_policy,
+    select_visits,
+)
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
 from .sitemaps import collect_sitemaps, diff_sitemap
 from .state import GONE, LIVE, NEW, PageState, StateDB
@@ -66,6 +79,13 @@ class PassConfig:
     allow_mass_delete: bool = False
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
+    policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned) or "halve-double" (the seed's)
+    max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
+
+
+# A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
+# been confirmed); a couple of advances that no text change confirms take it away.
+LASTMOD_PRIOR = (2.0, 3.0)
 
 
 def plan_events(
@@ -78,12 +98,16 @@ def plan_events(
     due: Sequence[str],
     pending: Sequence[str],
     full: bool,
-) -> tuple[list[ChangeEvent], list[ChangeEvent], bool]:
+    lastmod_due: Callable[[str], bool] = lambda url: True,
+) -> tuple[list[ChangeEvent], list[ChangeEvent], bool, list[str]]:
     """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
 
-    Returns (visits, removals, lastmod_trusted). A URL absent from the sitemaps is a
-    removal only when every sitemap was read (`sitemap_complete`) and we still track it
-    through a sitemap; a failed sitemap never reads as "every URL removed".
+    Returns (visits, removals, lastmod_trusted, lastmod_advanced). A lastmod advance makes
+    a page due now only when `lastmod_due(url)` (its host's lastmod has earned trust); all
+    advances are returned so their confirmation can be counted at the next visit. A URL
+    absent from the sitemaps is a removal only when every sitemap was read
+    (`sitemap_complete`) and we still track it through a sitemap; a failed sitemap never
+    reads as "every URL removed".
     """
     diff = diff_sitemap(sitemap_before, sitemap_now)
     reasons: dict[str, str] = {}
@@ -102,7 +126,8 @@ def plan_events(
     for u in pending:
         add(u, "pending")
     for u in diff.lastmod_changed:
-        add(u, "lastmod")
+        if lastmod_due(u):
+            add(u, "lastmod")
     for u in due:
         add(u, "due")
     if full:
@@ -121,7 +146,7 @@ def plan_events(
             removals.append(ChangeEvent(u, "removed"))
             reasons.pop(u, None)
     visits = [ChangeEvent(u, r) for u, r in sorted(reasons.items(), key=lambda kv: (REASONS.index(kv[1]), kv[0]))]
-    return visits, removals, diff.lastmod_trusted
+    return visits, removals, diff.lastmod_trusted, diff.lastmod_changed
 
 
 def build_points(
@@ -175,6 +200,9 @@ class _Pass:
         self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
         self.visiting: set[str] = set()
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
+        self.policy = make_policy(cfg.policy)
+        self.trust_seen = state.host_trust_counts()
+        self.trust_delta: dict[str, list[int]] = {}
         if fetcher.scope is None:
             fetcher.scope = self.scope.check
 
@@ -254,12 +282,13 @@ class _Pass:
         candidates = set(sitemap_now) | set(before) | set(extra) | set(due)
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
-        visits, removals, trusted = plan_events(
+        visits, removals, trusted, advanced = plan_events(
             sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
-            extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full,
+            extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
         self.report.pages_due = len(visits)
+        visits = self._within_budget(visits, known)
 
         # New URLs become rows first (status NEW, no points claimed), so a crash later in
         # the pass still leaves them due; sitemap membership and lastmod are refreshed.
@@ -269,6 +298,11 @@ class _Pass:
                                                    source="sitemap" if ev.url in sitemap_now else "url")
             pages[ev.url] = page
         membership = []
+        for url in advanced:  # counted toward the host's lastmod trust at the page's next visit
+            page = pages.get(url) or known.get(url)
+            if page is not None and not page.lastmod_pending:
+                page.lastmod_pending = True
+                membership.append(page)
         for url, lastmod in sitemap_now.items():
             page = pages.get(url) or known.get(url)
             if page is None:
@@ -293,8 +327,59 @@ class _Pass:
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
         if not cfg.dry_run:
+            self.state.add_host_trust({h: (a, c) for h, (a, c) in self.trust_delta.items()})
             self.state.record_run(self.report.to_dict())
         return self.report
+
+    # -- scheduling -------------------------------------------------------------------------
+    def _lastmod_due(self, url: str) -> bool:
+        host = urlsplit(url).hostname or ""
+        adv, conf = self.trust_seen.get(host, (0, 0))
+        return lastmod_makes_due(lastmod_trust(conf, adv, prior_confirmed=LASTMOD_PRIOR[0],
+                                               prior_advances=LASTMOD_PRIOR[1]))
+
+    def _within_budget(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
+        """Order the visits by the policy and cut them to --max-fetches (repairs, trusted
+        lastmod advances and --full always go; new pages next; then the stalest)."""
+        cands = []
+        for ev in visits:
+            page = known.get(ev.url)
+            last = page.last_fetched_at if page is not None else None
+            cands.append(Candidate(
+                url=ev.url,
+                visits=tuple(history_from_json(page.history)) if page is not None else (),
+                since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
+                due=True,
+                forced=ev.reason in ("pending", "lastmod", "full"),
+            ))
+        order = select_visits(cands, self.policy, self.cfg.max_fetches)
+        by_url = {ev.url: ev for ev in visits}
+        self.report.pages_deferred = len(visits) - len(order)
+        return [by_url[u] for u in order]
+
+    def _reschedule(self, page: PageState, changed: bool | None) -> None:
+        """Record this visit in the page's history and set its next due time by the policy.
+
+        `changed` is None for a page's first visit with text (it starts at 3 d), else
+        whether the extracted text's hash changed (never ETag churn).
+        """
+        visits = history_from_json(page.history)
+        if changed is not None and page.last_fetched_at is not None:
+            elapsed = max(0.0, (self.now - page.last_fetched_at).total_seconds())
+            visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed))
+            page.history = history_to_json(visits)
+        else:
+            changed = None
+        if page.lastmod_pending:
+            if changed is not None:
+                host = urlsplit(page.url).hostname or ""
+                counts = self.trust_delta.setdefault(host, [0, 0])
+                counts[0] += 1
+                counts[1] += int(changed)
+            page.lastmod_pending = False
+        page.interval = self.policy.next_interval(visits, page.interval, changed)
+        page.due_at = self.now + page.interval
+        page.last_fetched_at = self.now
 
     def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str) -> None:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all."""
@@ -438,8 +523,8 @@ class _Pass:
             self._record(page, Decision(Action.SKIP_POLICY, result.error or "skipped"))
             self._save([page])
             return
-        page.last_fetched_at = self.now
         if result.outcome is Outcome.GONE:
+            page.last_fetched_at = self.now
             self._queue_purge(page, left_sitemap=False, reason=f"gone ({result.status})")
             return
         if result.moved_permanently:
@@ -464,8 +549,7 @@ class _Pass:
             return
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
-            page.interval = next_interval(page.interval, changed=False)
-            page.due_at = self.now + page.interval
+            self._reschedule(page, changed=False)
             page.failures, page.last_error = 0, None
             self._record(page, decision)
             self.skips.append(page)
@@ -531,12 +615,8 @@ class _Pass:
         # Only now, with the store's confirmation, does the state take the new hash.
         for item in items:
             p = item.page
-            changed = p.content_hash is not None and p.content_hash != item.hash_
-            if item.decision.action is Action.ADD:
-                p.interval = p.interval or NEW_PAGE_INTERVAL
-            else:
-                p.interval = next_interval(p.interval, changed=changed) if changed else (p.interval or NEW_PAGE_INTERVAL)
-            p.due_at = self.now + p.interval
+            first = item.decision.action is Action.ADD or p.content_hash is None
+            self._reschedule(p, changed=None if first else p.content_hash != item.hash_)
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
             p.chunk_count, p.title = len(item.chunks), item.title
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified

@@ -32,6 +32,7 @@ class Report:
     embedder: str = ""
     pages_tracked: int = 0
     pages_due: int = 0
+    pages_deferred: int = 0  # due, but past --max-fetches: next pass
     pages_skipped: int = 0  # robots.txt, out of scope, too large, not text: points kept
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
     mass_delete_blocked: int = 0  # purges held back by the mass-deletion guard

@@ -50,7 +50,9 @@ CREATE TABLE IF NOT EXISTS pages (
     last_fetched_at REAL,
     last_changed_at REAL,
     failures INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
+    last_error TEXT,
+    history TEXT,                      -- JSON visit history for the revisit policy
+    lastmod_pending INTEGER NOT NULL DEFAULT 0  -- a sitemap lastmod advance awaits confirmation
 );
 CREATE INDEX IF NOT EXISTS pages_due ON pages(status, due_at);
 CREATE INDEX IF NOT EXISTS pages_pending ON pages(pending_hash) WHERE pending_hash IS NOT NULL;
@@ -61,7 +63,14 @@ CREATE TABLE IF NOT EXISTS runs (
     report TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hosts (
+    host TEXT PRIMARY KEY,
+    lastmod_advances INTEGER NOT NULL DEFAULT 0,
+    lastmod_confirmed INTEGER NOT NULL DEFAULT 0
+);
 """
+# Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
+_ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0")]
 
 
 def to_epoch(dt: datetime | None) -> float | None:
@@ -93,6 +102,8 @@ class PageState:
     last_changed_at: datetime | None = None
     failures: int = 0
     last_error: str | None = None
+    history: str | None = None  # sync.policy.history_to_json
+    lastmod_pending: bool = False
 
     @property
     def indexed(self) -> bool:
@@ -102,6 +113,7 @@ class PageState:
     def to_row(self) -> dict:
         d = asdict(self)
         d["in_sitemap"] = int(self.in_sitemap)
+        d["lastmod_pending"] = int(self.lastmod_pending)
         d["interval_s"] = self.interval.total_seconds() if self.interval is not None else None
         del d["interval"]
         for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
@@ -112,6 +124,7 @@ class PageState:
     def from_row(cls, row: sqlite3.Row) -> "PageState":
         d = dict(row)
         d["in_sitemap"] = bool(d["in_sitemap"])
+        d["lastmod_pending"] = bool(d["lastmod_pending"])
         iv = d.pop("interval_s")
         d["interval"] = timedelta(seconds=iv) if iv is not None else None
         for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
@@ -137,6 +150,10 @@ class StateDB:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            have = {r["name"] for r in self._db.execute("PRAGMA table_info(pages)")}
+            for name, decl in _ADDED_COLUMNS:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE pages ADD COLUMN {name} {decl}")
         except (sqlite3.Error, OSError) as exc:
             raise StateError(f"cannot open state database {self.path}: {exc}") from exc
 
@@ -248,6 +265,20 @@ class StateDB:
 
     def counts(self) -> dict[str, int]:
         return {r["status"]: r["n"] for r in self._db.execute("SELECT status, COUNT(*) AS n FROM pages GROUP BY status")}
+
+    # -- hosts ------------------------------------------------------------------------
+    def host_trust_counts(self) -> dict[str, tuple[int, int]]:
+        """host -> (lastmod advances seen, advances a text change confirmed)."""
+        return {r["host"]: (r["lastmod_advances"], r["lastmod_confirmed"]) for r in self._db.execute("SELECT * FROM hosts")}
+
+    def add_host_trust(self, counts: dict[str, tuple[int, int]]) -> None:
+        for host, (adv, conf) in counts.items():
+            self._db.execute(
+                "INSERT INTO hosts (host, lastmod_advances, lastmod_confirmed) VALUES (?, ?, ?) "
+                "ON CONFLICT(host) DO UPDATE SET lastmod_advances = lastmod_advances + excluded.lastmod_advances, "
+                "lastmod_confirmed = lastmod_confirmed + excluded.lastmod_confirmed",
+                (host, adv, conf),
+            )
 
     # -- runs -------------------------------------------------------------------------
     def record_run(self, report: dict) -> None:

@@ -283,3 +283,41 @@ def test_redirect_loop_is_an_error_not_a_purge(site, harness):
     assert rep.pages_failed == 1 and rep.pages_removed == 0
     assert "redirect" in rep.errors[0]["error"]
     assert harness.points() == before
+
+
+def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
+    build(site, n=6)
+    harness.run()
+    rep = harness.run(advance=timedelta(days=4), max_fetches=2)  # all six are due
+    assert rep.pages_fetched == 2 and rep.pages_deferred == 4
+    rep = harness.run(advance=timedelta(minutes=5), max_fetches=10)
+    assert rep.pages_fetched == 4  # the deferred ones, not the two just visited
+
+
+@pytest.mark.parametrize("policy", ["halve-double", "change-rate"])
+def test_both_policies_schedule_within_the_clamps(site, harness, policy):
+    build(site, n=2)
+    harness.run(policy=policy)
+    for day in range(1, 30):
+        if day % 3 == 0:
+            site.set("/p0.html", page_html("Page 0", [para(f"edit {day}")]))
+        harness.run(advance=timedelta(days=1), policy=policy)
+    with StateDB(harness.state_path) as st:
+        hot, cold = st.get(site.server.url("/p0.html")), st.get(site.server.url("/p1.html"))
+        for p in (hot, cold):
+            assert timedelta(hours=6) <= p.interval <= timedelta(days=60)
+        assert hot.interval < cold.interval  # the page that changes is visited more often
+
+
+def test_lying_lastmod_loses_trust(site, harness):
+    build(site, n=3)
+    harness.run()
+    for round_ in range(4):  # the sitemap stamps advance, the text never changes
+        for i in range(3):
+            site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(3)],
+                                              footer=f"build {round_}"), mtime=2e9 + round_ * 100 + i)
+        rep = harness.run(advance=timedelta(minutes=10))
+    assert rep.pages_fetched == 0  # the host's lastmod no longer makes pages due
+    with StateDB(harness.state_path) as st:
+        adv, conf = st.host_trust_counts()["127.0.0.1"]
+        assert adv >= 3 and conf == 0
