@@ -201,6 +201,69 @@ def run(
 
 
 @app.command()
+def audit(
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: Path = StateOpt,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    fix: bool = typer.Option(False, "--fix", help="Delete orphans and stale generations, re-index broken and missing pages, then audit again."),
+    include_foreign: bool = typer.Option(False, "--include-foreign", help="With --fix, also delete points that have no url payload."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="With --fix: the embedder the collection was built with."),
+    examples: int = typer.Option(5, "--examples", min=0, help="Examples listed per category."),
+    timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="With --fix: seconds before a request is abandoned."),
+) -> None:
+    """Compare the collection with the page state: orphans, stale generations, broken and
+    missing pages, foreign points. Exit 1 when anything is found (after --fix: still found)."""
+
+    def body() -> int:
+        from .audit import audit_collection, fix_collection
+        from .state import StateDB
+
+        if not state.exists():
+            raise ConfigError(f"no page state at {state}: run 'pagesync run' first")
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            with StateDB(state) as st:
+                st.lock()  # a fix writes; even a read-only audit must not race a pass
+                first = audit_collection(store, st, examples=examples)
+                out = {"audit": first.to_dict()}
+                final = first
+                if fix and not first.ok:
+                    from embedders import make_embedder
+
+                    from .fetcher import Fetcher, make_client
+
+                    async def go():
+                        async with make_client(timeout=timeout) as client:
+                            return await fix_collection(store, st, first, fetcher=Fetcher(client),
+                                                        embedder=make_embedder(embedder), include_foreign=include_foreign)
+
+                    st.unlock()  # the repair pass takes the lock itself
+                    rep = asyncio.run(go())
+                    st.lock()
+                    final = audit_collection(store, st, examples=examples)
+                    out["fix"] = {"deleted_points": len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0),
+                                  "reindexed_pages": len(first.reindex_urls),
+                                  "pass": rep.to_dict() if rep else None}
+                    out["after_fix"] = final.to_dict()
+        finally:
+            store.close()
+        if as_json:
+            typer.echo(json.dumps(out, indent=2))
+        else:
+            typer.echo(first.render())
+            if "after_fix" in out:
+                f = out["fix"]
+                typer.echo(f"\nfix: deleted {f['deleted_points']} points, re-indexed {f['reindexed_pages']} pages; audit again:")
+                typer.echo(final.render())
+        return 0 if final.ok else 1
+
+    _guarded(body)
+
+
+@app.command()
 def status(
     collection: str = CollectionOpt,
     qdrant_url: Optional[str] = QdrantUrlOpt,

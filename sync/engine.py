@@ -81,6 +81,7 @@ class PassConfig:
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned) or "halve-double" (the seed's)
     max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
+    repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
 
 
 # A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
@@ -255,6 +256,9 @@ class _Pass:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
 
+        if cfg.repair:
+            await self._repair()
+            return self._finish(t0)
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check)
         self.report.bytes_downloaded += sm.bytes_downloaded
         sitemap_now: dict[str, str | None] = {}
@@ -323,13 +327,27 @@ class _Pass:
         await self._visit([pages[ev.url] for ev in visits])
         await self._apply_purges()
 
+        return self._finish(t0)
+
+    def _finish(self, t0: float) -> Report:
         self.report.pages_tracked = len(self.state.tracked_urls())
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
-        if not cfg.dry_run:
+        if not self.cfg.dry_run:
             self.state.add_host_trust({h: (a, c) for h, (a, c) in self.trust_delta.items()})
             self.state.record_run(self.report.to_dict())
         return self.report
+
+    async def _repair(self) -> None:
+        """Re-read and rewrite the given pages whatever their hash says (audit --fix)."""
+        known = self.state.get_many(self.cfg.repair)
+        pages = [known.get(u) or PageState(url=u, status=NEW, first_seen_at=self.now, source="url")
+                 for u in self.cfg.repair]
+        self.visiting = {p.url for p in pages}
+        self.report.pages_due = len(pages)
+        self.tracked_before = len(self.state.tracked_urls())
+        await self._visit(pages)
+        await self._apply_purges()
 
     # -- scheduling -------------------------------------------------------------------------
     def _lastmod_due(self, url: str) -> bool:
@@ -497,7 +515,7 @@ class _Pass:
         await self._process(tpage, moved)
 
     def _validators(self, page: PageState) -> Validators | None:
-        if not page.indexed or page.pending_hash is not None:
+        if self.cfg.repair or not page.indexed or page.pending_hash is not None:
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
             return None
@@ -547,6 +565,8 @@ class _Pass:
             page.etag = page.last_modified = None  # stale validators: next visit unconditional
             self._fail(page, decision.reason)
             return
+        if self.cfg.repair and decision.action is Action.SKIP_UNCHANGED:
+            decision = Decision(Action.REPLACE, "repair")
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
             self._reschedule(page, changed=False)

@@ -5,8 +5,10 @@ no I/O, no state. The engine stores each page's history (`history_to_json`), bui
 `Candidate` per known page and asks `select_visits` which to fetch; after a visit it
 appends a `Visit` (`add_visit`) and asks the policy for the next interval.
 
-Two policies:
+Three policies:
 
+- `uniform` (`UniformPolicy`), the baseline: every page on one fixed revisit interval
+  (3 d by default), whatever it does.
 - `halve-double` (`HalveDoublePolicy`), the seed's rule kept by name: the interval
   halves on a change, doubles otherwise, clamped to [6 h, 60 d] (`sync.scheduler`).
 - `change-rate` (`ChangeRatePolicy`), the default: estimate the page's Poisson change
@@ -50,6 +52,7 @@ __all__ = [
     "Policy",
     "HalveDoublePolicy",
     "ChangeRatePolicy",
+    "UniformPolicy",
     "POLICIES",
     "make_policy",
     "Candidate",
@@ -428,9 +431,44 @@ class ChangeRatePolicy:
         return expected_staleness(self.rate(visits), max(0.0, float(since_last_visit_s)))
 
 
+@dataclass(frozen=True)
+class UniformPolicy:
+    """One fixed revisit interval for every page (`--policy uniform`): the baseline.
+
+    Every visit, the first included, schedules the next one `interval_s` later (default
+    3 d), whether or not the text changed; nothing is learned. It is the yardstick the
+    adaptive policies are measured against (Cho & Garcia-Molina, "Effective page refresh
+    policies for web crawlers", ACM TODS 28(4), 2003, show it already beats visiting
+    pages in proportion to their change rate). Among due pages the one waiting longest
+    goes first: priority is the time since the last visit.
+
+    `interval_s` must lie within the clamps, [6 h, 60 d]: a value outside would be
+    silently clamped, which is worse than an error.
+    """
+
+    interval_s: float = 3 * _DAY_S
+    name = "uniform"
+
+    def __post_init__(self) -> None:
+        lo, hi = MIN_INTERVAL.total_seconds(), _MAX_S
+        if not (math.isfinite(self.interval_s) and lo <= self.interval_s <= hi):
+            raise ValueError(f"interval_s must lie in [{lo:g}, {hi:g}] seconds, got {self.interval_s!r}")
+
+    def next_interval(
+        self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None
+    ) -> timedelta:
+        return timedelta(seconds=self.interval_s)
+
+    def priority(self, visits: Sequence[Visit], since_last_visit_s: float | None) -> float:
+        if since_last_visit_s is None:
+            return math.inf
+        return max(0.0, float(since_last_visit_s))
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
     "change-rate": ChangeRatePolicy,
     "halve-double": HalveDoublePolicy,
+    "uniform": UniformPolicy,
 }
 
 

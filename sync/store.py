@@ -69,7 +69,12 @@ class Store(Protocol):
 
     def upsert(self, points: Sequence[StoredPoint]) -> None: ...
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]: ...
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
+               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+        """Every point, in pages of `batch`; only `payload_fields` of the payload when given."""
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        """Delete points by id (audit repairs)."""
 
     def count(self, url: str | None = None) -> int: ...
 
@@ -193,16 +198,18 @@ class EdgeStore:
             for i in range(0, len(points), 512):
                 shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]:
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
+               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
         if not self.exists():
             return
         shard = self._open()
         qe = self._qe
         offset = None
+        with_payload = list(payload_fields) if payload_fields is not None else True
         while True:
             with self._guard("scroll"):
                 recs, offset = shard.scroll(
-                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=with_vectors)
+                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=with_payload, with_vector=with_vectors)
                 )
             for r in recs:
                 vec = r.vector if with_vectors else None
@@ -211,6 +218,14 @@ class EdgeStore:
                 yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
             if offset is None:
                 return
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        if not ids or not self.exists():
+            return
+        shard = self._open()
+        with self._guard("delete points"):
+            for i in range(0, len(ids), 1024):
+                shard.update(self._qe.UpdateOperation.delete_points(list(ids[i : i + 1024])))
 
     def count(self, url: str | None = None) -> int:
         if not self.exists():
@@ -346,14 +361,16 @@ class ClientStore:
                     wait=True,
                 )
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256) -> Iterator[StoredPoint]:
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
+               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
         if not self.exists():
             return
         offset = None
+        with_payload = list(payload_fields) if payload_fields is not None else True
         while True:
             with self._guard("scroll"):
                 recs, offset = self.client.scroll(
-                    self.collection, limit=batch, offset=offset, with_payload=True, with_vectors=with_vectors
+                    self.collection, limit=batch, offset=offset, with_payload=with_payload, with_vectors=with_vectors
                 )
             for r in recs:
                 vec = r.vector if with_vectors else None
@@ -362,6 +379,15 @@ class ClientStore:
                 yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
             if offset is None:
                 return
+
+    def delete_points(self, ids: Sequence[str]) -> None:
+        from qdrant_client import models as m
+
+        if not ids:
+            return
+        with self._guard("delete points"):
+            for i in range(0, len(ids), 1024):
+                self.client.delete(self.collection, points_selector=m.PointIdsList(points=list(ids[i : i + 1024])), wait=True)
 
     def count(self, url: str | None = None) -> int:
         with self._guard("count"):

@@ -1,0 +1,158 @@
+"""`pagesync audit`: compare the collection with the page state, and repair it.
+
+One scroll over the collection (payload fields only, in pages), folded into per-URL
+summaries, so memory grows with the number of pages, not of points. Findings:
+
+- orphans: points whose `url` is not a live tracked page;
+- stale: points whose `content_hash` is not the page's recorded hash (an old generation);
+- broken: a live page whose current points have gaps or duplicates in `chunk_index`, a
+  `chunk_id` that is not `sha256(url)_cN`, or a point id not derived from its `chunk_id`;
+- missing: live pages with no points, or fewer than their recorded chunk count;
+- foreign: points with no `url` payload (written by something else): reported, and
+  touched only with `include_foreign`.
+
+`plan_fix` says what a repair does: delete orphan and stale points (and foreign ones
+when asked), and re-index broken and missing pages through a normal pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .ids import chunk_id as make_chunk_id
+from .ids import point_id as make_point_id
+from .state import StateDB
+from .store import Store
+
+__all__ = ["AuditReport", "audit_collection", "fix_collection", "CATEGORIES"]
+
+CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign")
+_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash"]
+
+
+@dataclass
+class _UrlSummary:
+    points: int = 0
+    indexes: dict[int, int] = field(default_factory=dict)  # chunk_index -> count (current generation)
+    bad_ids: list[str] = field(default_factory=list)
+    stale_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AuditReport:
+    points_scanned: int = 0
+    pages_live: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    # what a fix acts on
+    delete_ids: list[str] = field(default_factory=list)
+    foreign_ids: list[str] = field(default_factory=list)
+    reindex_urls: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.counts.values())
+
+    def note(self, category: str, n: int, example: dict[str, Any], limit: int) -> None:
+        self.counts[category] += n
+        if len(self.examples[category]) < limit:
+            self.examples[category].append(example)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "points_scanned": self.points_scanned,
+            "pages_live": self.pages_live,
+            "counts": self.counts,
+            "examples": self.examples,
+            "seconds": self.seconds,
+        }
+
+    def render(self) -> str:
+        lines = [f"scanned {self.points_scanned} points against {self.pages_live} live pages"]
+        lines.append(f"{'category':<10} {'count':>8}  example")
+        for c in CATEGORIES:
+            ex = self.examples[c][0] if self.examples[c] else None
+            shown = ", ".join(f"{k}={v}" for k, v in ex.items()) if ex else ""
+            lines.append(f"{c:<10} {self.counts[c]:>8}  {shown[:110]}")
+        lines.append("clean" if self.ok else "problems found")
+        return "\n".join(lines)
+
+
+def audit_collection(store: Store, state: StateDB, *, examples: int = 5, batch: int = 1024) -> AuditReport:
+    """Scan the collection once and compare it with the state (read-only)."""
+    import time
+
+    t0 = time.monotonic()
+    rep = AuditReport()
+    live = {p.url: p for p in state.all_pages() if p.indexed}
+    rep.pages_live = len(live)
+    seen: dict[str, _UrlSummary] = {}
+    for point in store.scroll(batch=batch, payload_fields=_FIELDS):
+        rep.points_scanned += 1
+        pl = point.payload
+        url = pl.get("url")
+        if not isinstance(url, str):
+            rep.note("foreign", 1, {"id": point.id}, examples)
+            rep.foreign_ids.append(point.id)
+            continue
+        page = live.get(url)
+        if page is None:
+            rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
+            rep.delete_ids.append(point.id)
+            continue
+        summary = seen.setdefault(url, _UrlSummary())
+        summary.points += 1
+        if pl.get("content_hash") != page.content_hash:
+            summary.stale_ids.append(point.id)
+            continue
+        idx = pl.get("chunk_index")
+        cid = pl.get("chunk_id")
+        if not isinstance(idx, int) or idx < 0 or cid != make_chunk_id(url, idx) or point.id != make_point_id(cid):
+            summary.bad_ids.append(point.id)
+            continue
+        summary.indexes[idx] = summary.indexes.get(idx, 0) + 1
+
+    for url, page in live.items():
+        s = seen.get(url)
+        if s is not None and s.stale_ids:
+            rep.note("stale", len(s.stale_ids), {"url": url, "points": len(s.stale_ids)}, examples)
+            rep.delete_ids.extend(s.stale_ids)
+        current = sum(s.indexes.values()) if s else 0
+        if current < page.chunk_count and not (s and (s.bad_ids or _has_gaps_or_dupes(s.indexes))):
+            rep.note("missing", 1, {"url": url, "points": current, "expected": page.chunk_count}, examples)
+            rep.reindex_urls.append(url)
+        elif s is not None and (s.bad_ids or _has_gaps_or_dupes(s.indexes) or current > page.chunk_count):
+            rep.note("broken", 1, {"url": url, "points": current, "expected": page.chunk_count,
+                                   "bad_ids": len(s.bad_ids)}, examples)
+            rep.reindex_urls.append(url)
+    rep.seconds = round(time.monotonic() - t0, 3)
+    return rep
+
+
+def _has_gaps_or_dupes(indexes: dict[int, int]) -> bool:
+    if not indexes:
+        return False
+    n = len(indexes)
+    return any(c != 1 for c in indexes.values()) or min(indexes) != 0 or max(indexes) != n - 1
+
+
+async def fix_collection(store: Store, state: StateDB, report: AuditReport, *, fetcher: Any, embedder: Any,
+                         include_foreign: bool = False, now: Any = None) -> Any:
+    """Repair what `report` found: delete orphan and stale points (and foreign ones when
+    asked), then re-index broken and missing pages with a repair pass (fetched again and
+    rewritten as a unit). Returns that pass's run report, or None when nothing needed it."""
+    from datetime import datetime, timezone
+
+    from .engine import PassConfig, arun_pass
+
+    doomed = report.delete_ids + (report.foreign_ids if include_foreign else [])
+    if doomed:
+        store.delete_points(doomed)
+    if not report.reindex_urls:
+        return None
+    cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
+                     now=now or datetime.now(timezone.utc))
+    return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
