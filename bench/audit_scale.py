@@ -1,0 +1,105 @@
+"""Audit cost at scale: time and peak memory of `audit_collection` on N points.
+
+Builds an embedded collection of N points (10 chunks a page, 384-d vectors) and a page
+state to match, in one process; audits it in a fresh process so that peak RSS is the
+audit's own (numpy vectors of the build phase do not count).
+
+    .venv/bin/python bench/audit_scale.py --points 1000000 [--dir /tmp/audit-bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+CHUNKS = 10
+DIM = 384
+
+
+def build(root: Path, n_points: int) -> None:
+    import numpy as np
+
+    from sync.ids import chunk_id, point_id
+    from sync.state import LIVE, PageState, StateDB
+    from sync.store import EdgeStore, StoredPoint
+
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    store = EdgeStore(root / "qdrant", "pages")
+    store.ensure_collection(DIM)
+    rng = np.random.default_rng(7)
+    pages = n_points // CHUNKS
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t = time.perf_counter()
+    with StateDB(root / "state.db") as st:
+        for start in range(0, pages, 1000):
+            batch, states = [], []
+            vecs = rng.standard_normal((1000 * CHUNKS, DIM), dtype=np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            k = 0
+            for p in range(start, min(pages, start + 1000)):
+                url = f"https://docs.example.com/section-{p // 1000}/page-{p}.html"
+                h = f"{p:064x}"
+                for i in range(CHUNKS):
+                    cid = chunk_id(url, i)
+                    batch.append(StoredPoint(point_id(cid), {"url": url, "chunk_id": cid, "chunk_index": i,
+                                                             "content_hash": h, "text": f"chunk {i} of page {p}",
+                                                             "title": f"Page {p}", "fetched_at": now.isoformat(),
+                                                             "embedder": "bench"}, vecs[k].tolist()))
+                    k += 1
+                states.append(PageState(url=url, status=LIVE, content_hash=h, fingerprint="bench", chunk_count=CHUNKS,
+                                        interval=timedelta(days=3), due_at=now + timedelta(days=3), last_fetched_at=now))
+            store.upsert(batch)
+            st.put_many(states)
+    store.close()
+    print(f"built {n_points} points / {pages} pages in {time.perf_counter() - t:.0f}s", file=sys.stderr)
+
+
+def audit(root: Path) -> dict:
+    from sync.audit import audit_collection
+    from sync.state import StateDB
+    from sync.store import EdgeStore
+
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    store = EdgeStore(root / "qdrant", "pages")
+    t = time.perf_counter()
+    with StateDB(root / "state.db") as st:
+        rep = audit_collection(store, st)
+    secs = time.perf_counter() - t
+    store.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"points": rep.points_scanned, "pages": rep.pages_live, "ok": rep.ok, "seconds": round(secs, 1),
+            "points_per_s": round(rep.points_scanned / secs), "peak_rss_mb": round(peak / 1024),
+            "rss_before_mb": round(base / 1024)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/pagesync-audit-bench"))
+    ap.add_argument("--phase", choices=["all", "build", "audit"], default="all")
+    args = ap.parse_args()
+    if args.phase in ("all", "build"):
+        build(args.dir, args.points)
+    if args.phase == "audit":
+        print(json.dumps(audit(args.dir)))
+        return
+    if args.phase == "all":
+        out = subprocess.run([sys.executable, __file__, "--phase", "audit", "--dir", str(args.dir)],
+                             capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print("| points | pages | audit seconds | points/s | peak RSS (MB) | RSS before the audit (MB) |")
+        print("|---|---|---|---|---|---|")
+        print(f"| {r['points']:,} | {r['pages']:,} | {r['seconds']} | {r['points_per_s']:,} | {r['peak_rss_mb']} "
+              f"| {r['rss_before_mb']} |")
+
+
+if __name__ == "__main__":
+    main()

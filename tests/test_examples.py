@@ -1,0 +1,47 @@
+"""The CI example runs end to end against the embedded store, and fails on drift."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sync.store import EdgeStore, StoredPoint
+from tests.test_engine import build
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "examples" / "run_ci_example.sh"
+
+
+def run_example(site, work: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env.pop("QDRANT_URL", None)
+    return subprocess.run(["bash", str(SCRIPT), site.server.url("/sitemap.xml"), str(work), "--embedder", "fake",
+                           "--qdrant-path", str(work / "qdrant"), "--state", str(work / "state.db")],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_workflow_file_runs_the_same_commands():
+    wf = (ROOT / "examples" / "nightly-sync.yml").read_text()
+    assert "pagesync run --sitemap" in wf and "pagesync audit" in wf and "--report report.json" in wf
+    assert "upload-artifact" in wf and "QDRANT_API_KEY: ${{ secrets.QDRANT_API_KEY }}" in wf
+
+
+def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
+    build(site, n=3)
+    first = run_example(site, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["pages_added"] == 3 and report["errors"] == []
+    assert json.loads((tmp_path / "audit.json").read_text())["audit"]["ok"]
+
+    store = EdgeStore(tmp_path / "qdrant", "docs")
+    store.upsert([StoredPoint("00000000-0000-4000-8000-0000000000aa", {"url": "https://stray.example/x",
+                                                                        "content_hash": "0" * 64}, [1.0] + [0.0] * 15)])
+    store.close()
+    second = run_example(site, tmp_path)
+    assert second.returncode == 1 and "audit exit 1" in second.stderr
+    audit = json.loads((tmp_path / "audit.json").read_text())["audit"]
+    assert audit["counts"]["orphans"] == 1
