@@ -32,6 +32,7 @@ __all__ = [
     "ClientStore",
     "INDEXED_FIELDS",
     "redact",
+    "RetryingClient",
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
@@ -251,6 +252,46 @@ class EdgeStore:
 
 
 # ---------------------------------------------------------------------------------------
+def _transient(exc: BaseException) -> bool:
+    """Worth another try: connection trouble, timeouts, 429 and 502-504 answers."""
+    import httpx
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in (429, 502, 503, 504)
+    return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
+
+
+class RetryingClient:
+    """Wraps a QdrantClient: every call is retried on transient errors with backoff.
+
+    Safe because every call pagesync makes is idempotent (upserts of fixed ids, deletes
+    by filter or id, reads), so a request that did land and is sent again changes nothing.
+    """
+
+    def __init__(self, client: Any, *, tries: int = 4, backoff: float = 0.5, sleep=None):
+        import time
+
+        self._client, self._tries, self._backoff = client, tries, backoff
+        self._sleep = sleep or time.sleep
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            for attempt in range(self._tries):
+                try:
+                    return attr(*args, **kwargs)
+                except Exception as exc:
+                    if attempt == self._tries - 1 or not _transient(exc):
+                        raise
+                    self._sleep(self._backoff * 2**attempt)
+
+        return call
+
+
 class ClientStore:
     """A collection on a Qdrant server (or qdrant-client's `:memory:` mode) via qdrant-client."""
 
@@ -271,7 +312,7 @@ class ClientStore:
             client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
         except Exception as exc:
             raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
-        return cls(client, collection, api_key=api_key)
+        return cls(RetryingClient(client), collection, api_key=api_key)
 
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:

@@ -428,3 +428,30 @@ def test_edge_store_error_names_the_failing_operation(tmp_path):
     with pytest.raises(StoreError, match="does not exist"):
         s.replace_pages([PageWrite(A, page(A, 1))])
     assert not (Path(tmp_path) / "c").exists()
+
+
+def test_retrying_client_retries_transient_errors_only():
+    from qdrant_client.http.exceptions import ResponseHandlingException
+
+    from sync.store import RetryingClient
+
+    class Flaky:
+        calls = 0
+
+        def count(self, *a, **k):
+            Flaky.calls += 1
+            if Flaky.calls < 3:
+                raise ResponseHandlingException(ConnectionError("reset"))
+            return 7
+
+        def bad(self):
+            Flaky.calls += 1
+            raise ValueError("a real bug, not a blip")
+
+    sleeps = []
+    c = RetryingClient(Flaky(), tries=4, backoff=0.1, sleep=sleeps.append)
+    assert c.count() == 7 and Flaky.calls == 3 and sleeps == [0.1, 0.2]
+    Flaky.calls = 0
+    with pytest.raises(ValueError):
+        c.bad()
+    assert Flaky.calls == 1
