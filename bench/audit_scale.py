@@ -62,22 +62,29 @@ def build(root: Path, n_points: int) -> None:
     print(f"built {n_points} points / {pages} pages in {time.perf_counter() - t:.0f}s", file=sys.stderr)
 
 
+def _hwm_mb() -> int:
+    """Peak RSS of this process image (VmHWM: reset by exec, unlike ru_maxrss)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
 def audit(root: Path) -> dict:
     from sync.audit import audit_collection
     from sync.state import StateDB
     from sync.store import EdgeStore
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = _hwm_mb()
     store = EdgeStore(root / "qdrant", "pages")
     t = time.perf_counter()
     with StateDB(root / "state.db") as st:
         rep = audit_collection(store, st)
     secs = time.perf_counter() - t
     store.close()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _hwm_mb()
     return {"points": rep.points_scanned, "pages": rep.pages_live, "ok": rep.ok, "seconds": round(secs, 1),
-            "points_per_s": round(rep.points_scanned / secs), "peak_rss_mb": round(peak / 1024),
-            "rss_before_mb": round(base / 1024)}
+            "points_per_s": round(rep.points_scanned / secs), "peak_rss_mb": peak, "rss_before_mb": base}
 
 
 def main() -> None:

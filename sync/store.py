@@ -155,6 +155,12 @@ class EdgeStore:
         return self._shard
 
     def ensure_collection(self, dimension: int) -> None:
+        # An existing shard is checked from its config file and opened only when a pass
+        # first reads or writes it: opening loads the shard (GBs at a million points), and
+        # a pass with nothing to write should not pay for that.
+        if self._shard is None and self.exists():
+            self._check_size(dimension)
+            return
         self._open(dimension)
 
     def _url_filter(self, url: str):

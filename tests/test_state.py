@@ -49,6 +49,8 @@ def full_page(url="https://e.com/a") -> PageState:
         last_changed_at=T0 - timedelta(days=1),
         failures=3,
         last_error="HTTP 503",
+        history="[[3600.0,1],[7200.0,0]]",
+        lastmod_pending=True,
     )
 
 
@@ -293,3 +295,23 @@ def test_lock_released_when_holder_process_is_killed(tmp_path):
             proc.kill()
             proc.wait(timeout=10)
         proc.stdout.close()
+
+
+def test_old_state_files_gain_the_new_columns(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE pages (url TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL, "
+                "in_sitemap INTEGER NOT NULL DEFAULT 0, sitemap_lastmod TEXT, etag TEXT, last_modified TEXT, "
+                "content_hash TEXT, fingerprint TEXT, pending_hash TEXT, chunk_count INTEGER NOT NULL DEFAULT 0, "
+                "title TEXT, interval_s REAL, due_at REAL, first_seen_at REAL, last_fetched_at REAL, "
+                "last_changed_at REAL, failures INTEGER NOT NULL DEFAULT 0, last_error TEXT)")
+    con.execute("INSERT INTO pages (url, status, source) VALUES ('https://e.com/a', 'live', 'sitemap')")
+    con.commit()
+    con.close()
+    with StateDB(path) as db:
+        page = db.get("https://e.com/a")
+        assert page.history is None and page.lastmod_pending is False
+        db.put(full_page("https://e.com/b"))
+        assert db.get("https://e.com/b") == full_page("https://e.com/b")
