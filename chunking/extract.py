@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
 
-EXTRACTOR_ID = "trafilatura-md-v1"
+EXTRACTOR_ID = "trafilatura-md-v2"
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 
 
@@ -21,6 +21,26 @@ _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 class Extracted:
     title: str
     markdown: str
+
+
+_CONFIG = None
+
+
+def _config():
+    """trafilatura's settings with MIN_EXTRACTED_SIZE lowered from 250 to 1.
+
+    Below that size trafilatura gives up on the main content and returns the whole page,
+    nav and header included: a short page (an "About" blurb) would then change with every
+    nav edit and its chunks would be mostly menu. Found replaying FastAPI's docs history.
+    """
+    global _CONFIG
+    if _CONFIG is None:
+        from trafilatura.settings import use_config
+
+        cfg = use_config()
+        cfg["DEFAULT"]["MIN_EXTRACTED_SIZE"] = "1"
+        _CONFIG = cfg
+    return _CONFIG
 
 
 def _decode(body: bytes) -> str:
@@ -60,6 +80,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
         include_images=False,
         favor_recall=True,
         deduplicate=False,
+        config=_config(),
     ) or ""
     meta = trafilatura.extract_metadata(body, default_url=url)
     title = (meta.title or "").strip() if meta is not None else ""

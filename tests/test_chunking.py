@@ -242,3 +242,15 @@ def test_split_is_deterministic_and_loses_no_words(md, size):
     for w in set(re.findall(r"[A-Za-z0-9]+", md)):
         if len(w) <= 12:  # longer tokens may be cut by the character fallback
             assert w in joined, w
+
+
+def test_short_page_extracts_its_text_not_the_nav():
+    # Below trafilatura's default MIN_EXTRACTED_SIZE (250) it used to return the whole page.
+    from demo.site_server import render_page
+    from sync.hashing import content_hash
+
+    body = "<p>About FastAPI, its design, inspiration and more.</p>"
+    a = extract_page(render_page("About", body, nav=["Guide", "API"]).encode())
+    b = extract_page(render_page("About", body, nav=["Guide", "API", "Plugins"], footer="other").encode())
+    assert "Guide" not in a.markdown and "About FastAPI" in a.markdown
+    assert content_hash(a.markdown) == content_hash(b.markdown)
