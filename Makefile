@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench bench-audit replay clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -35,3 +35,13 @@ clean:
 bench: install
 	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000
 	$(BIN)/python bench/store_replace.py --backends local --sizes 5000,20000
+
+# Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
+bench-audit: install
+	$(BIN)/python bench/audit_scale.py --points 1000000
+
+# Replay three weeks of a real docs site's history through nginx (needs nginx and a git
+# clone of the docs repo: REPLAY_GIT_DIR=/path/to/fastapi/.git make replay).
+replay: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/replay_docs_history.py --git-dir $(REPLAY_GIT_DIR)
