@@ -23,6 +23,7 @@ from sync.policy import (
     ChangeRatePolicy,
     HalveDoublePolicy,
     Policy,
+    UniformPolicy,
     Visit,
     accrued_staleness,
     add_visit,
@@ -380,7 +381,7 @@ def test_change_rate_rejects_bad_parameters():
 
 
 def test_registry():
-    assert set(POLICIES) == {"change-rate", "halve-double"}
+    assert set(POLICIES) == {"change-rate", "halve-double", "uniform"}
     assert DEFAULT_POLICY == "change-rate"
     for name, cls in POLICIES.items():
         p = make_policy(name)
@@ -617,3 +618,36 @@ def test_change_rate_is_less_stale_than_halve_double_at_equal_budgets():
     cr = simulate(_CachedChangeRate(), 6)
     assert cr["fetches"] <= hd["fetches"]
     assert cr["stale"] < 0.8 * hd["stale"]
+
+
+# ------------------------------------------------------------------------- uniform
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories, st.one_of(st.none(), st.timedeltas(max_value=timedelta(days=500))),
+       st.one_of(st.none(), st.booleans()))
+def test_uniform_interval_ignores_history_and_changes(visits, current, changed):
+    assert UniformPolicy().next_interval(visits, current, changed) == timedelta(days=3)
+    assert UniformPolicy(interval_s=D).next_interval(visits, current, changed) == timedelta(days=1)
+
+
+def test_uniform_priority_is_waiting_time_and_interval_is_checked():
+    p = make_policy("uniform")
+    assert isinstance(p, UniformPolicy) and isinstance(p, Policy)
+    assert p.priority([], None) == math.inf
+    assert p.priority([Visit(H, True)] * 10, 5 * H) == p.priority([], 5 * H) == 5 * H
+    assert p.priority([], -3.0) == 0.0
+    cands = [Candidate(f"u{i}", (), since, True, False) for i, since in enumerate([D, 3 * D, 2 * D])]
+    assert select_visits(cands, p, 2) == ["u1", "u2"]
+    for bad in (H, 61 * D, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            UniformPolicy(interval_s=bad)
+
+
+def test_change_rate_is_less_stale_than_uniform_at_equal_budgets():
+    """Same per-pass budget, both spending it all: uniform spreads it evenly, change-rate
+    moves it to the pages whose visit saves the most staleness."""
+    un = simulate(UniformPolicy(interval_s=6 * H), 4)
+    cr = simulate(_CachedChangeRate(), 4)
+    assert 4 * 720 >= un["fetches"] >= 0.99 * 4 * 720
+    assert cr["stale"] < 0.85 * un["stale"]
