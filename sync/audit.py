@@ -25,7 +25,7 @@ from .ids import point_id as make_point_id
 from .state import StateDB
 from .store import Store
 
-__all__ = ["AuditReport", "audit_collection", "fix_collection", "CATEGORIES"]
+__all__ = ["AuditReport", "audit_collection", "fix_collection", "run_audit", "CATEGORIES"]
 
 CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign")
 _FIELDS = ["url", "chunk_id", "chunk_index", "content_hash"]
@@ -156,3 +156,41 @@ async def fix_collection(store: Store, state: StateDB, report: AuditReport, *, f
     cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
                      now=now or datetime.now(timezone.utc))
     return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
+
+
+def run_audit(store: Store, state: StateDB, *, fix: bool = False, include_foreign: bool = False,
+              embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5) -> tuple[dict, bool, str]:
+    """What `pagesync audit` does: audit; with `fix`, repair and audit again.
+
+    Holds the state lock throughout (a fix writes, and even a read-only audit must not
+    race a pass), handing it to the repair pass while that runs. Returns the JSON
+    document, whether the final audit is clean, and the human rendering.
+    """
+    import asyncio
+
+    state.lock()
+    first = audit_collection(store, state, examples=examples)
+    out: dict[str, Any] = {"audit": first.to_dict()}
+    text = first.render()
+    final = first
+    if fix and not first.ok:
+        from embedders import make_embedder
+
+        from .fetcher import Fetcher, make_client
+
+        async def repair() -> Any:
+            async with make_client(timeout=timeout) as client:
+                return await fix_collection(store, state, first, fetcher=Fetcher(client),
+                                            embedder=make_embedder(embedder_name), include_foreign=include_foreign)
+
+        state.unlock()  # the repair pass takes the lock itself
+        rep = asyncio.run(repair())
+        state.lock()
+        final = audit_collection(store, state, examples=examples)
+        deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
+        out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
+                      "pass": rep.to_dict() if rep else None}
+        out["after_fix"] = final.to_dict()
+        text += (f"\n\nfix: deleted {deleted} points, re-indexed {len(first.reindex_urls)} pages; "
+                 f"audit again:\n{final.render()}")
+    return out, final.ok, text

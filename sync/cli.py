@@ -218,7 +218,7 @@ def audit(
     missing pages, foreign points. Exit 1 when anything is found (after --fix: still found)."""
 
     def body() -> int:
-        from .audit import audit_collection, fix_collection
+        from .audit import run_audit
         from .state import StateDB
 
         if not state.exists():
@@ -226,39 +226,12 @@ def audit(
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             with StateDB(state) as st:
-                st.lock()  # a fix writes; even a read-only audit must not race a pass
-                first = audit_collection(store, st, examples=examples)
-                out = {"audit": first.to_dict()}
-                final = first
-                if fix and not first.ok:
-                    from embedders import make_embedder
-
-                    from .fetcher import Fetcher, make_client
-
-                    async def go():
-                        async with make_client(timeout=timeout) as client:
-                            return await fix_collection(store, st, first, fetcher=Fetcher(client),
-                                                        embedder=make_embedder(embedder), include_foreign=include_foreign)
-
-                    st.unlock()  # the repair pass takes the lock itself
-                    rep = asyncio.run(go())
-                    st.lock()
-                    final = audit_collection(store, st, examples=examples)
-                    out["fix"] = {"deleted_points": len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0),
-                                  "reindexed_pages": len(first.reindex_urls),
-                                  "pass": rep.to_dict() if rep else None}
-                    out["after_fix"] = final.to_dict()
+                out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
+                                          embedder_name=embedder, timeout=timeout, examples=examples)
         finally:
             store.close()
-        if as_json:
-            typer.echo(json.dumps(out, indent=2))
-        else:
-            typer.echo(first.render())
-            if "after_fix" in out:
-                f = out["fix"]
-                typer.echo(f"\nfix: deleted {f['deleted_points']} points, re-indexed {f['reindexed_pages']} pages; audit again:")
-                typer.echo(final.render())
-        return 0 if final.ok else 1
+        typer.echo(json.dumps(out, indent=2) if as_json else text)
+        return 0 if ok else 1
 
     _guarded(body)
 
