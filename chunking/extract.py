@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
 
-EXTRACTOR_ID = "trafilatura-md-v2"
+EXTRACTOR_ID = "trafilatura-md-v3"
+# Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
+# site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
+# markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
+# (was 97 %), with recall and code retention unchanged (bench/results/extraction_quality.md).
+_PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 
 
@@ -80,6 +85,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
         include_images=False,
         favor_recall=True,
         deduplicate=False,
+        prune_xpath=_PRUNE,
         config=_config(),
     ) or ""
     meta = trafilatura.extract_metadata(body, default_url=url)
