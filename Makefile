@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit replay clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness replay clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -45,3 +45,9 @@ bench-audit: install
 replay: install
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/replay_docs_history.py --git-dir $(REPLAY_GIT_DIR)
+
+# Revisit strategies at equal fetch budgets on a simulated site (~10 min; table in
+# bench/results/freshness.md, plot in notebooks/freshness.png when matplotlib is there).
+bench-freshness: install
+	-$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/freshness.py
