@@ -79,7 +79,7 @@ class PassConfig:
     allow_mass_delete: bool = False
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
-    policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned) or "halve-double" (the seed's)
+    policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
     max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
 
@@ -330,6 +330,8 @@ class _Pass:
         return self._finish(t0)
 
     def _finish(self, t0: float) -> Report:
+        self.report.robots_bytes = getattr(self.fetcher, "robots_bytes", 0)
+        self.report.bytes_downloaded += self.report.robots_bytes
         self.report.pages_tracked = len(self.state.tracked_urls())
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
