@@ -491,8 +491,9 @@ class Candidate:
 
     `since_last_visit_s` is None for a page never visited. `due`: its scheduled time
     has come (the caller leaves it False while a failing page backs off). `forced`:
-    it must be visited whatever the budget (pending write repair, trusted `lastmod`
-    advance, `--full`).
+    it must be visited whatever the budget (pending write repair, `--full`). `boosted`:
+    a signal says it changed (a trusted `lastmod` advance): first among the due pages,
+    after new pages, but within the budget.
     """
 
     url: str
@@ -500,6 +501,7 @@ class Candidate:
     since_last_visit_s: float | None
     due: bool
     forced: bool
+    boosted: bool = False
 
 
 def select_visits(
@@ -535,6 +537,8 @@ def select_visits(
             new.append(c)
         elif c.due and c.since_last_visit_s >= _MAX_S:
             starved.append(c)
+        elif c.boosted:
+            due.append((math.inf, c.url))
         elif c.due:
             due.append((policy.priority(c.visits, c.since_last_visit_s), c.url))
 
