@@ -359,8 +359,8 @@ class _Pass:
                                                prior_advances=LASTMOD_PRIOR[1]))
 
     def _within_budget(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
-        """Order the visits by the policy and cut them to --max-fetches (repairs and --full
-        always go; then new pages, then trusted lastmod advances, then the stalest)."""
+        """Order the visits by the policy and cut them to --max-fetches (repairs, trusted
+        lastmod advances and --full always go; new pages next; then the stalest)."""
         cands = []
         for ev in visits:
             page = known.get(ev.url)
@@ -370,10 +370,7 @@ class _Pass:
                 visits=tuple(history_from_json(page.history)) if page is not None else (),
                 since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
                 due=True,
-                # New pages go before lastmod-flagged ones under a budget: a page nobody can
-                # find yet is staler than any edit (measured by bench/freshness.py).
-                forced=ev.reason in ("pending", "full"),
-                boosted=ev.reason == "lastmod",
+                forced=ev.reason in ("pending", "lastmod", "full"),
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}

@@ -491,9 +491,8 @@ class Candidate:
 
     `since_last_visit_s` is None for a page never visited. `due`: its scheduled time
     has come (the caller leaves it False while a failing page backs off). `forced`:
-    it must be visited whatever the budget (pending write repair, `--full`). `boosted`:
-    a signal says it changed (a trusted `lastmod` advance): first among the due pages,
-    after new pages, but within the budget.
+    it must be visited whatever the budget (pending write repair, trusted `lastmod`
+    advance, `--full`).
     """
 
     url: str
@@ -501,7 +500,6 @@ class Candidate:
     since_last_visit_s: float | None
     due: bool
     forced: bool
-    boosted: bool = False
 
 
 def select_visits(
@@ -537,8 +535,6 @@ def select_visits(
             new.append(c)
         elif c.due and c.since_last_visit_s >= _MAX_S:
             starved.append(c)
-        elif c.boosted:
-            due.append((math.inf, c.url))
         elif c.due:
             due.append((policy.priority(c.visits, c.since_last_visit_s), c.url))
 

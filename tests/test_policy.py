@@ -651,17 +651,3 @@ def test_change_rate_is_less_stale_than_uniform_at_equal_budgets():
     cr = simulate(_CachedChangeRate(), 4)
     assert 4 * 720 >= un["fetches"] >= 0.99 * 4 * 720
     assert cr["stale"] < 0.85 * un["stale"]
-
-
-def test_boosted_pages_follow_new_pages_within_the_budget():
-    pol = ChangeRatePolicy()
-    cands = [
-        Candidate("https://e.com/new", (), None, True, False),
-        Candidate("https://e.com/lastmod", (), 3600.0, True, False, boosted=True),
-        Candidate("https://e.com/stale", (Visit(86400.0, True),) * 5, 30 * 86400.0, True, False),
-        Candidate("https://e.com/repair", (), 60.0, False, True),
-    ]
-    assert select_visits(cands, pol, None) == ["https://e.com/repair", "https://e.com/new", "https://e.com/lastmod",
-                                               "https://e.com/stale"]
-    assert select_visits(cands, pol, 2) == ["https://e.com/repair", "https://e.com/new"]
-    assert select_visits(cands, pol, 3) == ["https://e.com/repair", "https://e.com/new", "https://e.com/lastmod"]
