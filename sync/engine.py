@@ -280,7 +280,7 @@ class _Pass:
         self.report.sitemap_errors = len(sm.errors)
         for url, err in sm.errors:
             self.report.error(url, f"sitemap: {err}")
-        self.tracked_before = len(self.state.tracked_urls())
+        self.tracked_before = self.state.tracked_count()
         extra = [canonical_url(u) for u in cfg.urls]
         due = self.state.due_urls(self.now)
         candidates = set(sitemap_now) | set(before) | set(extra) | set(due)
@@ -332,7 +332,7 @@ class _Pass:
     def _finish(self, t0: float) -> Report:
         self.report.robots_bytes = getattr(self.fetcher, "robots_bytes", 0)
         self.report.bytes_downloaded += self.report.robots_bytes
-        self.report.pages_tracked = len(self.state.tracked_urls())
+        self.report.pages_tracked = self.state.tracked_count()
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
         if not self.cfg.dry_run:
@@ -347,7 +347,7 @@ class _Pass:
                  for u in self.cfg.repair]
         self.visiting = {p.url for p in pages}
         self.report.pages_due = len(pages)
-        self.tracked_before = len(self.state.tracked_urls())
+        self.tracked_before = self.state.tracked_count()
         await self._visit(pages)
         await self._apply_purges()
 

@@ -62,7 +62,6 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at TEXT NOT NULL,
     report TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS hosts (
     host TEXT PRIMARY KEY,
     lastmod_advances INTEGER NOT NULL DEFAULT 0,
@@ -244,6 +243,10 @@ class StateDB:
 
     def tracked_urls(self) -> list[str]:
         return [r["url"] for r in self._db.execute("SELECT url FROM pages WHERE status != ?", (GONE,))]
+
+    def tracked_count(self) -> int:
+        """Pages tracked and not gone (the base of the mass-deletion guard's share)."""
+        return self._db.execute("SELECT COUNT(*) FROM pages WHERE status != ?", (GONE,)).fetchone()[0]
 
     def put(self, page: PageState) -> None:
         self.put_many([page])

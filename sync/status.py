@@ -22,7 +22,7 @@ def _fmt_interval(seconds: float | None) -> str:
 def collect_status(state: StateDB, store: Store, now: datetime, *, with_pages: bool = False) -> dict[str, Any]:
     pages = state.all_pages()
     live = [p for p in pages if p.status != GONE]
-    due = [p for p in live if p.due_at is None or p.due_at <= now or p.pending_hash is not None]
+    due = state.due_urls(now)  # the same rule a pass uses
     intervals = sorted(p.interval.total_seconds() for p in live if p.interval is not None)
     buckets = Counter(_fmt_interval(s) for s in intervals)
     next_due = min((p.due_at for p in live if p.due_at is not None and p.due_at > now), default=None)
