@@ -3,7 +3,9 @@
 It behaves like a static host: strong ETags (hash of the body), Last-Modified, 304 for
 matching If-None-Match / If-Modified-Since, gzip-encoded responses when asked, plus
 what tests need to provoke: 404, 410, redirects, 5xx, slow answers, a generated
-sitemap (or sitemap index, or .xml.gz). Every request is logged for assertions.
+sitemap (or sitemap index, or .xml.gz). Sitemap files behave like static files too: their
+ETag and Last-Modified move only when their bytes change, so they answer 304 to a
+conditional GET. Every request is logged for assertions.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Site:
         self.requests: list[tuple[str, str, int, dict[str, str]]] = []
         self.sitemap_mode = "plain"  # plain | index | gzip | broken | missing | same-lastmod
         self.base_url = ""
+        self._sitemap_stamps: dict[str, tuple[bytes, float]] = {}  # path -> (sha256 of body, mtime)
 
     # -- content ----------------------------------------------------------------------
     def set(self, path: str, body: str | bytes, content_type: str = "text/html; charset=utf-8", **kw) -> None:
@@ -122,6 +125,24 @@ class Site:
         ).encode()
 
     def sitemap_response(self, path: str) -> Resource | None:
+        """The generated sitemap file at `path` (None: not a sitemap path), stamped like a static file."""
+        res = self._sitemap_file(path)
+        if res is not None and res.status == 200:
+            res.mtime = self._stamp(path, res.body)
+        return res
+
+    def _stamp(self, path: str, body: bytes) -> float:
+        """The file's mtime: unchanged while its bytes are, else now (at least a second later,
+        so that Last-Modified alone also tells the versions apart)."""
+        digest = hashlib.sha256(body).digest()
+        with self._lock:
+            old = self._sitemap_stamps.get(path)
+            if old is None or old[0] != digest:
+                mtime = time.time() if old is None else max(time.time(), old[1] + 1)
+                old = self._sitemap_stamps[path] = (digest, mtime)
+        return old[1]
+
+    def _sitemap_file(self, path: str) -> Resource | None:
         pages = self.pages()
         mode = self.sitemap_mode
         if mode == "missing" and path.startswith("/sitemap"):
@@ -140,12 +161,12 @@ class Site:
                 return Resource(b"", "text/plain", status=301, location=f"{self.base_url}/sitemap.xml.gz")
             return Resource(self._urlset(pages, mode == "same-lastmod"), "application/xml")
         if path == "/sitemap.xml.gz":
-            return Resource(gzip.compress(self._urlset(pages, False)), "application/gzip")
+            return Resource(gzip.compress(self._urlset(pages, False), mtime=0), "application/gzip")
         if path in ("/sitemap-1.xml", "/sitemap-2.xml.gz") and mode == "index":
             half = len(pages) // 2
             part = pages[:half] if path == "/sitemap-1.xml" else pages[half:]
             body = self._urlset(part, False)
-            return Resource(gzip.compress(body) if path.endswith(".gz") else body,
+            return Resource(gzip.compress(body, mtime=0) if path.endswith(".gz") else body,
                             "application/gzip" if path.endswith(".gz") else "application/xml")
         return None
 
