@@ -20,6 +20,7 @@ from .errors import (
 )
 from .fetcher import Fetcher, FetchResult, Validators, conditional_headers, make_client
 from .hashing import content_hash, fold_whitespace, pipeline_fingerprint
+from .httpcache import FetchCache, ReadOnlyCache
 from .ids import canonical_url, chunk_id, point_id
 from .policy import POLICIES, make_policy
 from .report import Report
@@ -33,7 +34,7 @@ __all__ = [
     "run_pass", "arun_pass", "PassConfig", "Report", "ChangeEvent", "plan_events", "build_points",
     "audit_collection", "run_audit", "AuditReport", "make_policy", "POLICIES", "Scope",
     "Action", "Decision", "Outcome", "decide",
-    "Fetcher", "FetchResult", "Validators", "conditional_headers", "make_client",
+    "Fetcher", "FetchResult", "Validators", "conditional_headers", "make_client", "FetchCache", "ReadOnlyCache",
     "content_hash", "fold_whitespace", "pipeline_fingerprint",
     "canonical_url", "chunk_id", "point_id",
     "next_interval", "failure_backoff",

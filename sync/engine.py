@@ -31,6 +31,7 @@ from .decision import Action, Decision, Outcome, decide, needs_unconditional_fet
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint
+from .httpcache import ReadOnlyCache
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
@@ -206,6 +207,17 @@ class _Pass:
         self.trust_delta: dict[str, list[int]] = {}
         if fetcher.scope is None:
             fetcher.scope = self.scope.check
+        self._bind_cache(fetcher)
+
+    def _bind_cache(self, fetcher: Fetcher) -> None:
+        """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.
+
+        A dry run reads the cache (its conditional GETs are as cheap as a real pass's) but
+        keeps nothing, like everything else it learns.
+        """
+        cache = fetcher.cache if fetcher.cache is not None else self.state
+        fetcher.cache = ReadOnlyCache(cache) if self.cfg.dry_run else cache
+        fetcher.now = self.now
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _record(self, page: PageState, decision: Decision, chunks: int | None = None) -> None:
@@ -261,6 +273,7 @@ class _Pass:
             return self._finish(t0)
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check)
         self.report.bytes_downloaded += sm.bytes_downloaded
+        self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
         for url, lastmod in sm.entries.items():
             reason = self.scope.check(url)

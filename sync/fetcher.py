@@ -1,8 +1,11 @@
-"""HTTP at the edge: conditional GETs of pages and plain GETs of sitemaps.
+"""HTTP at the edge: conditional GETs of pages and sitemaps, robots.txt.
 
 The `httpx.AsyncClient` is injected (a `MockTransport` in unit tests, a real socket in
 integration tests). httpx exceptions never escape: a page visit always returns a
 `FetchResult`, a sitemap fetch raises `FetchError`.
+
+An optional `FetchCache` (the engine hands it the page state) carries robots.txt answers
+and sitemap copies from one pass to the next; without one every pass asks afresh.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import httpx
 
 from .decision import Outcome
 from .errors import FetchError
+from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
 from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
 from .sitemaps import MAX_SITEMAP_BYTES
 
@@ -159,10 +163,12 @@ class _Host:
 class Fetcher:
     """Polite, bounded fetching over an injected client.
 
-    Per host: at most `per_host` requests at once, robots.txt honoured (read once per
-    Fetcher, i.e. per pass), its Crawl-delay kept (capped at `max_crawl_delay`), and a
-    429/503 with Retry-After backs the host off. `scope(url) -> reason | None` vets every
-    URL and every redirect hop before a request is sent.
+    Per host: at most `per_host` requests at once, robots.txt honoured (read at most once
+    per Fetcher, i.e. per pass, and with a `cache` reused across passes for 24 h), its
+    Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
+    the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
+    before a request is sent. `now` is the pass clock that dates and ages cached answers
+    (the real clock when None).
     """
 
     def __init__(
@@ -176,6 +182,8 @@ class Fetcher:
         max_crawl_delay: float = 10.0,
         max_retry_wait: float = 30.0,
         max_redirects: int = MAX_REDIRECTS,
+        cache: FetchCache | None = None,
+        now: datetime | None = None,
     ):
         self._client = client
         self._per_host = per_host
@@ -187,7 +195,13 @@ class Fetcher:
         self._max_redirects = max_redirects
         self._hosts: dict[str, _Host] = {}
         self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
+        self.cache = cache
+        self.now = now
         self.robots_bytes = 0
+        self.sitemaps_not_modified = 0
+
+    def _now(self) -> datetime:
+        return self.now or datetime.now(timezone.utc)
 
     def _host(self, url: str) -> tuple[str, _Host]:
         try:
@@ -223,6 +237,7 @@ class Fetcher:
                     size += len(chunk)
                     if size > max_bytes:
                         truncated = True
+                        chunks.append(chunk[: len(chunk) - (size - max_bytes)])  # exactly max_bytes kept
                         break
                     chunks.append(chunk)
                 return _Answer(resp, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
@@ -231,16 +246,35 @@ class Fetcher:
     async def _robots(self, url: str, host: _Host) -> RobotsRules:
         async with host.robots_lock:
             if host.robots is None:
-                parts = urlsplit(url)
-                robots_url = f"{parts.scheme}://{parts.netloc}/robots.txt"
-                try:
-                    ans = await self._get(robots_url, {}, MAX_ROBOTS_BYTES)
-                    self.robots_bytes += ans.wire
-                    host.robots = rules_from_response(ans.resp.status_code, ans.body)
-                except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-                    host.robots = rules_from_response(None, b"")
-                    host.robots.reason += f" ({type(exc).__name__})"
+                host.robots = await self._read_robots(url)
             return host.robots
+
+    async def _read_robots(self, url: str) -> RobotsRules:
+        """The rules for `url`'s origin: a cached answer younger than 24 h, else a GET.
+
+        Only answers that describe the site are cached (`robots_cacheable`); a failure
+        disallows all for this pass only, and the next pass asks again.
+        """
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}".lower()
+        now = self._now()
+        kept = self.cache.cached_robots(origin) if self.cache is not None else None
+        if kept is not None and robots_fresh(kept, now):
+            rules = rules_from_response(kept.status, kept.body)
+            rules.reason += ", cached"
+            return rules
+        try:
+            ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES)
+        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            rules = rules_from_response(None, b"")
+            rules.reason += f" ({type(exc).__name__})"
+            return rules
+        self.robots_bytes += ans.wire
+        status = ans.resp.status_code
+        if self.cache is not None and robots_cacheable(status):
+            body = ans.body[:MAX_ROBOTS_BYTES] if 200 <= status < 300 else b""  # only 2xx bodies carry rules
+            self.cache.cache_robots(origin, RobotsAnswer(status, body, now))
+        return rules_from_response(status, ans.body)
 
     async def _pace(self, host: _Host, delay: float) -> None:
         """Keep `delay` seconds between request starts on one host (Crawl-delay)."""
@@ -322,17 +356,56 @@ class Fetcher:
         return result
 
     async def fetch_bytes(self, url: str) -> tuple[bytes, int]:
-        """Plain GET for sitemaps and robots.txt; raises FetchError unless the answer is a 2xx."""
-        _key, host = self._host(url)
-        async with host.sem:
-            try:
-                ans = await self._get(url, {}, MAX_SITEMAP_BYTES)
-            except _Refused as exc:
-                raise FetchError(f"{url[:200]}: {exc}") from None
-            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-                raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
+        """A sitemap file (or a robots.txt read for its Sitemap lines) as (body, wire bytes).
+
+        With a cache the GET is conditional on the validators of the copy kept from an
+        earlier pass, and a 304 returns that copy's body: the caller parses exactly what a
+        200 would have carried, at the 304's wire cost. A 304 whose copy cannot be read
+        falls back to one unconditional GET, never to an empty sitemap. Raises FetchError
+        unless a whole body was obtained.
+        """
+        kept = self.cache.cached_sitemap(url) if self.cache is not None else None
+        headers = conditional_headers(Validators(kept.etag, kept.last_modified)) if kept is not None else {}
+        ans = await self._get_sitemap(url, headers)
+        wire = ans.wire
+        if ans.resp.status_code == 304 and kept is not None and headers:
+            body = kept.body(MAX_SITEMAP_BYTES)
+            if body is not None:
+                self.sitemaps_not_modified += 1
+                self._refresh_sitemap(url, kept, ans.resp)
+                return body, wire
+            ans = await self._get_sitemap(url, {})
+            wire += ans.wire
         if not 200 <= ans.resp.status_code < 300:
             raise FetchError(f"{url}: HTTP {ans.resp.status_code}")
         if ans.truncated:
             raise FetchError(f"{url}: larger than {MAX_SITEMAP_BYTES} bytes")
-        return ans.body, ans.wire
+        self._keep_sitemap(url, kept, ans)
+        return ans.body, wire
+
+    async def _get_sitemap(self, url: str, headers: dict[str, str]) -> _Answer:
+        _key, host = self._host(url)
+        async with host.sem:
+            try:
+                return await self._get(url, headers, MAX_SITEMAP_BYTES)
+            except _Refused as exc:
+                raise FetchError(f"{url[:200]}: {exc}") from None
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
+
+    def _keep_sitemap(self, url: str, kept: SitemapCopy | None, ans: _Answer) -> None:
+        """Keep a 200's body with its validators; without validators there is nothing to ask with."""
+        if self.cache is None:
+            return
+        etag, last_modified = ans.resp.headers.get("etag"), ans.resp.headers.get("last-modified")
+        if etag or last_modified:
+            self.cache.cache_sitemap(url, SitemapCopy.of(ans.body, etag, last_modified, self._now()))
+        elif kept is not None:
+            self.cache.forget_sitemap(url)
+
+    def _refresh_sitemap(self, url: str, kept: SitemapCopy, resp: httpx.Response) -> None:
+        """A 304 updates the validators it carries and keeps the others (RFC 9111 4.3.4)."""
+        etag = resp.headers.get("etag") or kept.etag
+        last_modified = resp.headers.get("last-modified") or kept.last_modified
+        if self.cache is not None and (etag, last_modified) != (kept.etag, kept.last_modified):
+            self.cache.cache_sitemap(url, SitemapCopy(etag, last_modified, kept.packed, self._now()))

@@ -37,6 +37,7 @@ class Report:
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
     mass_delete_blocked: int = 0  # purges held back by the mass-deletion guard
     robots_bytes: int = 0
+    sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed
     sitemap_errors: int = 0
     lastmod_trusted: bool | None = None
     seconds: float = 0.0

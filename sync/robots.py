@@ -2,7 +2,8 @@
 
 2xx: the file's rules. 4xx (no robots.txt): everything allowed. 5xx, timeouts and
 connection errors: everything disallowed for now, which keeps what is indexed (a
-disallowed page is skipped, never purged). Pure: the fetch happens in the Fetcher.
+disallowed page is skipped, never purged). Pure: the fetch happens in the Fetcher, which
+keeps 2xx and 4xx answers for 24 h across passes (`sync.httpcache`), never failures.
 """
 
 from __future__ import annotations

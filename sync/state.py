@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import StateError, StateLockedError
+from .httpcache import RobotsAnswer, SitemapCopy
 
 __all__ = ["PageState", "StateDB", "LIVE", "GONE", "NEW", "to_epoch", "from_epoch"]
 
@@ -66,6 +67,19 @@ CREATE TABLE IF NOT EXISTS hosts (
     host TEXT PRIMARY KEY,
     lastmod_advances INTEGER NOT NULL DEFAULT 0,
     lastmod_confirmed INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS robots_cache (
+    origin TEXT PRIMARY KEY,           -- scheme://host[:port], a robots.txt's scope (RFC 9309)
+    status INTEGER NOT NULL,
+    body BLOB NOT NULL,                -- at most MAX_ROBOTS_BYTES
+    fetched_at REAL NOT NULL           -- the pass clock
+);
+CREATE TABLE IF NOT EXISTS sitemap_cache (
+    url TEXT PRIMARY KEY,              -- the sitemap file as requested
+    etag TEXT,                         -- exactly as received
+    last_modified TEXT,
+    body BLOB NOT NULL,                -- zlib-compressed (sync.httpcache.pack_body)
+    fetched_at REAL NOT NULL
 );
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
@@ -135,7 +149,11 @@ _COLUMNS = [f.name for f in fields(PageState) if f.name != "interval"] + ["inter
 
 
 class StateDB:
-    """The page-state database. Use as a context manager or call `close()`."""
+    """The page-state database. Use as a context manager or call `close()`.
+
+    It is also the Fetcher's `FetchCache` (robots.txt answers, sitemap copies), so what a
+    pass learnt about the site's files lives and travels with the page state.
+    """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.memory = str(path) == ":memory:"  # a throw-away state (dry runs with no state yet)
@@ -282,6 +300,44 @@ class StateDB:
                 "lastmod_confirmed = lastmod_confirmed + excluded.lastmod_confirmed",
                 (host, adv, conf),
             )
+
+    # -- the Fetcher's cache (sync.httpcache.FetchCache) ---------------------------------
+    def cached_robots(self, origin: str) -> RobotsAnswer | None:
+        row = self._db.execute("SELECT * FROM robots_cache WHERE origin = ?", (origin,)).fetchone()
+        if row is None:
+            return None
+        return RobotsAnswer(row["status"], bytes(row["body"]), from_epoch(row["fetched_at"]))
+
+    def cache_robots(self, origin: str, answer: RobotsAnswer) -> None:
+        self._write_cache(
+            "INSERT INTO robots_cache (origin, status, body, fetched_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(origin) DO UPDATE SET status = excluded.status, body = excluded.body, "
+            "fetched_at = excluded.fetched_at",
+            (origin, answer.status, answer.body, to_epoch(answer.fetched_at)),
+        )
+
+    def cached_sitemap(self, url: str) -> SitemapCopy | None:
+        row = self._db.execute("SELECT * FROM sitemap_cache WHERE url = ?", (url,)).fetchone()
+        if row is None:
+            return None
+        return SitemapCopy(row["etag"], row["last_modified"], bytes(row["body"]), from_epoch(row["fetched_at"]))
+
+    def cache_sitemap(self, url: str, copy: SitemapCopy) -> None:
+        self._write_cache(
+            "INSERT INTO sitemap_cache (url, etag, last_modified, body, fetched_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(url) DO UPDATE SET etag = excluded.etag, last_modified = excluded.last_modified, "
+            "body = excluded.body, fetched_at = excluded.fetched_at",
+            (url, copy.etag, copy.last_modified, copy.packed, to_epoch(copy.fetched_at)),
+        )
+
+    def forget_sitemap(self, url: str) -> None:
+        self._write_cache("DELETE FROM sitemap_cache WHERE url = ?", (url,))
+
+    def _write_cache(self, query: str, params: tuple) -> None:
+        try:
+            self._db.execute(query, params)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot write the fetch cache: {exc}") from exc
 
     # -- runs -------------------------------------------------------------------------
     def record_run(self, report: dict) -> None:

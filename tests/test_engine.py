@@ -321,3 +321,171 @@ def test_lying_lastmod_loses_trust(site, harness):
     with StateDB(harness.state_path) as st:
         adv, conf = st.host_trust_counts()["127.0.0.1"]
         assert adv >= 3 and conf == 0
+
+
+# -- the cache across passes: robots.txt reused, sitemaps revalidated ----------------------------
+
+def requests_for(site, path):
+    """(status, request headers) of every request for `path`, in order."""
+    return [(s, h) for _, p, s, h in site.requests if p == path]
+
+
+def outcome(rep):
+    """What a pass decided, without its clock, timing and byte counts."""
+    d = rep.to_dict()
+    keep = ("pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged", "pages_changed",
+            "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted", "chunks_written",
+            "pages_due", "pages_skipped", "sitemap_errors", "lastmod_trusted", "errors", "skipped")
+    out = {k: d[k] for k in keep}
+    out["changes"] = sorted(d["changes"], key=lambda c: c["url"])
+    return out
+
+
+def wipe_cache(state_path, *, sitemaps=True, robots=True):
+    import sqlite3
+
+    con = sqlite3.connect(state_path)
+    if sitemaps:
+        con.execute("DELETE FROM sitemap_cache")
+    if robots:
+        con.execute("DELETE FROM robots_cache")
+    con.commit()
+    con.close()
+
+
+def control_copy(harness, tmp_path):
+    """A second harness on a copy of the store and state as they are now."""
+    import shutil
+
+    from tests.helpers import Harness
+
+    twin = Harness(harness.site, tmp_path / "control", embedder=harness.embedder, splitter=harness.splitter)
+    shutil.copytree(harness.store_path, twin.store_path)
+    for f in harness.tmp.glob("state.db*"):
+        shutil.copy(f, twin.tmp / f.name)
+    twin.now = harness.now
+    return twin
+
+
+def test_second_pass_revalidates_the_sitemap_and_reuses_robots_txt(site, harness, tmp_path):
+    build(site, n=4)
+    site.set("/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain")
+    rep1 = harness.run()
+    assert rep1.pages_added == 4 and rep1.sitemaps_not_modified == 0 and rep1.robots_bytes > 0
+    ((status, headers),) = requests_for(site, "/sitemap.xml")
+    assert status == 200 and "if-none-match" not in headers
+    assert len(requests_for(site, "/robots.txt")) == 1
+    control = control_copy(harness, tmp_path)
+    wipe_cache(control.state_path)
+
+    site.clear_log()
+    rep2 = harness.run(full=True, advance=timedelta(hours=1))
+    ((status, headers),) = requests_for(site, "/sitemap.xml")
+    assert status == 304 and headers["if-none-match"].startswith('"') and "if-modified-since" in headers
+    assert requests_for(site, "/robots.txt") == [] and rep2.robots_bytes == 0
+    assert rep2.sitemaps_not_modified == 1 and rep2.pages_in_sitemaps == 4 and rep2.pages_removed == 0
+    assert rep2.bytes_downloaded == 0  # a 304 sitemap and four 304 pages: no body at all
+    points = harness.points()
+
+    # The same pass on a copy without the cache downloads both files and decides the same.
+    site.clear_log()
+    rep_control = control.run(full=True, advance=timedelta(hours=1))
+    assert [s for s, _ in requests_for(site, "/sitemap.xml")] == [200]
+    assert len(requests_for(site, "/robots.txt")) == 1
+    assert rep_control.sitemaps_not_modified == 0 and rep_control.bytes_downloaded > 0
+    assert outcome(rep2) == outcome(rep_control)
+    assert points == control.points()
+    with StateDB(harness.state_path) as a, StateDB(control.state_path) as b:
+        assert a.sitemap_urls() == b.sitemap_urls()
+
+
+def test_changed_sitemap_is_downloaded_and_its_new_copy_revalidated(site, harness):
+    build(site, n=3)
+    harness.run()
+    site.set("/p3.html", page_html("Page 3", [para("p3 new")]))
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert [s for s, _ in requests_for(site, "/sitemap.xml")] == [200]
+    assert rep.sitemaps_not_modified == 0 and rep.pages_added == 1 and rep.pages_in_sitemaps == 4
+    site.remove("/p0.html")
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.pages_removed == 1 and rep.pages_in_sitemaps == 3  # the new body, not the kept one
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert [s for s, _ in requests_for(site, "/sitemap.xml")] == [304]
+    assert rep.sitemaps_not_modified == 1 and rep.pages_in_sitemaps == 3 and rep.pages_removed == 0
+
+
+@pytest.mark.parametrize("how", ["rows deleted", "body damaged"])
+def test_lost_sitemap_copy_falls_back_to_a_full_get(site, harness, how):
+    import sqlite3
+
+    build(site, n=3)
+    harness.run()
+    before = harness.points()
+    if how == "rows deleted":
+        wipe_cache(harness.state_path, robots=False)
+    else:  # the validators survive but the body does not: the 304 has nothing to stand for
+        con = sqlite3.connect(harness.state_path)
+        assert con.execute("UPDATE sitemap_cache SET body = x'00'").rowcount == 1
+        con.commit()
+        con.close()
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    statuses = [s for s, _ in requests_for(site, "/sitemap.xml")]
+    assert statuses == ([200] if how == "rows deleted" else [304, 200])
+    if how == "body damaged":
+        assert "if-none-match" not in requests_for(site, "/sitemap.xml")[1][1]
+    assert rep.sitemap_errors == 0 and rep.pages_in_sitemaps == 3 and rep.pages_removed == 0 and rep.ok
+    assert rep.sitemaps_not_modified == 0
+    assert harness.points() == before
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))  # the copy was kept again
+    assert [s for s, _ in requests_for(site, "/sitemap.xml")] == [304] and rep.sitemaps_not_modified == 1
+
+
+def test_sitemap_index_children_are_cached_per_file(site, harness):
+    build(site, n=4)
+    site.sitemap_mode = "index"
+    files = ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-2.xml.gz"]
+    harness.run()
+    with StateDB(harness.state_path) as st:
+        for f in files:
+            assert st.cached_sitemap(site.server.url(f)).body() is not None
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    for f in files:
+        ((status, headers),) = requests_for(site, f)
+        assert status == 304 and "if-none-match" in headers, f
+    assert rep.sitemaps_not_modified == 3 and rep.pages_in_sitemaps == 4 and rep.pages_removed == 0
+    # One child changes (p3 lives in the second half): only that file is downloaded again.
+    site.set("/p3.html", page_html("Page 3", [para("p3 edited")]), mtime=site.resources["/p3.html"].mtime + 100)
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert [requests_for(site, f)[0][0] for f in files] == [304, 304, 200]
+    assert rep.sitemaps_not_modified == 2 and rep.pages_changed == 1 and rep.pages_in_sitemaps == 4
+
+
+def test_dry_run_reads_the_cache_and_keeps_nothing(site, harness):
+    import sqlite3
+
+    build(site, n=2)
+    harness.run(dry_run=True)
+    con = sqlite3.connect(harness.state_path)
+    assert con.execute("SELECT COUNT(*) FROM sitemap_cache").fetchone() == (0,)
+    assert con.execute("SELECT COUNT(*) FROM robots_cache").fetchone() == (0,)
+    harness.run()
+    kept = con.execute("SELECT etag, body, fetched_at FROM sitemap_cache").fetchall()
+    robots = con.execute("SELECT * FROM robots_cache").fetchall()
+    assert len(kept) == 1 and len(robots) == 1
+    site.clear_log()
+    rep = harness.run(dry_run=True, advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1 and requests_for(site, "/robots.txt") == []
+    site.set("/p2.html", page_html("Page 2", [para("p2")]))  # the sitemap changes
+    rep = harness.run(dry_run=True, advance=timedelta(days=2))  # and robots.txt is stale
+    assert rep.sitemaps_not_modified == 0 and rep.pages_added == 1
+    assert len(requests_for(site, "/robots.txt")) == 1
+    assert con.execute("SELECT etag, body, fetched_at FROM sitemap_cache").fetchall() == kept
+    assert con.execute("SELECT * FROM robots_cache").fetchall() == robots
+    con.close()

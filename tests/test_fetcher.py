@@ -1,10 +1,12 @@
-"""The HTTP edge against httpx.MockTransport: conditional GETs, classification, limits."""
+"""The HTTP edge against httpx.MockTransport: conditional GETs, classification, limits,
+and the cache across passes (robots.txt answers, sitemap copies)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
 from collections import defaultdict
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -22,6 +24,7 @@ from sync.fetcher import (
     conditional_headers,
     make_client,
 )
+from sync.httpcache import ReadOnlyCache, RobotsAnswer, SitemapCopy
 
 HTML = b"<html><head><title>T</title></head><body><main><p>Hello there.</p></main></body></html>"
 URL = "https://docs.example.com/page.html"
@@ -580,3 +583,278 @@ def test_retry_after_backs_the_host_off():
     assert first.outcome is Outcome.ERROR and first.retry_after == 3600
     assert second.outcome is Outcome.ERROR and "backing off" in second.error
     assert len(site.requests) == 1  # the second page was not requested
+
+
+# -- the cache across passes: robots.txt (24 h) and conditional sitemaps -------------------------
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+ORIGIN = "https://docs.example.com"
+SITEMAP = "https://docs.example.com/sitemap.xml"
+SITEMAP_BODY = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                b"<url><loc>https://docs.example.com/a.html</loc></url></urlset>")
+LM = "Wed, 31 Dec 2025 10:00:00 GMT"
+
+
+class DictCache:
+    """An in-memory FetchCache (duck-typed: the Fetcher needs nothing more), counting writes."""
+
+    def __init__(self):
+        self.robots: dict[str, RobotsAnswer] = {}
+        self.sitemaps: dict[str, SitemapCopy] = {}
+        self.writes = 0
+
+    def cached_robots(self, origin):
+        return self.robots.get(origin)
+
+    def cache_robots(self, origin, answer):
+        self.writes += 1
+        self.robots[origin] = answer
+
+    def cached_sitemap(self, url):
+        return self.sitemaps.get(url)
+
+    def cache_sitemap(self, url, copy):
+        self.writes += 1
+        self.sitemaps[url] = copy
+
+    def forget_sitemap(self, url):
+        self.writes += 1
+        self.sitemaps.pop(url, None)
+
+
+def robots_paths(rec) -> int:
+    return [r.url.path for r in rec.requests].count("/robots.txt")
+
+
+def page_visit(rec, cache, now, path="/public.html"):
+    return run(rec, lambda f: f.fetch_page(ORIGIN + path), respect_robots=True, cache=cache, now=now)
+
+
+def test_fresh_cached_robots_answer_is_used_without_a_request():
+    cache = DictCache()
+    cache.robots[ORIGIN] = RobotsAnswer(200, b"User-agent: *\nDisallow: /private\n", T0)
+    site = _robots_site(200, b"User-agent: *\nAllow: /\n")  # what the server says now: not asked
+    res = page_visit(site, cache, T0 + timedelta(hours=23, minutes=59), "/private/x.html")
+    assert res.outcome is Outcome.SKIPPED and "cached" in res.error
+    assert robots_paths(site) == 0 and site.requests == []
+    assert page_visit(site, cache, T0 + timedelta(hours=1)).outcome is Outcome.OK
+    assert robots_paths(site) == 0 and cache.writes == 0
+
+
+@pytest.mark.parametrize("age", [timedelta(hours=24), timedelta(days=3), -timedelta(minutes=1)])
+def test_stale_cached_robots_answer_is_fetched_again_and_replaced(age):
+    cache = DictCache()
+    cache.robots[ORIGIN] = RobotsAnswer(200, b"User-agent: *\nDisallow: /\n", T0)
+    site = _robots_site(200, b"User-agent: *\nAllow: /\n")
+    now = T0 + age
+    assert page_visit(site, cache, now).outcome is Outcome.OK
+    assert robots_paths(site) == 1
+    assert cache.robots[ORIGIN] == RobotsAnswer(200, b"User-agent: *\nAllow: /\n", now)
+
+
+def test_robots_404_is_cached_without_its_body():
+    cache = DictCache()
+    site = _robots_site(404, b"<html>not here</html>")
+    assert page_visit(site, cache, T0).outcome is Outcome.OK
+    assert cache.robots == {ORIGIN: RobotsAnswer(404, b"", T0)}
+    assert page_visit(site, cache, T0 + timedelta(hours=2)).outcome is Outcome.OK
+    assert robots_paths(site) == 1
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_robots_failure_is_reused_within_the_pass_but_not_cached(status):
+    cache = DictCache()
+    good = RobotsAnswer(200, b"User-agent: *\nAllow: /\n", T0 - timedelta(days=2))
+    cache.robots[ORIGIN] = good  # stale: asked again, and the failure must not replace it
+    site = _robots_site(status)
+
+    async def two(f):
+        return [await f.fetch_page(f"{ORIGIN}/p{i}.html") for i in range(2)]
+
+    results = run(site, two, respect_robots=True, cache=cache, now=T0)
+    assert all(r.outcome is Outcome.SKIPPED for r in results)
+    assert robots_paths(site) == 1 and cache.robots[ORIGIN] == good and cache.writes == 0
+    page_visit(site, cache, T0 + timedelta(minutes=5))  # the next pass asks again
+    assert robots_paths(site) == 2
+
+
+def test_robots_network_error_is_not_cached():
+    cache = DictCache()
+    res = page_visit(_raiser(httpx.ConnectError), cache, T0)
+    assert res.outcome is Outcome.SKIPPED and "robots.txt unavailable" in res.error
+    assert cache.robots == {}
+
+
+def test_robots_cache_key_is_the_origin():
+    cache = DictCache()
+    site = _robots_site(200, b"User-agent: *\nAllow: /\n")
+    run(site, lambda f: f.fetch_page("https://Docs.Example.com:8443/a.html"), respect_robots=True, cache=cache, now=T0)
+    assert list(cache.robots) == ["https://docs.example.com:8443"]
+
+
+def test_fetcher_without_cache_asks_every_pass():
+    site = _robots_site(200, b"User-agent: *\nAllow: /\n")
+    page_visit(site, None, T0)
+    page_visit(site, None, T0 + timedelta(minutes=1))
+    assert robots_paths(site) == 2
+
+
+def sitemap_server(etag='"v1"', last_modified=LM, body=SITEMAP_BODY, headers=None):
+    """A sitemap host that answers 304 when If-None-Match matches its ETag."""
+
+    def handler(request):
+        if etag and request.headers.get("if-none-match") == etag:
+            return httpx.Response(304, headers=headers or {})
+        h = {"content-type": "application/xml"}
+        if etag:
+            h["etag"] = etag
+        if last_modified:
+            h["last-modified"] = last_modified
+        return httpx.Response(200, stream=Streamed(body), headers=h)
+
+    return Recorder(handler)
+
+
+def get_sitemap(rec, cache, now=T0, url=SITEMAP):
+    async def go(f):
+        body, wire = await f.fetch_bytes(url)
+        return body, wire, f.sitemaps_not_modified
+
+    return run(rec, go, cache=cache, now=now)
+
+
+def test_sitemap_first_fetch_is_plain_and_its_copy_kept():
+    cache, rec = DictCache(), sitemap_server()
+    body, wire, not_modified = get_sitemap(rec, cache)
+    assert body == SITEMAP_BODY and wire == len(SITEMAP_BODY) and not_modified == 0
+    h = rec.requests[0].headers
+    assert "if-none-match" not in h and "if-modified-since" not in h
+    kept = cache.sitemaps[SITEMAP]
+    assert (kept.etag, kept.last_modified, kept.fetched_at) == ('"v1"', LM, T0)
+    assert kept.body() == SITEMAP_BODY and kept.packed != SITEMAP_BODY
+
+
+def test_sitemap_conditional_get_and_304_returns_the_kept_body():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy.of(SITEMAP_BODY, 'W/"v1-gzip"', LM, T0)
+    rec = sitemap_server(etag='W/"v1-gzip"')
+    body, wire, not_modified = get_sitemap(rec, cache, T0 + timedelta(hours=1))
+    h = rec.requests[0].headers
+    assert h["if-none-match"] == 'W/"v1-gzip"' and h["if-modified-since"] == LM  # exactly as received
+    assert body == SITEMAP_BODY and wire == 0 and not_modified == 1
+    assert len(rec.requests) == 1 and cache.writes == 0
+
+
+def test_sitemap_changed_answers_200_and_replaces_the_copy():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy.of(b"<urlset/>", '"v0"', None, T0)
+    new = SITEMAP_BODY.replace(b"a.html", b"b.html")
+    body, wire, not_modified = get_sitemap(sitemap_server(etag='"v2"', body=new), cache, T0 + timedelta(hours=1))
+    assert body == new and wire == len(new) and not_modified == 0
+    assert cache.sitemaps[SITEMAP].etag == '"v2"' and cache.sitemaps[SITEMAP].body() == new
+
+
+def test_sitemap_304_with_unreadable_copy_falls_back_to_one_unconditional_get():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy('"v1"', LM, b"not zlib at all", T0)  # validators kept, body lost
+    rec = sitemap_server()
+    body, wire, not_modified = get_sitemap(rec, cache, T0 + timedelta(hours=1))
+    assert body == SITEMAP_BODY and not_modified == 0 and wire == len(SITEMAP_BODY)
+    assert len(rec.requests) == 2
+    assert rec.requests[0].headers["if-none-match"] == '"v1"'
+    assert "if-none-match" not in rec.requests[1].headers and "if-modified-since" not in rec.requests[1].headers
+    assert cache.sitemaps[SITEMAP].body() == SITEMAP_BODY  # repaired
+
+
+def test_sitemap_304_to_the_unconditional_retry_is_an_error_not_an_empty_sitemap():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy('"v1"', None, b"", T0)
+    rec = Recorder(lambda r: httpx.Response(304))
+    with pytest.raises(FetchError, match="304"):
+        get_sitemap(rec, cache)
+    assert len(rec.requests) == 2
+
+
+def test_sitemap_304_refreshes_the_validators_it_carries():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy.of(SITEMAP_BODY, '"v1"', LM, T0)
+    rec = sitemap_server(headers={"etag": '"v1b"'})
+    body, _, not_modified = get_sitemap(rec, cache, T0 + timedelta(hours=1))
+    kept = cache.sitemaps[SITEMAP]
+    assert body == SITEMAP_BODY and not_modified == 1
+    assert (kept.etag, kept.last_modified, kept.body()) == ('"v1b"', LM, SITEMAP_BODY)
+
+
+def test_sitemap_without_validators_is_not_kept():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy.of(b"<urlset/>", '"old"', None, T0)
+    rec = sitemap_server(etag=None, last_modified=None)
+    body, _, _ = get_sitemap(rec, cache)
+    assert body == SITEMAP_BODY and SITEMAP not in cache.sitemaps
+
+
+def test_sitemap_only_last_modified_is_enough():
+    cache = DictCache()
+    cache.sitemaps[SITEMAP] = SitemapCopy.of(SITEMAP_BODY, None, LM, T0)
+
+    def handler(request):
+        if request.headers.get("if-modified-since") == LM:
+            return httpx.Response(304)
+        return httpx.Response(200, content=b"<urlset/>")
+
+    rec = Recorder(handler)
+    body, _, not_modified = get_sitemap(rec, cache)
+    assert "if-none-match" not in rec.requests[0].headers
+    assert body == SITEMAP_BODY and not_modified == 1
+
+
+def test_sitemap_gzip_file_and_content_encoding_kept_as_the_caller_received_them():
+    gz_file = gzip.compress(SITEMAP_BODY, mtime=0)  # a .xml.gz: the caller gunzips it itself
+
+    def handler(request):
+        if request.headers.get("if-none-match") == '"g"':
+            return httpx.Response(304)
+        if request.url.path.endswith(".gz"):
+            return httpx.Response(200, stream=Streamed(gz_file), headers={"etag": '"g"'})
+        return httpx.Response(200, stream=Streamed(gzip.compress(SITEMAP_BODY)),
+                              headers={"etag": '"g"', "content-encoding": "gzip"})
+
+    for url, expected in ((SITEMAP + ".gz", gz_file), (SITEMAP, SITEMAP_BODY)):
+        cache = DictCache()
+        first, _, _ = get_sitemap(Recorder(handler), cache, url=url)
+        again, wire, not_modified = get_sitemap(Recorder(handler), cache, url=url)
+        assert first == again == expected and wire == 0 and not_modified == 1
+
+
+def test_sitemap_error_answers_keep_the_copy_and_raise():
+    cache = DictCache()
+    kept = SitemapCopy.of(SITEMAP_BODY, '"v1"', None, T0)
+    cache.sitemaps[SITEMAP] = kept
+    with pytest.raises(FetchError, match="503"):
+        get_sitemap(Recorder(lambda r: httpx.Response(503)), cache)
+    assert cache.sitemaps[SITEMAP] == kept
+
+
+def test_read_only_cache_reads_and_keeps_nothing():
+    inner = DictCache()
+    inner.sitemaps[SITEMAP] = SitemapCopy.of(SITEMAP_BODY, '"v1"', None, T0)
+    cache = ReadOnlyCache(inner)
+    body, _, not_modified = get_sitemap(sitemap_server(headers={"etag": '"v1b"'}), cache)
+    assert body == SITEMAP_BODY and not_modified == 1
+    get_sitemap(sitemap_server(etag='"v2"'), cache)
+    page_visit(_robots_site(200, b"User-agent: *\nAllow: /\n"), cache, T0)
+    assert inner.writes == 0 and inner.robots == {} and inner.sitemaps[SITEMAP].etag == '"v1"'
+
+
+def test_state_db_is_a_fetch_cache(tmp_path):
+    from sync.state import StateDB
+
+    with StateDB(tmp_path / "state.db") as db:
+        get_sitemap(sitemap_server(), db)
+        page_visit(_robots_site(200, b"User-agent: *\nAllow: /\n"), db, T0)
+    with StateDB(tmp_path / "state.db") as db:  # next pass, next process
+        rec = sitemap_server()
+        body, _, not_modified = get_sitemap(rec, db, T0 + timedelta(hours=1))
+        site = _robots_site(200, b"User-agent: *\nDisallow: /\n")
+        assert page_visit(site, db, T0 + timedelta(hours=1)).outcome is Outcome.OK
+    assert body == SITEMAP_BODY and not_modified == 1 and robots_paths(site) == 0

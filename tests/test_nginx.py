@@ -341,9 +341,15 @@ def test_sync_lifecycle_against_nginx(nginx, docs, tmp_path):
     assert rep["chunks_embedded"] == rep["chunks_written"] == rep["chunks_deleted"] == 0
     assert rep["bytes_downloaded"] <= sitemap_size + 64 < first_bytes, "304s carry no body"
     assert cli.export() == pts, "a 304 pass must not touch a single point (fetched_at included)"
-    # Page requests only (sitemap.xml and robots.txt are plain GETs by design).
-    page_lines = [ln for ln in nginx.access_lines()[log_mark:] if ln.split()[1] in PAGES]
+    lines = nginx.access_lines()[log_mark:]
+    page_lines = [ln for ln in lines if ln.split()[1] in PAGES]
     assert len(page_lines) == n and all(ln.startswith("304 ") and 'inm="-"' not in ln for ln in page_lines), page_lines
+    # The sitemap is revalidated with the ETag nginx gave it (weak once gzipped) and its kept
+    # copy parsed; robots.txt (nginx's 404 page) is remembered for 24 h, so not asked again.
+    sitemap_lines = [ln for ln in lines if ln.split()[1] == "/sitemap.xml"]
+    assert len(sitemap_lines) == 1 and sitemap_lines[0].startswith("304 ") and 'inm="-"' not in sitemap_lines[0], lines
+    assert rep["sitemaps_not_modified"] == 1 and rep["pages_in_sitemaps"] == n
+    assert not [ln for ln in lines if ln.split()[1] == "/robots.txt"], lines
 
     # 3. One file's text edited (and its lastmod advanced): only that page is re-read and replaced.
     now += timedelta(hours=1)
@@ -351,6 +357,7 @@ def test_sync_lifecycle_against_nginx(nginx, docs, tmp_path):
     docs.write_sitemap()
     rep = cli.run(now=now)
     assert rep["pages_fetched"] == 1 and rep["pages_changed"] == 1 and rep["pages_added"] == 0, rep
+    assert rep["sitemaps_not_modified"] == 0, "a rewritten sitemap.xml is downloaded again"
     assert actions(rep) == {urls[EDITED]: "changed"}
     after = cli.export()
     check_contract(after)

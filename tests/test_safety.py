@@ -17,7 +17,7 @@ def test_robots_disallow_skips_and_keeps_points(site, harness):
     before = harness.points()
     site.set("/robots.txt", "User-agent: *\nDisallow: /p1.html\n", content_type="text/plain")
     site.set("/p1.html", page_html("Page 1", [para("changed but forbidden")]))
-    rep = harness.run(full=True)
+    rep = harness.run(full=True, advance=timedelta(hours=25))  # past the 24 h robots.txt cache
     assert rep.pages_skipped == 1 and rep.pages_failed == 0 and rep.ok
     assert rep.skipped[0]["url"].endswith("/p1.html") and "robots.txt" in rep.skipped[0]["reason"]
     assert harness.points() == before
@@ -29,9 +29,29 @@ def test_robots_5xx_disallows_all_for_now_and_purges_nothing(site, harness):
     harness.run()
     before = harness.points()
     site.error("/robots.txt", 503)
-    rep = harness.run(full=True)
+    rep = harness.run(full=True, advance=timedelta(hours=25))  # past the 24 h robots.txt cache
     assert rep.pages_skipped == 2 and rep.pages_removed == 0
     assert harness.points() == before
+    # The failure is not cached: an hour later robots.txt is asked again, and now it answers.
+    site.set("/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
+    site.clear_log()
+    rep = harness.run(full=True, advance=timedelta(hours=1))
+    assert site.count(path="/robots.txt") == 1
+    assert rep.pages_skipped == 0 and rep.pages_not_modified == 2 and rep.ok
+
+
+def test_robots_answer_is_reused_for_24_hours(site, harness):
+    build(site, n=2)
+    site.set("/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
+    harness.run()
+    assert site.count(path="/robots.txt") == 1
+    site.set("/robots.txt", "User-agent: *\nDisallow: /p1.html\n", content_type="text/plain")
+    rep = harness.run(full=True, advance=timedelta(hours=23))
+    assert site.count(path="/robots.txt") == 1 and rep.robots_bytes == 0
+    assert rep.pages_skipped == 0 and rep.pages_not_modified == 2  # the cached answer still allows p1
+    rep = harness.run(full=True, advance=timedelta(hours=2))  # 25 h after it was read: asked again
+    assert site.count(path="/robots.txt") == 2 and rep.robots_bytes > 0
+    assert rep.pages_skipped == 1 and rep.skipped[0]["url"].endswith("/p1.html")
 
 
 def test_sitemap_discovered_through_robots_txt(site, harness):
