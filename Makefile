@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness replay clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness replay replay-policies clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,9 +42,16 @@ bench-audit: install
 
 # Replay three weeks of a real docs site's history through nginx (needs nginx and a git
 # clone of the docs repo: REPLAY_GIT_DIR=/path/to/fastapi/.git make replay).
+export REPLAY_GIT_DIR
 replay: install
 	$(BIN)/pip install -q -e '.[bench]'
-	$(BIN)/python bench/replay_docs_history.py --git-dir $(REPLAY_GIT_DIR)
+	$(BIN)/python bench/replay_docs_history.py
+
+# Revisit policies at equal fetch budgets on 60 days of the same docs repo's real history
+# (table in bench/results/replay_policies.md, plot in notebooks/replay_policies.png).
+replay-policies: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/replay_policies.py
 
 # Revisit strategies at equal fetch budgets on a simulated site (~10 min; table in
 # bench/results/freshness.md, plot in notebooks/freshness.png when matplotlib is there).
