@@ -17,5 +17,6 @@ def site():
 
 
 @pytest.fixture
-def harness(site, tmp_path):
-    return Harness(site, tmp_path)
+def harness(request, site, tmp_path):
+    """A Harness; parametrize indirectly with "qdrant" to run on the Qdrant state."""
+    return Harness(site, tmp_path, state=getattr(request, "param", "sqlite"))
