@@ -97,7 +97,6 @@ def test_shrink_leaves_no_stale_tail_chunk(site, harness):
     assert rep.chunks_deleted == n_before
 
 
-@both_states
 @pytest.mark.parametrize("how", ["404", "410", "sitemap"])
 def test_deletions_purge_points(site, harness, how):
     build(site, n=3)
