@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from qdrant_client import QdrantClient
@@ -106,47 +109,83 @@ def test_a_bad_dump_writes_nothing(tmp_path, text, where):
 
 
 # -- the CLI ----------------------------------------------------------------------------------------
-def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work):
-    """Every CLI path around the Qdrant state, side by side (one batch of processes)."""
+def invoke(*args: str, input: str | None = None):
+    """The CLI in-process (cheap); tests/test_cli.py drives it as a subprocess."""
+    from typer.testing import CliRunner
+
+    from sync.cli import app
+
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work, caplog, monkeypatch):
+    """Every CLI path around the Qdrant state. One real subprocess (a dead server with an
+    API key: the user's view of stderr) runs while the rest run in-process."""
     build(site)
+    common = ["--sitemap", sitemap(site), "--embedder", "fake"]
+    dead: list = []
+    t = threading.Thread(target=lambda: dead.append(
+        cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", KEY)))
+    t.start()
+    caplog.set_level(logging.INFO, logger="pagesync")
     with StateDB(work / "s.db") as st:
         fill(st)
         text = dump(st)
     (work / "dump.jsonl").write_text(text)
-    common = ["--sitemap", sitemap(site), "--embedder", "fake"]
-    (exported, to_sqlite, to_qdrant, qrun, bad, refused, as_file, dead) = parallel(
-        lambda: cli(work, "state", "export", "--state", "s.db"),
-        lambda: cli(work, "state", "import", "--state", "s2.db", input=text),
-        lambda: cli(work, "state", "import", "--state", "qdrant", "--qdrant-url", ":memory:", "--file", "dump.jsonl"),
-        # a pass on the Qdrant state, in one process (local :memory: mode stands in for a server)
-        lambda: cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", ":memory:", "--report", "Q.json"),
-        lambda: cli(work, "state", "import", "--state", "s3.db", input='{"id": 1, "payload": {}}\n'),
-        # the embedded store cannot hold the state; a file named 'qdrant' is ./qdrant
-        lambda: cli(work, "run", *common, "--qdrant-path", "q", "--state", "qdrant"),
-        lambda: cli(work, "run", *common, "--qdrant-path", "q", "--collection", "other", "--state", "./qdrant"),
-        # a dead server with an API key: one line, never the key
-        lambda: cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", KEY),
-    )
-    assert exported.returncode == 0, exported.stderr
-    assert exported.stdout == text
-    assert to_sqlite.returncode == 0, to_sqlite.stderr
+
+    r = invoke("state", "export", "--state", str(work / "s.db"))
+    assert r.exit_code == 0, r.output
+    assert r.stdout == text
+    r = invoke("state", "import", "--state", str(work / "s2.db"), input=text)
+    assert r.exit_code == 0, r.output
     with StateDB(work / "s2.db") as st:
         assert dump(st) == text
-    assert to_qdrant.returncode == 0, to_qdrant.stderr
-    assert "imported 5 pages, 2 hosts, 3 runs" in to_qdrant.stderr
-    assert qrun.returncode == 0, qrun.stderr
-    assert json.loads((work / "Q.json").read_text())["pages_added"] == 3
-    assert bad.returncode == 2 and "line 1" in one_error_line(bad)
+    r = invoke("state", "import", "--state", "qdrant", "--qdrant-url", ":memory:", "--file", str(work / "dump.jsonl"))
+    assert r.exit_code == 0, r.output
+    assert "imported 5 pages, 2 hosts, 3 runs" in caplog.text
+    r = invoke("state", "import", "--state", str(work / "s3.db"), input='{"id": 1, "payload": {}}\n')
+    assert r.exit_code == 2 and "line 1" in r.stderr
     assert not (work / "s3.db").exists()  # a bad dump creates no state
 
-    assert refused.returncode == 2
-    line = one_error_line(refused)
-    assert "--state qdrant" in line and "--qdrant-url" in line
-    assert not (work / "q" / "pages").exists()  # the refused run wrote nothing
-    assert as_file.returncode == 0, as_file.stderr
-    with StateDB(work / "qdrant") as st:  # a SQLite file literally named 'qdrant'
+    # a pass on the Qdrant state (local :memory: mode stands in for a server)
+    r = invoke("run", *common, "--state", "qdrant", "--qdrant-url", ":memory:", "--report", str(work / "Q.json"))
+    assert r.exit_code == 0, r.output
+    assert json.loads((work / "Q.json").read_text())["pages_added"] == 3
+
+    # the embedded store cannot hold the state (exit 2, one line); a file named 'qdrant' is ./qdrant
+    q = str(work / "q")
+    r = invoke("run", *common, "--qdrant-path", q, "--state", "qdrant")
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "--state qdrant" in r.stderr and "--qdrant-url" in r.stderr
+    assert not (work / "q").exists()  # the refused run wrote nothing
+    monkeypatch.chdir(work)
+    r = invoke("run", *common, "--qdrant-path", q, "--state", "./qdrant")
+    assert r.exit_code == 0, r.output
+    assert Path("qdrant").exists()  # relative to the working directory, like any --state path
+    with StateDB("qdrant") as st:
         assert len(st.all_pages()) == 3
 
-    assert dead.returncode == 1, dead.stderr
-    assert KEY not in dead.stderr and KEY not in dead.stdout
-    assert "Qdrant state" in one_error_line(dead)
+    t.join(timeout=120)
+    (d,) = dead
+    assert d.returncode == 1, d.stderr
+    assert KEY not in d.stderr and KEY not in d.stdout
+    assert "Qdrant state" in one_error_line(d)
+
+
+def test_cli_wait_lock_waits_for_the_other_pass(site, work):
+    build(site, n=1)
+    common = ["run", "--sitemap", sitemap(site), "--embedder", "fake", "--qdrant-path", str(work / "q"),
+              "--state", str(work / "s.db")]
+    with StateDB(work / "s.db") as holder:
+        holder.lock()
+        r = invoke(*common)
+        assert r.exit_code == 2
+        assert r.stderr.startswith("pagesync: error: another pagesync pass is using") and r.stderr.count("\n") == 1
+        assert "--wait-lock" in r.stderr
+        assert site.count() == 0
+        releaser = threading.Timer(0.5, holder.unlock)
+        releaser.start()
+        r = invoke(*common, "--wait-lock", "30")
+        releaser.join()
+    assert r.exit_code == 0, r.output
+    assert site.count() > 0
