@@ -401,6 +401,7 @@ class QdrantState:
             return
         self.ensure()
         deadline = self._clock() + max(0.0, wait)
+        vanished = 0
         while True:
             now = self._clock()
             current = self.read_lease()
@@ -413,7 +414,8 @@ class QdrantState:
                     self._held, self._lost = back, None
                     self._start_heartbeat()
                     return
-                if back is None:  # released between our write and our read: try again at once
+                if back is None and vanished < 3:  # gone between our write and our read: again at once
+                    vanished += 1
                     continue
                 current = back  # another pass's write landed after ours: it won
             if self._clock() >= deadline:
