@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 import traceback
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest

@@ -17,7 +17,7 @@ from sync.errors import ConfigError
 from sync.qdrant_state import QdrantState
 from sync.state import GONE, LIVE, NEW, PageState, StateDB
 from sync.transfer import export_state, import_state
-from tests.test_cli import DEAD, KEY, build, cli, one_error_line, parallel, sitemap, work  # noqa: F401
+from tests.test_cli import DEAD, KEY, build, cli, one_error_line, sitemap, work  # noqa: F401  (work: a fixture)
 from tests.test_state import T0, full_page
 
 
