@@ -21,7 +21,6 @@ from sync.state import GONE, LIVE, PageState
 from sync.store import ClientStore, EdgeStore, RetryingClient
 from tests.helpers import Harness, page_html, para
 from tests.test_property import SiteEdits
-from tests.test_store_contract import qdrant_server  # noqa: F401  (a fixture: a server, or skip)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "sekret-key-123"

@@ -24,7 +24,6 @@ from sync.errors import ConfigError, StateLockedError
 from sync.qdrant_state import QdrantState
 from sync.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
 from sync.state_protocol import State
-from tests.test_store_contract import qdrant_server  # noqa: F401  (a fixture: a server, or skip)
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
