@@ -31,7 +31,7 @@ from .decision import Action, Decision, Outcome, decide, needs_unconditional_fet
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint
-from .httpcache import ReadOnlyCache
+from .httpcache import FetchCache, ReadOnlyCache
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
@@ -49,7 +49,8 @@ from .policy import (
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
 from .sitemaps import collect_sitemaps, diff_sitemap
-from .state import GONE, LIVE, NEW, PageState, StateDB
+from .state import GONE, LIVE, NEW, PageState
+from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", "build_points"]
@@ -83,6 +84,7 @@ class PassConfig:
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
     max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
+    wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
 
 
 # A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
@@ -186,7 +188,7 @@ class _Pending:
 
 
 class _Pass:
-    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
         self.embedder, self.splitter = embedder, splitter
@@ -213,10 +215,16 @@ class _Pass:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.
 
         A dry run reads the cache (its conditional GETs are as cheap as a real pass's) but
-        keeps nothing, like everything else it learns.
+        keeps nothing, like everything else it learns. A state that is no `FetchCache`
+        (the Qdrant state keeps pages, not HTTP copies) leaves the Fetcher uncached:
+        robots.txt is then read once per pass and sitemaps are fetched in full.
         """
-        cache = fetcher.cache if fetcher.cache is not None else self.state
-        fetcher.cache = ReadOnlyCache(cache) if self.cfg.dry_run else cache
+        cache = fetcher.cache
+        if cache is None and isinstance(self.state, FetchCache):
+            cache = self.state
+        if cache is not None and self.cfg.dry_run:
+            cache = ReadOnlyCache(cache)
+        fetcher.cache = cache
         fetcher.now = self.now
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -661,18 +669,19 @@ class _Pass:
         self._save([i.page for i in items])
 
 
-async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                     splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
     """Async form of `run_pass` (for callers already in an event loop)."""
-    state.lock()
+    state.lock(wait=cfg.wait_lock)
     try:
         return await _Pass(cfg, fetcher, store, state, embedder, splitter or Splitter(), on_progress).run()
     finally:
         state.unlock()
 
 
-def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
              splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
-    """Run one sync pass and return its report. Takes the state lock for the pass's duration."""
+    """Run one sync pass and return its report. Takes the state lock for the pass's duration
+    (waiting up to `cfg.wait_lock` seconds for another pass to finish)."""
     return asyncio.run(arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder,
                                  splitter=splitter, on_progress=on_progress))
