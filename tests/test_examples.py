@@ -27,7 +27,8 @@ def test_workflow_file_runs_the_same_commands():
     wf = (ROOT / "examples" / "nightly-sync.yml").read_text()
     assert "pagesync run --sitemap" in wf and "pagesync audit" in wf and "--report report.json" in wf
     assert "upload-artifact" in wf and "QDRANT_API_KEY: ${{ secrets.QDRANT_API_KEY }}" in wf
-    assert wf.count("--state qdrant") == 2  # a stateless runner: run and audit read the state on the server
+    steps = wf.split("steps:", 1)[1]
+    assert steps.count("--state qdrant") == 2  # a stateless runner: run and audit read the state on the server
 
 
 def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
