@@ -183,6 +183,7 @@ class _Pending:
     title: str
     chunks: list[str]
     vectors: list[list[float]] | None = None
+    markdown: str = ""  # the extracted text, kept in the state once written (pagesync reindex)
 
 
 class _Pass:
@@ -466,6 +467,9 @@ class _Pass:
                 p.due_at = self.now + p.interval
             p.failures, p.last_error = 0, None
         self._save(pages)
+        drop = getattr(self.state, "drop_texts", None)
+        if drop is not None:
+            drop([p.url for p in pages])
 
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
@@ -593,7 +597,7 @@ class _Pass:
             return
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
-        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks))
+        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks, markdown=extracted.markdown))
         self.queued_chunks += len(chunks)
 
     def _flush_skips(self) -> None:
@@ -659,6 +663,13 @@ class _Pass:
             p.failures, p.last_error = 0, None
             self._record(p, item.decision, len(item.chunks))
         self._save([i.page for i in items])
+        self._keep_texts(items)
+
+    def _keep_texts(self, items: Sequence[_Pending]) -> None:
+        """The written pages' texts, for `pagesync reindex` (an optional extra of the state)."""
+        put = getattr(self.state, "put_texts", None)
+        if put is not None and not self.cfg.dry_run:
+            put([(i.page.url, i.hash_, i.markdown) for i in items])
 
 
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
