@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
@@ -69,7 +70,8 @@ class EdgeCatalog:
     def collections(self) -> set[str]:
         if not self.root.is_dir():
             return set()
-        return {d.name for d in self.root.iterdir() if (d / "edge_config.json").is_file()}
+        return {d.name for d in self.root.iterdir()
+                if not d.name.startswith(".") and (d / "edge_config.json").is_file()}
 
     def open(self, name: str) -> EdgeStore:
         return EdgeStore(self.root, name, resolve_alias=False, lock_wait=self.lock_wait)
@@ -94,7 +96,7 @@ class EdgeCatalog:
         if not path.exists():
             return
         # Renamed first (atomic): nothing ever opens a half-deleted shard under its name.
-        trash = self.root / f".dropped-{name}-{os.getpid()}"
+        trash = self.root / f".dropped-{name}-{os.getpid()}-{time.monotonic_ns()}"
         try:
             os.replace(path, trash)
             shutil.rmtree(trash)

@@ -487,6 +487,8 @@ class _Reindex:
 
     async def _build_verify_switch(self, plan, harvest, source: str, target: str, replace: bool) -> None:
         r = self.report
+        if target in self.catalog.collections():  # never write into a collection that exists
+            raise ConfigError(f"collection {target!r} exists already; try again in a second")
         store = self.catalog.open(target)
         try:
             try:
@@ -596,10 +598,12 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: StateDB, emb
                        splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
                        client_factory: Callable[[], Any] | None = None) -> ReindexReport:
     """Async form of `run_reindex`."""
+    job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
+                   fetcher, client_factory)
+    job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
     state.lock()
     try:
-        return await _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
-                              fetcher, client_factory).run()
+        return await job.run()
     finally:
         state.unlock()
 
