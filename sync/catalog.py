@@ -46,8 +46,9 @@ class Catalog(Protocol):
 
     def vector_size(self, name: str) -> int | None: ...
 
-    def switch(self, alias: str, target: str) -> None:
-        """Point `alias` at `target` atomically (creating the alias, or moving it)."""
+    def switch(self, alias: str, target: str, *, exists: bool | None = None) -> None:
+        """Point `alias` at `target` atomically (creating the alias, or moving it);
+        `exists`: whether the alias exists now, when the caller knows (None: look)."""
 
     def drop(self, name: str) -> None:
         """Delete the physical collection `name` and its points."""
@@ -86,7 +87,7 @@ class EdgeCatalog:
     def where(self, name: str) -> str:
         return str(self.root / name)
 
-    def switch(self, alias: str, target: str) -> None:
+    def switch(self, alias: str, target: str, *, exists: bool | None = None) -> None:
         if not (self.root / target / "edge_config.json").is_file():
             raise StoreError(f"cannot point alias {alias!r} at {target!r}: no such collection under {self.root}")
         write_alias(self.root, alias, target)
@@ -157,11 +158,11 @@ class ClientCatalog:
     def where(self, name: str) -> str:
         return f"collection {name!r} on the server"
 
-    def switch(self, alias: str, target: str) -> None:
+    def switch(self, alias: str, target: str, *, exists: bool | None = None) -> None:
         from qdrant_client import models as m
 
         ops: list[Any] = []
-        if alias in self.aliases():
+        if exists if exists is not None else alias in self.aliases():
             ops.append(m.DeleteAliasOperation(delete_alias=m.DeleteAlias(alias_name=alias)))
         ops.append(m.CreateAliasOperation(create_alias=m.CreateAlias(collection_name=target, alias_name=alias)))
         with self._guard(f"switching alias {alias!r} to {target!r}"):

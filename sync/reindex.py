@@ -185,7 +185,8 @@ class _Item:
     source: str
     chunks: list[str]
     fetched_at: str
-    markdown: str | None = None  # re-fetched text, kept in the state afterwards
+    markdown: str | None = None  # re-fetched text, kept in the state
+    old_hash: str | None = None  # the page's hash before the reindex
 
 
 class _Planned:
@@ -272,7 +273,7 @@ class _Reindex:
         self.queue: list[_Item] = []
         self.queued = 0
         self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
-        self.texts: list[tuple[str, str, str]] = []  # re-fetched texts to keep
+        self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
         self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
 
     # -- plan ---------------------------------------------------------------------------------
@@ -366,7 +367,7 @@ class _Reindex:
             after.etag, after.last_modified = res.validators.etag, res.validators.last_modified
             after.last_changed_at = self.now
             stamp = self.now_iso
-        return _Item(after, "fetch", chunks, stamp, markdown=md)
+        return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash)
 
     def _extract(self, body: bytes, ctype: str, url: str) -> tuple[str, str, list[str]]:
         ex = extract_page(body, ctype, url)
@@ -379,13 +380,20 @@ class _Reindex:
             part = plan[i : i + window]
             kept = self._texts([p.url for p, s in part if s == "state"])
             items = await asyncio.gather(*(self._text_of(p, s, kept, harvest, sem) for p, s in part))
+            # Re-fetched texts equal to the recorded ones are kept at once (right whatever
+            # becomes of this reindex); changed ones wait for the switch (they are few).
+            same = [(i.page.url, i.page.content_hash or "", i.markdown) for i in items
+                    if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash]
+            put = getattr(self.state, "put_texts", None)
+            if same and put is not None:
+                put(same)
             for item in items:
                 if item is None:
                     continue
                 item.page.chunk_count = len(item.chunks)  # a new chunker may cut the same text otherwise
                 self.report.text_sources[item.source] += 1
                 self.after[item.page.url] = item.page
-                if item.markdown is not None:
+                if item.markdown is not None and item.page.content_hash != item.old_hash:
                     self.texts.append((item.page.url, item.page.content_hash or "", item.markdown))
                 self.queue.append(item)
                 self.queued += len(item.chunks)
@@ -514,7 +522,7 @@ class _Reindex:
             self.catalog.drop(source)
             r.dropped.append(source)
             try:
-                self.catalog.switch(r.alias, target)
+                self.catalog.switch(r.alias, target, exists=False)  # no lookup inside the gap
             except PagesyncError as exc:
                 raise PagesyncError(f"collection {source!r} was deleted but alias {r.alias!r} could not be created "
                                     f"({exc}); create alias {r.alias!r} -> {target!r} by hand") from None
