@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder

@@ -8,6 +8,7 @@ set (or Docker answers), else those tests are skipped. Every test uses the fake 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import sqlite3
@@ -458,10 +459,16 @@ def test_local_mode_first_switch_needs_drop_old_or_another_alias(site, harness):
     rep = reindex(harness, HashEmbedder(24), catalog=catalog, collection="pages", drop_old=True)
     assert rep.replaced_collection and rep.gap_seconds is not None and rep.dropped == ["pages"]
     assert {a.alias_name: a.collection_name for a in client.get_aliases().aliases}["pages"] == rep.target
+    # every reader goes through the alias: audit, status, export, search, and the next pass
+    reader = SharedClientStore(client, "pages")
     with StateDB(harness.state_path) as st:
-        assert audit_collection(SharedClientStore(client, "pages"), st).ok
-    assert harness.run(embedder=HashEmbedder(24), store=SharedClientStore(client, "pages"),
-                       full=True).chunks_embedded == 0
+        assert audit_collection(reader, st).ok
+        assert collect_status(st, reader, T0)["points"] == rep.chunks
+    out = io.StringIO()
+    assert export_points(reader, out, with_vectors=True) == rep.chunks
+    assert {len(json.loads(line)["vector"]) for line in out.getvalue().splitlines()} == {24}
+    assert {h[1]["embedder"] for h in reader.search(HashEmbedder(24).embed(["configure"])[0])} == {"fake-hash-24"}
+    assert harness.run(embedder=HashEmbedder(24), store=reader, full=True).chunks_embedded == 0
 
 
 # -- a real server (skipped without QDRANT_URL or Docker) --------------------------------------------
@@ -578,7 +585,8 @@ def test_cli_reindex_then_every_reader_goes_through_the_alias(site, tmp_path):
     build_site(site, n=3)
     r = cli(work, "reindex", *common, "--embedder", "fake-8", "--drop-old")
     assert r.returncode == 0, r.stderr
-    assert "deleted" in r.stdout and "3 re-fetched" in r.stdout
+    # the failed attempt's re-fetches that found the recorded text kept it in the state
+    assert "deleted" in r.stdout and "2 kept in the state" in r.stdout and "1 re-fetched" in r.stdout
     half_built = re.search(r"half-built collection '([^']+)'", line).group(1)
     # the previous collection and the plain one the alias shadowed are gone; the failed one stays
     assert sorted(p.name for p in (work / "q").iterdir()) == sorted(
