@@ -15,6 +15,7 @@ from .errors import (
     PagesyncError,
     SitemapError,
     StateError,
+    StateLeaseLostError,
     StateLockedError,
     StoreError,
 )
@@ -27,7 +28,9 @@ from .report import Report
 from .scope import Scope
 from .scheduler import failure_backoff, next_interval
 from .sitemaps import diff_sitemap, parse_sitemap
+from .qdrant_state import QdrantState
 from .state import PageState, StateDB
+from .state_protocol import State
 from .store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
 
 __all__ = [
@@ -39,8 +42,8 @@ __all__ = [
     "canonical_url", "chunk_id", "point_id",
     "next_interval", "failure_backoff",
     "diff_sitemap", "parse_sitemap",
-    "PageState", "StateDB",
+    "PageState", "StateDB", "State", "QdrantState",
     "Store", "EdgeStore", "ClientStore", "PageWrite", "StoredPoint",
-    "PagesyncError", "ConfigError", "StateLockedError", "StateError", "StoreError",
+    "PagesyncError", "ConfigError", "StateLockedError", "StateError", "StateLeaseLostError", "StoreError",
     "CollectionMismatchError", "FetchError", "SitemapError", "EmbedderError",
 ]

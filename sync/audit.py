@@ -22,7 +22,7 @@ from typing import Any
 
 from .ids import chunk_id as make_chunk_id
 from .ids import point_id as make_point_id
-from .state import StateDB
+from .state_protocol import State
 from .store import Store
 
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "run_audit", "CATEGORIES"]
@@ -81,7 +81,7 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def audit_collection(store: Store, state: StateDB, *, examples: int = 5, batch: int = 1024) -> AuditReport:
+def audit_collection(store: Store, state: State, *, examples: int = 5, batch: int = 1024) -> AuditReport:
     """Scan the collection once and compare it with the state (read-only)."""
     import time
 
@@ -139,8 +139,8 @@ def _has_gaps_or_dupes(indexes: dict[int, int]) -> bool:
     return any(c != 1 for c in indexes.values()) or min(indexes) != 0 or max(indexes) != n - 1
 
 
-async def fix_collection(store: Store, state: StateDB, report: AuditReport, *, fetcher: Any, embedder: Any,
-                         include_foreign: bool = False, now: Any = None) -> Any:
+async def fix_collection(store: Store, state: State, report: AuditReport, *, fetcher: Any, embedder: Any,
+                         include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
     asked), then re-index broken and missing pages with a repair pass (fetched again and
     rewritten as a unit). Returns that pass's run report, or None when nothing needed it."""
@@ -154,21 +154,23 @@ async def fix_collection(store: Store, state: StateDB, report: AuditReport, *, f
     if not report.reindex_urls:
         return None
     cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
-                     now=now or datetime.now(timezone.utc))
+                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock)
     return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
 
 
-def run_audit(store: Store, state: StateDB, *, fix: bool = False, include_foreign: bool = False,
-              embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5) -> tuple[dict, bool, str]:
+def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign: bool = False,
+              embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5,
+              wait_lock: float = 0.0) -> tuple[dict, bool, str]:
     """What `pagesync audit` does: audit; with `fix`, repair and audit again.
 
     Holds the state lock throughout (a fix writes, and even a read-only audit must not
     race a pass), handing it to the repair pass while that runs. Returns the JSON
-    document, whether the final audit is clean, and the human rendering.
+    document, whether the final audit is clean, and the human rendering. `wait_lock`:
+    seconds to wait for another pass's lock before refusing.
     """
     import asyncio
 
-    state.lock()
+    state.lock(wait=wait_lock)
     first = audit_collection(store, state, examples=examples)
     out: dict[str, Any] = {"audit": first.to_dict()}
     text = first.render()
@@ -181,11 +183,12 @@ def run_audit(store: Store, state: StateDB, *, fix: bool = False, include_foreig
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:
                 return await fix_collection(store, state, first, fetcher=Fetcher(client),
-                                            embedder=make_embedder(embedder_name), include_foreign=include_foreign)
+                                            embedder=make_embedder(embedder_name), include_foreign=include_foreign,
+                                            wait_lock=wait_lock)
 
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())
-        state.lock()
+        state.lock(wait=wait_lock)
         final = audit_collection(store, state, examples=examples)
         deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),

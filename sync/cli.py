@@ -34,7 +34,14 @@ CollectionOpt = typer.Option("pages", "--collection", help="Qdrant collection.")
 QdrantUrlOpt = typer.Option(None, "--qdrant-url", envvar="QDRANT_URL", help="A Qdrant server URL (env QDRANT_URL).")
 ApiKeyOpt = typer.Option(None, "--api-key", envvar="QDRANT_API_KEY", help="Qdrant API key (env QDRANT_API_KEY).")
 QdrantPathOpt = typer.Option(Path(".pagesync/qdrant"), "--qdrant-path", help="Embedded Qdrant directory, used when no server is named.")
-StateOpt = typer.Option(Path(".pagesync/state.db"), "--state", help="The page-state database.")
+StateOpt = typer.Option(
+    ".pagesync/state.db", "--state",
+    help="The page state: a SQLite file, or the literal 'qdrant' to keep it in Qdrant beside the collection "
+         "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.")
+WaitLockOpt = typer.Option(0.0, "--wait-lock", min=0.0,
+                           help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).")
+QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
+NO_STATE = "no page state {where}: run 'pagesync run' first"
 
 
 def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path):
@@ -43,6 +50,32 @@ def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[st
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
     return EdgeStore(qdrant_path, collection)
+
+
+def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False):
+    """The page state --state names: a SQLite file, or (the literal `qdrant`) the Qdrant state
+    beside the store's collection, which needs a qdrant-client store (--qdrant-url).
+
+    When none exists yet: `missing` (with `{where}`) is raised as a ConfigError if given; a
+    dry run gets a throw-away in-memory state (it writes nothing, not even a state)."""
+    from .state import StateDB
+
+    if spec == QDRANT_STATE:
+        from .qdrant_state import QdrantState
+
+        qs = QdrantState.for_store(store, create=False)  # ConfigError with the embedded store
+        exists, where = qs.exists(), f"in Qdrant (collection {qs.collection!r})"
+    else:
+        exists, where = Path(spec).exists(), f"at {spec}"
+    if not exists:
+        if missing:
+            raise ConfigError(missing.format(where=where))
+        if dry_run:
+            return StateDB(":memory:")
+    if spec == QDRANT_STATE:
+        qs.ensure()
+        return qs
+    return StateDB(spec)
 
 
 def _fail(exc: BaseException, code: int) -> None:
@@ -125,7 +158,8 @@ def run(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
+    wait_lock: float = WaitLockOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline) or 'fake' (tests)."),
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
@@ -153,7 +187,6 @@ def run(
 
         from .engine import PassConfig, arun_pass
         from .fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
-        from .state import StateDB
 
         for s in sitemap:
             _check_url(s, "--sitemap")
@@ -162,18 +195,17 @@ def run(
         cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
-                         policy=policy, max_fetches=max_fetches)
+                         policy=policy, max_fetches=max_fetches, wait_lock=wait_lock)
         from .policy import make_policy
 
         make_policy(policy)  # an unknown name is exit 2 before anything opens
         emb = make_embedder(embedder)
-        if not sitemap and not url and not state.exists():
-            raise ConfigError("nothing to sync: give --sitemap or --url (no page state exists yet)")
+        nothing = None if sitemap or url else "nothing to sync: give --sitemap or --url (no page state {where} yet)"
         with ExitStack() as stack:
-            # A dry run on a fresh setup must not even create the state file.
-            st = stack.enter_context(StateDB(":memory:" if dry_run and not state.exists() else state))
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
+            # A dry run on a fresh setup must not even create the state (file or collection).
+            st = stack.enter_context(_open_state(state, store, missing=nothing, dry_run=dry_run))
             progress = stack.enter_context(_Progress(quiet))
 
             async def go():
@@ -206,7 +238,8 @@ def audit(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
+    wait_lock: float = WaitLockOpt,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     fix: bool = typer.Option(False, "--fix", help="Delete orphans and stale generations, re-index broken and missing pages, then audit again."),
     include_foreign: bool = typer.Option(False, "--include-foreign", help="With --fix, also delete points that have no url payload."),
@@ -219,15 +252,13 @@ def audit(
 
     def body() -> int:
         from .audit import run_audit
-        from .state import StateDB
 
-        if not state.exists():
-            raise ConfigError(f"no page state at {state}: run 'pagesync run' first")
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            with StateDB(state) as st:
+            with _open_state(state, store, missing=NO_STATE) as st:
                 out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
-                                          embedder_name=embedder, timeout=timeout, examples=examples)
+                                          embedder_name=embedder, timeout=timeout, examples=examples,
+                                          wait_lock=wait_lock)
         finally:
             store.close()
         typer.echo(json.dumps(out, indent=2) if as_json else text)
@@ -242,7 +273,7 @@ def status(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
     now: Optional[str] = typer.Option(None, "--now", help="Clock for 'due' (ISO 8601)."),
     pages: bool = typer.Option(False, "--pages", help="List every tracked page with its interval and due time."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -251,16 +282,14 @@ def status(
 
     def body() -> int:
         from .status import collect_status, render_status
-        from .state import StateDB
 
-        if not state.exists():
-            raise ConfigError(f"no page state at {state}: run 'pagesync run' first")
-        with StateDB(state) as st:
-            store = _open_store(collection, qdrant_url, api_key, qdrant_path)
-            try:
-                info = collect_status(st, store, _parse_now(now), with_pages=pages)
-            finally:
-                store.close()
+        clock = _parse_now(now)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            with _open_state(state, store, missing=NO_STATE) as st:
+                info = collect_status(st, store, clock, with_pages=pages)
+        finally:
+            store.close()
         typer.echo(json.dumps(info, indent=2) if as_json else render_status(info))
         return 0
 
@@ -273,7 +302,7 @@ def export(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
     with_vectors: bool = typer.Option(False, "--with-vectors", help="Include each point's vector."),
 ) -> None:
     """Every point as JSON lines on stdout: {"id", "payload"} (+ "vector" with --with-vectors)."""
@@ -299,7 +328,7 @@ def import_(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
 ) -> None:
     """Upsert JSON-lines points, as export writes them, from a file or stdin, as given."""
 
@@ -354,13 +383,100 @@ def search(
     _guarded(body)
 
 
+# -- pagesync state export / import ------------------------------------------------------------
+state_app = typer.Typer(
+    no_args_is_help=True,
+    help="Move the whole page state (every page field, host lastmod trust, run history) between SQLite "
+         "(--state PATH) and Qdrant (--state qdrant --qdrant-url URL) as JSON lines.",
+)
+app.add_typer(state_app, name="state")
+
+
+@state_app.command("export")
+def state_export(
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: str = StateOpt,
+    file: Optional[Path] = typer.Option(None, "--file", help="Write here instead of stdout."),
+) -> None:
+    """Write the whole page state as JSON lines, to stdout or --file.
+
+    A header line, then one line per page (every field), per host and per run (oldest
+    first). Export between passes for a consistent copy.
+
+    \b
+    SQLite -> Qdrant:
+      pagesync state export --state .pagesync/state.db --file state.jsonl
+      pagesync state import --state qdrant --qdrant-url URL --file state.jsonl
+    """
+
+    def body() -> int:
+        from .transfer import export_state
+
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            with _open_state(state, store, missing=NO_STATE) as st, ExitStack() as stack:
+                out = stack.enter_context(open(file, "w", encoding="utf-8")) if file else sys.stdout
+                n = export_state(st, out)
+        finally:
+            store.close()
+        log.info("exported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        return 0
+
+    _guarded(body)
+
+
+@state_app.command("import")
+def state_import(
+    collection: str = CollectionOpt,
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: str = StateOpt,
+    file: Optional[Path] = typer.Option(None, "--file", help="Read from here instead of stdin."),
+    replace: bool = typer.Option(False, "--replace", help="Forget the target state's pages, hosts and runs first (else it must be empty)."),
+    wait_lock: float = WaitLockOpt,
+) -> None:
+    """Load a 'state export' dump (stdin or --file) into the page state --state names.
+
+    The target (created if missing) is written under its pass lock; every line is
+    checked before anything is written; the target must be empty unless --replace.
+
+    \b
+    Qdrant -> SQLite:
+      pagesync state export --state qdrant --qdrant-url URL > state.jsonl
+      pagesync state import --state .pagesync/state.db < state.jsonl
+    """
+
+    def body() -> int:
+        from .transfer import load_state, read_state_dump
+
+        if file is not None and not file.exists():
+            raise ConfigError(f"no such file: {file}")
+        with open(file, encoding="utf-8") if file else sys.stdin as src:
+            dump = read_state_dump(src)  # every line checked before anything is opened or written
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        try:
+            with _open_state(state, store) as st:
+                n = load_state(st, dump, replace=replace, wait_lock=wait_lock)
+        finally:
+            store.close()
+        log.info("imported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        return 0
+
+    _guarded(body)
+
+
 @app.command()
 def reindex(
     collection: str = typer.Option("pages", "--collection", help="The alias readers query (or, the first time, the plain collection to replace)."),
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    state: Path = StateOpt,
+    state: str = StateOpt,
+    wait_lock: float = WaitLockOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2)."),
     alias: Optional[str] = typer.Option(None, "--alias", help="The alias to create or switch, when not --collection (e.g. the first time on a server, where --collection is a plain collection that is to stay)."),
     drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous collection after a successful switch (on a server the first time: right before the alias is created)."),
@@ -384,20 +500,15 @@ def reindex(
         from .catalog import ClientCatalog, EdgeCatalog
         from .fetcher import DEFAULT_USER_AGENT, make_client
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
-        from .state import StateDB
         from .store import ClientStore
 
         emb = make_embedder(embedder)
-        if not state.exists():
-            raise ConfigError(f"no page state at {state}: run 'pagesync run' first")
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
-                            embed_batch=embed_batch, workers=workers)
-        if qdrant_url:
-            catalog = ClientCatalog.of(ClientStore.connect(qdrant_url, collection, api_key=api_key))
-        else:
-            catalog = EdgeCatalog(qdrant_path)
+                            embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
+        catalog = ClientCatalog.of(store) if isinstance(store, ClientStore) else EdgeCatalog(qdrant_path)
         try:
-            with StateDB(state) as st:
+            with _open_state(state, store, missing=NO_STATE) as st:
                 rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,
                                   client_factory=lambda: make_client(user_agent=user_agent or DEFAULT_USER_AGENT,
                                                                      timeout=timeout))
@@ -406,7 +517,7 @@ def reindex(
                 typer.echo(json.dumps(exc.report.to_dict(), indent=2))
             raise
         finally:
-            catalog.close()
+            store.close()
         if as_json:
             typer.echo(json.dumps(rep.to_dict(), indent=2))
         else:

@@ -31,7 +31,7 @@ from .decision import Action, Decision, Outcome, decide, needs_unconditional_fet
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint
-from .httpcache import ReadOnlyCache
+from .httpcache import FetchCache, ReadOnlyCache
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
@@ -49,7 +49,8 @@ from .policy import (
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
 from .sitemaps import collect_sitemaps, diff_sitemap
-from .state import GONE, LIVE, NEW, PageState, StateDB
+from .state import GONE, LIVE, NEW, PageState
+from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", "build_points"]
@@ -83,6 +84,7 @@ class PassConfig:
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
     max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
+    wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
 
 
 # A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
@@ -183,11 +185,10 @@ class _Pending:
     title: str
     chunks: list[str]
     vectors: list[list[float]] | None = None
-    markdown: str = ""  # the extracted text, kept in the state once written (pagesync reindex)
 
 
 class _Pass:
-    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
         self.embedder, self.splitter = embedder, splitter
@@ -214,10 +215,16 @@ class _Pass:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.
 
         A dry run reads the cache (its conditional GETs are as cheap as a real pass's) but
-        keeps nothing, like everything else it learns.
+        keeps nothing, like everything else it learns. A state that is no `FetchCache`
+        (the Qdrant state keeps pages, not HTTP copies) leaves the Fetcher uncached:
+        robots.txt is then read once per pass and sitemaps are fetched in full.
         """
-        cache = fetcher.cache if fetcher.cache is not None else self.state
-        fetcher.cache = ReadOnlyCache(cache) if self.cfg.dry_run else cache
+        cache = fetcher.cache
+        if cache is None and isinstance(self.state, FetchCache):
+            cache = self.state
+        if cache is not None and self.cfg.dry_run:
+            cache = ReadOnlyCache(cache)
+        fetcher.cache = cache
         fetcher.now = self.now
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -595,9 +602,10 @@ class _Pass:
             if len(self.skips) >= 256:
                 self._flush_skips()
             return
+        self._hold_text(page.url, extracted.markdown)
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
-        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks, markdown=extracted.markdown))
+        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks))
         self.queued_chunks += len(chunks)
 
     def _flush_skips(self) -> None:
@@ -665,25 +673,37 @@ class _Pass:
         self._save([i.page for i in items])
         self._keep_texts(items)
 
+    # -- page texts: kept in the state for `pagesync reindex` (an optional extra of a State) --
+    _held_texts: dict[str, str] | None = None  # url -> extracted text of a page on its way to a write
+
+    def _hold_text(self, url: str, markdown: str) -> None:
+        if self.cfg.dry_run or not hasattr(self.state, "put_texts"):
+            return
+        if self._held_texts is None:
+            self._held_texts = {}
+        self._held_texts[url] = markdown
+
     def _keep_texts(self, items: Sequence[_Pending]) -> None:
-        """The written pages' texts, for `pagesync reindex` (an optional extra of the state)."""
-        put = getattr(self.state, "put_texts", None)
-        if put is not None and not self.cfg.dry_run:
-            put([(i.page.url, i.hash_, i.markdown) for i in items])
+        """The written pages' texts, once the store confirmed them."""
+        held = self._held_texts or {}
+        texts = [(i.page.url, i.hash_, held.pop(i.page.url)) for i in items if i.page.url in held]
+        if texts:
+            self.state.put_texts(texts)
 
 
-async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                     splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
     """Async form of `run_pass` (for callers already in an event loop)."""
-    state.lock()
+    state.lock(wait=cfg.wait_lock)
     try:
         return await _Pass(cfg, fetcher, store, state, embedder, splitter or Splitter(), on_progress).run()
     finally:
         state.unlock()
 
 
-def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: StateDB, embedder: Embedder,
+def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
              splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
-    """Run one sync pass and return its report. Takes the state lock for the pass's duration."""
+    """Run one sync pass and return its report. Takes the state lock for the pass's duration
+    (waiting up to `cfg.wait_lock` seconds for another pass to finish)."""
     return asyncio.run(arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder,
                                  splitter=splitter, on_progress=on_progress))

@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "StateLockedError",
     "StateError",
+    "StateLeaseLostError",
     "StoreError",
     "CollectionMismatchError",
     "FetchError",
@@ -37,6 +38,11 @@ class StateLockedError(ConfigError):
 
 class StateError(PagesyncError):
     """The page-state database could not be read or written."""
+
+
+class StateLeaseLostError(StateError):
+    """A pass's lease on the Qdrant state was taken over mid-pass (it stalled past the
+    lease's expiry, or a racing pass overwrote it): the pass stops writing at once."""
 
 
 class StoreError(PagesyncError):

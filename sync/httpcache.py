@@ -20,7 +20,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .sitemaps import MAX_SITEMAP_BYTES
 
@@ -66,6 +66,7 @@ class SitemapCopy:
         return unpack_body(self.packed, limit)
 
 
+@runtime_checkable
 class FetchCache(Protocol):
     """Where the Fetcher keeps robots.txt answers (per origin) and sitemap copies (per URL)."""
 

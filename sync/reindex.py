@@ -59,7 +59,8 @@ from .hashing import content_hash, pipeline_fingerprint
 from .ids import canonical_url
 from .report import Report
 from .scope import Scope
-from .state import PageState, StateDB
+from .state import PageState
+from .state_protocol import State
 from .store import Store
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
@@ -89,6 +90,7 @@ class ReindexConfig:
     embed_batch: int = 64  # chunks per model call; batches span pages
     workers: int = 8  # concurrent re-fetches
     now: datetime | None = None  # the clock: new collection's name, fetched_at of changed pages
+    wait_lock: float = 0.0  # seconds to wait for another pass holding the state lock
 
 
 @dataclass
@@ -258,7 +260,7 @@ class _Harvest:
 
 
 class _Reindex:
-    def __init__(self, catalog: Catalog, collection: str, state: StateDB, embedder: Embedder, splitter: Splitter,
+    def __init__(self, catalog: Catalog, collection: str, state: State, embedder: Embedder, splitter: Splitter,
                  cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
         self.catalog, self.collection, self.state = catalog, collection, state
         self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
@@ -602,21 +604,21 @@ class _Reindex:
         return r
 
 
-async def arun_reindex(catalog: Catalog, collection: str, *, state: StateDB, embedder: Embedder,
+async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
                        splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
                        client_factory: Callable[[], Any] | None = None) -> ReindexReport:
     """Async form of `run_reindex`."""
     job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
-    state.lock()
+    state.lock(wait=job.cfg.wait_lock)
     try:
         return await job.run()
     finally:
         state.unlock()
 
 
-def run_reindex(catalog: Catalog, collection: str, *, state: StateDB, embedder: Embedder,
+def run_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
                 splitter: Splitter | None = None, cfg: ReindexConfig | None = None,
                 client_factory: Callable[[], Any] | None = None) -> ReindexReport:
     """Rebuild `collection` (an alias or a plain collection) with `embedder` and `splitter`

@@ -6,8 +6,10 @@ a page whose write began: if the pass dies before confirming it, the next pass s
 the mark and revisits the page at once.
 
 Concurrency: `lock()` takes an exclusive advisory lock on `<db>.lock`; a second pass
-on the same state refuses with `StateLockedError`. The OS drops the lock when a process
-dies, so a crashed pass never blocks the next one.
+on the same state waits up to `wait` seconds, then refuses with `StateLockedError`
+naming the holder (host, pid, start). The OS drops the lock when a process dies, so a
+crashed pass never blocks the next one. The lock covers one machine; for passes on
+several machines sharing one collection, see `sync.qdrant_state` (a lease).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import fcntl
 import json
 import os
 import sqlite3
+import time
 import zlib
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
@@ -25,6 +28,7 @@ from typing import Iterable, Iterator
 
 from .errors import StateError, StateLockedError
 from .httpcache import RobotsAnswer, SitemapCopy
+from .lease import Holder, locked_message, this_process
 
 __all__ = ["PageState", "StateDB", "LIVE", "GONE", "NEW", "to_epoch", "from_epoch"]
 
@@ -90,6 +94,7 @@ CREATE TABLE IF NOT EXISTS page_texts (
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
 _ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0")]
+_LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 
 
 def to_epoch(dt: datetime | None) -> float | None:
@@ -191,23 +196,35 @@ class StateDB:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def lock(self) -> None:
-        """Take the exclusive pass lock or raise StateLockedError at once."""
+    def lock(self, wait: float = 0.0) -> None:
+        """Take the exclusive pass lock, waiting up to `wait` seconds; else StateLockedError.
+
+        The refusal names the holder as the Qdrant state's lease does (host, pid, started
+        at); an OS file lock has no expiry: it is released when the holder process exits.
+        """
         if self._lock_fd is not None or self.memory:
             return
         fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = ""
-            with contextlib.suppress(OSError):
-                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise StateLockedError(
-                f"another pagesync pass is using {self.path}" + (f" ({holder})" if holder else "")
-            ) from None
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(min(_LOCK_POLL_S, max(0.0, deadline - time.monotonic())))
+                    continue
+                holder: Holder | str = ""
+                with contextlib.suppress(OSError):
+                    raw = os.pread(fd, 500, 0).decode(errors="replace").strip()
+                    try:
+                        holder = Holder.from_dict(json.loads(raw))
+                    except (ValueError, TypeError, AttributeError):
+                        holder = raw  # written by an older pagesync: shown as it is
+                os.close(fd)
+                raise StateLockedError(locked_message(str(self.path), holder)) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}".encode(), 0)
+        os.pwrite(fd, this_process(time.time()).to_json().encode(), 0)
         self._lock_fd = fd
 
     def unlock(self) -> None:
@@ -355,6 +372,20 @@ class StateDB:
     def last_run(self) -> dict | None:
         row = self._db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
         return json.loads(row["report"]) if row else None
+
+    def runs(self) -> list[dict]:
+        """Every recorded run report, oldest first."""
+        return [json.loads(r["report"]) for r in self._db.execute("SELECT report FROM runs ORDER BY id")]
+
+    # -- whole state ------------------------------------------------------------------
+    def clear(self) -> None:
+        """Forget every page, host and run, the HTTP caches and the kept texts (the lock file stays)."""
+        try:
+            with self.transaction():
+                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "page_texts"):
+                    self._db.execute(f"DELETE FROM {table}")
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot clear page state: {exc}") from exc
 
     # -- page texts (what `pagesync reindex` rebuilds from without a re-crawl) ----------------
     # Kept apart from `pages`: rows there are read whole by every pass and status, and

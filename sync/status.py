@@ -6,7 +6,8 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from .state import GONE, StateDB
+from .state import GONE
+from .state_protocol import State
 from .store import Store
 
 __all__ = ["collect_status", "render_status"]
@@ -19,7 +20,7 @@ def _fmt_interval(seconds: float | None) -> str:
     return f"{h / 24:.1f}d" if h >= 48 else f"{h:.1f}h"
 
 
-def collect_status(state: StateDB, store: Store, now: datetime, *, with_pages: bool = False) -> dict[str, Any]:
+def collect_status(state: State, store: Store, now: datetime, *, with_pages: bool = False) -> dict[str, Any]:
     pages = state.all_pages()
     live = [p for p in pages if p.status != GONE]
     due = state.due_urls(now)  # the same rule a pass uses

@@ -12,7 +12,7 @@ from embedders import HashEmbedder
 from sync.engine import PassConfig, arun_pass
 from sync.fetcher import Fetcher, make_client
 from sync.state import StateDB
-from sync.store import EdgeStore
+from sync.store import ClientStore, EdgeStore
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -38,9 +38,15 @@ def para(seed: str, words: int = 60) -> str:
 
 
 class Harness:
-    """Runs passes against one site, one embedded store and one state, like the CLI does."""
+    """Runs passes against one site, one store and one state, like the CLI does.
 
-    def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages"):
+    By default the embedded store and the SQLite state; `state="qdrant"` runs them on
+    qdrant-client's local mode (a directory, reopened by every pass like a server
+    connection) with the page state in the companion collection (`QdrantState`).
+    """
+
+    def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages",
+                 state: str = "sqlite"):
         self.site = site
         self.tmp = tmp
         self.embedder = embedder or HashEmbedder(16)
@@ -49,6 +55,21 @@ class Harness:
         self.store_path = tmp / "qdrant"
         self.state_path = tmp / "state.db"
         self.now = T0
+        self.state_kind = state
+
+    def open_store(self):
+        if self.state_kind == "qdrant":
+            from qdrant_client import QdrantClient
+
+            return ClientStore(QdrantClient(path=str(self.tmp / "qdrant-local")), self.collection)
+        return EdgeStore(self.store_path, self.collection)
+
+    def open_state(self, store, state_path: Path | None = None):
+        if self.state_kind == "qdrant":
+            from sync.qdrant_state import QdrantState
+
+            return QdrantState.for_store(store, settle_seconds=0.0, heartbeat_seconds=0)
+        return StateDB(state_path or self.state_path)
 
     def sitemap(self) -> str:
         return self.site.server.url("/sitemap.xml")  # type: ignore[attr-defined]
@@ -56,7 +77,7 @@ class Harness:
     def run(self, *, full: bool = False, dry_run: bool = False, advance: timedelta = timedelta(0), store=None,
             state_path: Path | None = None, embedder=None, sitemaps=None, urls=(), **cfg):
         self.now += advance
-        store = store or EdgeStore(self.store_path, self.collection)
+        store = store or self.open_store()
         pc = PassConfig(sitemaps=[self.sitemap()] if sitemaps is None else sitemaps, urls=list(urls), now=self.now,
                         full=full, dry_run=dry_run, **cfg)
 
@@ -65,14 +86,14 @@ class Harness:
                 return await arun_pass(pc, fetcher=Fetcher(client), store=store, state=st,
                                        embedder=embedder or self.embedder, splitter=self.splitter)
 
-        with StateDB(state_path or self.state_path) as st:
+        with self.open_state(store, state_path) as st:
             try:
                 return asyncio.run(go())
             finally:
                 store.close()
 
     def points(self, store=None) -> dict[str, dict]:
-        store = store or EdgeStore(self.store_path, self.collection)
+        store = store or self.open_store()
         try:
             return {p.id: p.payload for p in store.scroll()}
         finally:

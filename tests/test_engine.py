@@ -20,6 +20,10 @@ REPORT_KEYS = {
 }
 
 
+# Run on both page states: SQLite, and QdrantState over qdrant-client's local mode.
+both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
+
+
 def build(site, n=4, sections=3):
     for i in range(n):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
@@ -32,6 +36,7 @@ def by_url(points):
     return {u: sorted(ps, key=lambda p: p["chunk_index"]) for u, ps in out.items()}
 
 
+@both_states
 def test_first_pass_indexes_every_page_with_contract_payload(site, harness):
     build(site)
     rep = harness.run()
@@ -51,6 +56,7 @@ def test_first_pass_indexes_every_page_with_contract_payload(site, harness):
         assert len({p["content_hash"] for p in ps}) == 1
 
 
+@both_states
 def test_second_pass_over_unchanged_site_embeds_and_writes_nothing(site, harness):
     build(site)
     harness.run()
@@ -128,6 +134,7 @@ def test_server_errors_and_timeouts_never_purge(site, harness):
         assert p.failures == 1 and p.due_at > harness.now and "503" in p.last_error
 
 
+@both_states
 def test_embedder_failure_keeps_old_points_and_next_pass_repairs(site, harness):
     build(site, n=2)
     harness.run()
@@ -233,6 +240,7 @@ def test_same_lastmod_everywhere_is_distrusted(site, harness):
     assert rep.pages_fetched == 0  # nothing due yet, and the stamp says nothing
 
 
+@both_states
 def test_trusted_lastmod_advance_makes_page_due(site, harness):
     build(site, n=3)
     harness.run()
@@ -248,6 +256,7 @@ def test_extra_urls_tracked_without_sitemap(site, harness):
     assert {p["url"] for p in harness.points().values()} == {site.server.url("/solo.html")}
 
 
+@both_states
 def test_page_that_404s_while_listed_is_rechecked_and_comes_back(site, harness):
     build(site, n=2)
     harness.run()
@@ -285,6 +294,7 @@ def test_redirect_loop_is_an_error_not_a_purge(site, harness):
     assert harness.points() == before
 
 
+@both_states
 def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
     build(site, n=6)
     harness.run()

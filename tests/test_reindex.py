@@ -34,7 +34,6 @@ from sync.store import ClientStore, EdgeStore
 from sync.transfer import export_points
 from tests.helpers import T0, Harness, page_html, para
 from tests.test_cli import cli, one_error_line, parallel, sitemap, stored
-from tests.test_store_contract import qdrant_server  # noqa: F401  (the server fixture)
 
 EMB16, EMB32 = HashEmbedder(16), HashEmbedder(32)
 
@@ -471,9 +470,32 @@ def test_local_mode_first_switch_needs_drop_old_or_another_alias(site, harness):
     assert harness.run(embedder=HashEmbedder(24), store=reader, full=True).chunks_embedded == 0
 
 
+def test_reindex_with_the_page_state_in_qdrant(site, tmp_path):
+    """`--state qdrant` keeps no texts: they come from the old points; the state stays beside
+    the name readers use, so the next pass finds it whatever the alias points at."""
+    from sync.qdrant_state import QdrantState
+
+    build_site(site, n=3)
+    h = Harness(site, tmp_path, state="qdrant")
+    h.run()
+    before = h.points()
+    store = h.open_store()
+    try:
+        with h.open_state(store) as st:
+            rep = run_reindex(ClientCatalog.of(store), "pages", state=st, embedder=EMB32, splitter=h.splitter,
+                              cfg=ReindexConfig(drop_old=True))
+        assert rep.text_sources == {"state": 0, "points": 3, "fetch": 0} and rep.replaced_collection
+        assert isinstance(st, QdrantState) and st.last_run()["kind"] == "reindex"
+    finally:
+        store.close()
+    assert without(h.points(), "embedder") == without(before, "embedder")
+    nxt = h.run(embedder=EMB32, full=True)
+    assert nxt.chunks_embedded == 0 and nxt.pages_not_modified == 3
+
+
 # -- a real server (skipped without QDRANT_URL or Docker) --------------------------------------------
 @pytest.mark.server
-def test_server_alias_switch(site, harness, qdrant_server):  # noqa: F811
+def test_server_alias_switch(site, harness, qdrant_server):
     url, key = qdrant_server
     name = f"pagesync_reindex_{uuid.uuid4().hex[:10]}"
     build_site(site, n=3)

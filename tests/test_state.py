@@ -1,4 +1,9 @@
-"""Page state in SQLite: round-trips, due pages, sitemap URLs, runs, and the pass lock."""
+"""Page state: round-trips, due pages, sitemap URLs, hosts, runs, and the pass lock.
+
+The behavioural tests run against every `State`: SQLite (`StateDB`), `QdrantState` on
+qdrant-client's local mode, and `QdrantState` on a real server (QDRANT_URL, else
+skipped). The OS file lock is SQLite's own; the Qdrant lease is in tests/test_lease.py.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +21,47 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sync.errors import ConfigError, StateLockedError
+from sync.qdrant_state import QdrantState
 from sync.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
+from sync.state_protocol import State
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+BACKENDS = ["sqlite", "qdrant-local", pytest.param("qdrant-server", marks=pytest.mark.server)]
+
+
+@pytest.fixture(params=BACKENDS)
+def reopen(request, tmp_path):
+    """A factory of state objects on one and the same storage: `with reopen() as s: ...`."""
+    backend = request.param
+    if backend == "sqlite":
+        yield lambda: StateDB(tmp_path / "state.db")
+        return
+    from qdrant_client import QdrantClient
+
+    if backend == "qdrant-local":
+        client = QdrantClient(location=":memory:")  # one client: local mode data lives in it
+        name, key = "t__pagesync_state", None
+    else:
+        import uuid
+
+        url, key = request.getfixturevalue("qdrant_server")
+        client = QdrantClient(url=url, api_key=key, timeout=10, check_compatibility=False)
+        name = f"pagesync_test_{uuid.uuid4().hex[:12]}__pagesync_state"
+    yield lambda: QdrantState(client, name, api_key=key, settle_seconds=0.0, heartbeat_seconds=0)
+    if backend == "qdrant-server":
+        client.delete_collection(name)
+    client.close()
 
 
 @pytest.fixture
-def db(tmp_path):
-    with StateDB(tmp_path / "state.db") as s:
+def db(reopen):
+    with reopen() as s:
         yield s
+
+
+def test_both_states_satisfy_the_protocol(db):
+    assert isinstance(db, State)
 
 
 def full_page(url="https://e.com/a") -> PageState:
@@ -77,11 +113,11 @@ def test_round_trip_none_values_and_defaults(db):
     assert got.in_sitemap is False and got.failures == 0 and got.chunk_count == 0
 
 
-def test_round_trip_survives_reopen(tmp_path):
+def test_round_trip_survives_reopen(reopen):
     p = full_page()
-    with StateDB(tmp_path / "s.db") as s:
+    with reopen() as s:
         s.put(p)
-    with StateDB(tmp_path / "s.db") as s:
+    with reopen() as s:
         assert s.get(p.url) == p
         assert s.all_pages() == [p]
 
@@ -126,6 +162,7 @@ def test_put_is_an_upsert(db):
 
 def test_get_missing_and_get_many(db):
     assert db.get("https://e.com/nope") is None
+    assert db.get_many(["https://e.com/nope", "https://e.com/nope"]) == {}
     pages = [PageState(url=f"https://e.com/p{i}", chunk_count=i) for i in range(1200)]  # > one 500-url batch
     db.put_many(pages)
     got = db.get_many([p.url for p in pages] + ["https://e.com/missing"])
@@ -212,12 +249,59 @@ def test_record_run_and_last_run(db):
     assert db.last_run() == r2
 
 
-def test_record_run_persists(tmp_path):
+def test_record_run_persists(reopen):
     r = {"started_at": "a", "finished_at": "b", "pages_added": 3}
-    with StateDB(tmp_path / "s.db") as s:
+    with reopen() as s:
         s.record_run(r)
-    with StateDB(tmp_path / "s.db") as s:
+    with reopen() as s:
         assert s.last_run() == r
+        assert s.runs() == [r]
+
+
+def test_runs_in_order_and_the_same_report_twice(db):
+    assert db.runs() == []
+    reports = [{"started_at": f"2026-01-0{i}T00:00:00+00:00", "finished_at": "x", "n": i, "f": 0.5 + i}
+               for i in range(1, 6)]
+    for r in reports:
+        db.record_run(r)
+    db.record_run(reports[0])  # a report equal to an earlier one is a new run, not an overwrite
+    assert db.runs() == [*reports, reports[0]]
+    assert db.last_run() == reports[0]
+
+
+def test_host_trust_counts_add_up(db):
+    assert db.host_trust_counts() == {}
+    db.add_host_trust({})
+    db.add_host_trust({"docs.example.com": (2, 1), "b.example.com": (1, 0)})
+    db.add_host_trust({"docs.example.com": (3, 3)})
+    assert db.host_trust_counts() == {"docs.example.com": (5, 4), "b.example.com": (1, 0)}
+
+
+def test_clear_forgets_pages_hosts_and_runs(db):
+    db.put_many([full_page("https://e.com/a"), PageState(url="https://e.com/b", status=GONE)])
+    db.add_host_trust({"e.com": (1, 1)})
+    db.record_run({"started_at": "a", "finished_at": "b"})
+    db.clear()
+    assert db.all_pages() == [] and db.host_trust_counts() == {} and db.runs() == [] and db.last_run() is None
+    assert db.due_urls(T0) == [] and db.tracked_count() == 0
+    db.put(full_page())
+    assert db.all_pages() == [full_page()]
+
+
+def test_tracked_count_and_due_follow_updates(db):
+    p = PageState(url="https://e.com/a", status=LIVE, content_hash="h", due_at=T0 + timedelta(days=1))
+    db.put(p)
+    assert db.tracked_count() == 1 and db.due_urls(T0) == []
+    p.due_at, p.pending_hash = None, None
+    db.put(p)
+    assert db.due_urls(T0) == ["https://e.com/a"]
+    p.status, p.in_sitemap, p.due_at = GONE, False, T0 - timedelta(days=1)
+    db.put(p)
+    assert db.tracked_count() == 0 and db.due_urls(T0) == []
+    p.in_sitemap = True  # gone but still listed: stays on the schedule
+    db.put(p)
+    assert db.due_urls(T0) == ["https://e.com/a"]
+    assert db.sitemap_urls() == {"https://e.com/a": None}
 
 
 # -- the pass lock ------------------------------------------------------------------------
@@ -315,3 +399,38 @@ def test_old_state_files_gain_the_new_columns(tmp_path):
         assert page.history is None and page.lastmod_pending is False
         db.put(full_page("https://e.com/b"))
         assert db.get("https://e.com/b") == full_page("https://e.com/b")
+
+
+def test_sqlite_refusal_names_the_holder_as_the_lease_does(tmp_path):
+    import socket
+
+    path = tmp_path / "state.db"
+    with StateDB(path) as a, StateDB(path) as b:
+        a.lock()
+        with pytest.raises(StateLockedError) as ei:
+            b.lock()
+    msg = str(ei.value)
+    assert msg.startswith(f"another pagesync pass is using {path} (")
+    for part in (f"host {socket.gethostname()}", f"pid {os.getpid()}", "started at 20",
+                 "released when that process exits", "--wait-lock"):
+        assert part in msg, (part, msg)
+    assert "\n" not in msg
+
+
+def test_sqlite_wait_lock_waits_for_the_holder_then_gives_up(tmp_path):
+    import threading
+    import time
+
+    path = tmp_path / "state.db"
+    with StateDB(path) as a, StateDB(path) as b, StateDB(path) as c:
+        a.lock()
+        t0 = time.monotonic()
+        with pytest.raises(StateLockedError):
+            c.lock(wait=0.3)
+        assert time.monotonic() - t0 >= 0.3
+        releaser = threading.Timer(0.3, a.unlock)
+        releaser.start()
+        t0 = time.monotonic()
+        b.lock(wait=10)  # taken as soon as the holder lets go
+        assert 0.2 <= time.monotonic() - t0 < 5
+        releaser.join()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import os
 import traceback
 import uuid
 from pathlib import Path
@@ -24,52 +23,14 @@ from sync.ids import chunk_id, point_id
 from sync.store import INDEXED_FIELDS, ClientStore, EdgeStore, PageWrite, StoredPoint
 
 DIM = 4
-NO_SERVER = ("no Qdrant server: set QDRANT_URL=http://host:6333 (and QDRANT_API_KEY) or start Docker "
-             "to run server-mode store tests")
 A = "https://docs.example.com/a"
 B = "https://docs.example.com/b"
 C = "https://docs.example.com/c"
 
 
 # -- fixtures ---------------------------------------------------------------------------------
-def _docker_answers() -> bool:
-    try:
-        import docker
-
-        return bool(docker.from_env().ping())
-    except Exception:
-        return False
-
-
-@pytest.fixture(scope="session")
-def qdrant_server():
-    """(url, api_key) of a real Qdrant server, or skip."""
-    url = os.environ.get("QDRANT_URL")
-    if url:
-        yield url, os.environ.get("QDRANT_API_KEY") or None
-        return
-    if not _docker_answers():
-        pytest.skip(NO_SERVER)
-    try:
-        try:
-            from testcontainers.community.qdrant import QdrantContainer
-        except ImportError:
-            from testcontainers.qdrant import QdrantContainer
-        container = QdrantContainer()
-    except ImportError:
-        from testcontainers.core.container import DockerContainer
-        from testcontainers.core.waiting_utils import wait_for_logs
-
-        container = DockerContainer("qdrant/qdrant").with_exposed_ports(6333)
-        container.start()
-        try:
-            wait_for_logs(container, "starting in Actix runtime", timeout=60)
-            yield f"http://{container.get_container_host_ip()}:{container.get_exposed_port(6333)}", None
-        finally:
-            container.stop()
-        return
-    with container:
-        yield f"http://{container.rest_host_address}", None
+# `qdrant_server` (a real server, or a skip saying how to get one) lives in tests/conftest.py: the
+# Qdrant state's tests share it.
 
 
 @pytest.fixture(params=["edge", "memory", pytest.param("server", marks=pytest.mark.server)])
