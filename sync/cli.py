@@ -469,5 +469,67 @@ def state_import(
     _guarded(body)
 
 
+@app.command()
+def reindex(
+    collection: str = typer.Option("pages", "--collection", help="The alias readers query (or, the first time, the plain collection to replace)."),
+    qdrant_url: Optional[str] = QdrantUrlOpt,
+    api_key: Optional[str] = ApiKeyOpt,
+    qdrant_path: Path = QdrantPathOpt,
+    state: str = StateOpt,
+    wait_lock: float = WaitLockOpt,
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2)."),
+    alias: Optional[str] = typer.Option(None, "--alias", help="The alias to create or switch, when not --collection (e.g. the first time on a server, where --collection is a plain collection that is to stay)."),
+    drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous collection after a successful switch (on a server the first time: right before the alias is created)."),
+    drop_failed: bool = typer.Option(False, "--drop-failed", help="Delete the new collection when it fails to build or verify (default: keep it for inspection)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be done (pages, chunks, where each text comes from); write nothing, fetch nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Chunks per model call (batches span pages)."),
+    workers: int = typer.Option(8, "--workers", min=1, help="Concurrent re-fetches of pages whose text is not at hand."),
+    user_agent: Optional[str] = typer.Option(None, "--user-agent", help="User-Agent header for re-fetches."),
+    timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds before a request is abandoned."),
+) -> None:
+    """Rebuild the collection with the current embedder and chunker beside the live one,
+    verify it, and switch an alias to it: readers of the alias never see a half-built
+    index. Texts come from the page state, else the old points, else a re-fetch. The old
+    collection is kept until --drop-old. This is how a collection changes models."""
+
+    def body() -> int:
+        from chunking import Splitter
+        from embedders import make_embedder
+
+        from .catalog import ClientCatalog, EdgeCatalog
+        from .fetcher import DEFAULT_USER_AGENT, make_client
+        from .reindex import ReindexConfig, ReindexFailed, run_reindex
+        from .store import ClientStore
+
+        emb = make_embedder(embedder)
+        cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
+                            embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
+        catalog = ClientCatalog.of(store) if isinstance(store, ClientStore) else EdgeCatalog(qdrant_path)
+        try:
+            with _open_state(state, store, missing=NO_STATE) as st:
+                rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,
+                                  client_factory=lambda: make_client(user_agent=user_agent or DEFAULT_USER_AGENT,
+                                                                     timeout=timeout))
+        except ReindexFailed as exc:
+            if as_json:
+                typer.echo(json.dumps(exc.report.to_dict(), indent=2))
+            raise
+        finally:
+            store.close()
+        if as_json:
+            typer.echo(json.dumps(rep.to_dict(), indent=2))
+        else:
+            for entry in rep.plan:
+                typer.echo(f"would reindex {entry['url']}  ({entry['chunks']} chunks, text: {entry['source']})")
+            typer.echo(rep.summary())
+        for e in rep.errors:
+            log.warning("warning: %s", e["error"])
+        return 0
+
+    _guarded(body)
+
+
 def main() -> None:
     app()

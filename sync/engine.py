@@ -474,6 +474,9 @@ class _Pass:
                 p.due_at = self.now + p.interval
             p.failures, p.last_error = 0, None
         self._save(pages)
+        drop = getattr(self.state, "drop_texts", None)
+        if drop is not None:
+            drop([p.url for p in pages])
 
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
@@ -599,6 +602,7 @@ class _Pass:
             if len(self.skips) >= 256:
                 self._flush_skips()
             return
+        self._hold_text(page.url, extracted.markdown)
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
         self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks))
@@ -667,6 +671,24 @@ class _Pass:
             p.failures, p.last_error = 0, None
             self._record(p, item.decision, len(item.chunks))
         self._save([i.page for i in items])
+        self._keep_texts(items)
+
+    # -- page texts: kept in the state for `pagesync reindex` (an optional extra of a State) --
+    _held_texts: dict[str, str] | None = None  # url -> extracted text of a page on its way to a write
+
+    def _hold_text(self, url: str, markdown: str) -> None:
+        if self.cfg.dry_run or not hasattr(self.state, "put_texts"):
+            return
+        if self._held_texts is None:
+            self._held_texts = {}
+        self._held_texts[url] = markdown
+
+    def _keep_texts(self, items: Sequence[_Pending]) -> None:
+        """The written pages' texts, once the store confirmed them."""
+        held = self._held_texts or {}
+        texts = [(i.page.url, i.hash_, held.pop(i.page.url)) for i in items if i.page.url in held]
+        if texts:
+            self.state.put_texts(texts)
 
 
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,

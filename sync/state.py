@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import time
+import zlib
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -84,6 +85,11 @@ CREATE TABLE IF NOT EXISTS sitemap_cache (
     last_modified TEXT,
     body BLOB NOT NULL,                -- zlib-compressed (sync.httpcache.pack_body)
     fetched_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS page_texts (
+    url TEXT PRIMARY KEY,              -- a page written to the collection
+    content_hash TEXT NOT NULL,        -- the hash of this text: used only while it equals the page's
+    text BLOB NOT NULL                 -- zlib-compressed extracted markdown (pagesync reindex rebuilds from it)
 );
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
@@ -373,10 +379,55 @@ class StateDB:
 
     # -- whole state ------------------------------------------------------------------
     def clear(self) -> None:
-        """Forget every page, host and run, and the HTTP caches (the lock file stays)."""
+        """Forget every page, host and run, the HTTP caches and the kept texts (the lock file stays)."""
         try:
             with self.transaction():
-                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache"):
+                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "page_texts"):
                     self._db.execute(f"DELETE FROM {table}")
         except sqlite3.Error as exc:
             raise StateError(f"cannot clear page state: {exc}") from exc
+
+    # -- page texts (what `pagesync reindex` rebuilds from without a re-crawl) ----------------
+    # Kept apart from `pages`: rows there are read whole by every pass and status, and
+    # rewritten on every visit; a text is written only when its page is, read only by reindex.
+    def put_texts(self, items: Iterable[tuple[str, str, str]]) -> None:
+        """Keep each page's extracted markdown: (url, content_hash, markdown)."""
+        rows = [(url, h, zlib.compress(text.encode("utf-8"), 6)) for url, h, text in items]
+        if not rows:
+            return
+        try:
+            with self.transaction():
+                self._db.executemany(
+                    "INSERT INTO page_texts (url, content_hash, text) VALUES (?, ?, ?) "
+                    "ON CONFLICT(url) DO UPDATE SET content_hash = excluded.content_hash, text = excluded.text",
+                    rows,
+                )
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot write page texts: {exc}") from exc
+
+    def text_hashes(self) -> dict[str, str]:
+        """url -> content hash of every kept text (no text is read)."""
+        return {r["url"]: r["content_hash"] for r in self._db.execute("SELECT url, content_hash FROM page_texts")}
+
+    def get_texts(self, urls: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """url -> (content_hash, markdown) for the urls that have a readable kept text."""
+        out: dict[str, tuple[str, str]] = {}
+        urls = list(urls)
+        for i in range(0, len(urls), 500):
+            part = urls[i : i + 500]
+            q = f"SELECT url, content_hash, text FROM page_texts WHERE url IN ({','.join('?' * len(part))})"
+            for row in self._db.execute(q, part):
+                try:
+                    out[row["url"]] = (row["content_hash"], zlib.decompress(bytes(row["text"])).decode("utf-8"))
+                except (zlib.error, UnicodeDecodeError):
+                    continue  # unreadable: as if never kept
+        return out
+
+    def drop_texts(self, urls: Iterable[str]) -> None:
+        urls = list(urls)
+        try:
+            for i in range(0, len(urls), 500):
+                part = urls[i : i + 500]
+                self._db.execute(f"DELETE FROM page_texts WHERE url IN ({','.join('?' * len(part))})", part)
+        except sqlite3.Error as exc:
+            raise StateError(f"cannot drop page texts: {exc}") from exc

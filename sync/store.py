@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
+from .aliasfile import resolve_alias
 from .errors import CollectionMismatchError, ConfigError, StoreError
 
 __all__ = [
@@ -95,14 +97,44 @@ def _check_name(collection: str) -> None:
 
 # ---------------------------------------------------------------------------------------
 class EdgeStore:
-    """Qdrant Edge shard at `<path>/<collection>/`."""
+    """Qdrant Edge shard at `<path>/<collection>/`, or at the shard an alias names.
 
-    def __init__(self, path: str | Path, collection: str):
+    `collection` may be an alias kept in `<path>/aliases.json` (`sync.aliasfile`, written
+    by `pagesync reindex`): it is resolved each time the store is about to touch the disk
+    and pinned while the shard is open (`resolve_alias=False`: the name is the directory).
+    A shard can be open in one place at a time (Qdrant Edge locks its write-ahead log);
+    opening one that is in use is retried for up to `lock_wait` seconds.
+    """
+
+    def __init__(self, path: str | Path, collection: str, *, resolve_alias: bool = True, lock_wait: float = 10.0):
         _check_name(collection)
         self.collection = collection
-        self.dir = Path(path) / collection
+        self.root = Path(path)
+        self.lock_wait = lock_wait
+        self._resolve = resolve_alias
+        self._pinned: Path | None = None
         self._shard = None
         self._qe = None
+
+    @property
+    def dir(self) -> Path:
+        """The shard directory: the alias's target (as of now, or as opened)."""
+        if self._pinned is not None:
+            return self._pinned
+        return self.root / (resolve_alias(self.root, self.collection) if self._resolve else self.collection)
+
+    def _load(self, qe, path: Path):
+        deadline = time.monotonic() + self.lock_wait
+        while True:
+            try:
+                return qe.EdgeShard.load(str(path))
+            except Exception as exc:
+                if "WouldBlock" not in str(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"embedded store ({path}) is open in another process or thread "
+                                     f"(waited {self.lock_wait:g}s)") from None
+                time.sleep(0.05)
 
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -139,11 +171,19 @@ class EdgeStore:
         import qdrant_edge as qe
 
         self._qe = qe
+        self._pinned = self.dir  # one resolution of the alias for this opening
+        try:
+            return self._open_pinned(qe, dimension)
+        finally:
+            if self._shard is None:
+                self._pinned = None
+
+    def _open_pinned(self, qe, dimension: int | None):
         with self._guard("open"):
             if self.exists():
                 if dimension is not None:
                     self._check_size(dimension)
-                self._shard = qe.EdgeShard.load(str(self.dir))
+                self._shard = self._load(qe, self.dir)
             else:
                 if dimension is None:
                     raise StoreError(f"collection {self.collection!r} does not exist at {self.dir}")
@@ -251,10 +291,13 @@ class EdgeStore:
 
     def close(self) -> None:
         if self._shard is not None:
-            with self._guard("close"):
-                self._shard.flush()
-                self._shard.close()
-            self._shard = None
+            try:
+                with self._guard("close"):
+                    self._shard.flush()
+                    self._shard.close()
+            finally:
+                self._shard = None
+                self._pinned = None
 
 
 # ---------------------------------------------------------------------------------------

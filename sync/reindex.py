@@ -1,0 +1,632 @@
+"""`pagesync reindex`: rebuild the collection with the current embedder and chunker beside
+the live one, verify it, and switch an alias to it. Readers query the alias and never
+see a half-built index. This is how a collection changes models.
+
+Steps (`run_reindex`), holding the state lock throughout so no pass writes meanwhile:
+
+1. Plan. The name given (`--collection`) is an alias or a plain collection; what it points
+   at is the *source*. The new physical collection is `<alias>__<UTC yyyymmddThhmmss>`.
+   Each live page's text comes from, in order of preference:
+   - `state`: the extracted markdown the state kept when the page was last written
+     (only while its hash is the page's), split with the current chunker;
+   - `points`: the source collection's chunk texts of that page, ordered by `chunk_index`
+     and used as they are, when they were cut by the current extractor and chunker (the
+     page's pipeline fingerprint is `pipeline_fingerprint(<their embedder>, <current
+     chunker>)`) and form exactly the page's current generation;
+   - `fetch`: one unconditional GET through the Fetcher (the site's text as of now).
+2. Build: embed in batches that span pages, upsert into the new collection (ids and
+   payload exactly as a pass writes them).
+3. Verify the new collection: the point count is the sum of the pages' chunk counts,
+   the audit against the (updated) page state is clean (every live page has exactly its
+   chunks 0..n-1, ids derived from chunk ids, one content hash, nothing else), the vector
+   size is the embedder's, and a stored vector finds its own point.
+4. Switch the alias atomically. Any failure before this point leaves the alias where it
+   was; the half-built collection is kept for inspection (or dropped with `drop_failed`).
+5. Update the state: every page's pipeline fingerprint becomes the new one (the next
+   `pagesync run` with the new `--embedder` embeds nothing), re-fetched pages whose
+   text had changed take their new hash, and the reindex is recorded in the run history.
+6. With `drop_old`, delete the previous physical collection (never before the switch).
+
+First switch of a plain collection: on the embedded store an alias may carry the name of
+a shard directory, so `pages` simply starts to mean `pages__...` (the old directory stays
+until `--drop-old`). A Qdrant server refuses an alias with the name of an existing
+collection: this needs `drop_old` (the old collection is deleted and the alias created
+right after: a short gap, measured and reported) or another alias name (`alias`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from chunking import EXTRACTOR_ID, Splitter, extract_page
+from embedders.base import Embedder
+
+from .audit import audit_collection
+from .catalog import Catalog
+from .decision import Outcome
+from .engine import build_points
+from .errors import ConfigError, PagesyncError
+from .hashing import content_hash, pipeline_fingerprint
+from .ids import canonical_url
+from .report import Report
+from .scope import Scope
+from .state import PageState
+from .state_protocol import State
+from .store import Store
+
+__all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
+           "new_collection_name"]
+
+TEXT_SOURCES = ("state", "points", "fetch")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+_HARVEST_FIELDS = ["url", "chunk_index", "content_hash", "text", "embedder", "fetched_at"]
+
+
+class ReindexFailed(PagesyncError):
+    """The new collection could not be built or verified; the alias was not touched (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, report: "ReindexReport"):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class ReindexConfig:
+    alias: str | None = None  # the alias to switch (default: the collection name given)
+    drop_old: bool = False  # delete the previous physical collection after the switch
+    drop_failed: bool = False  # delete a collection that failed to build or verify
+    dry_run: bool = False  # plan and report; write nothing, fetch nothing
+    embed_batch: int = 64  # chunks per model call; batches span pages
+    workers: int = 8  # concurrent re-fetches
+    now: datetime | None = None  # the clock: new collection's name, fetched_at of changed pages
+    wait_lock: float = 0.0  # seconds to wait for another pass holding the state lock
+
+
+@dataclass
+class ReindexReport:
+    started_at: str = ""
+    finished_at: str = ""
+    seconds: float = 0.0
+    dry_run: bool = False
+    ok: bool = False
+    error: str | None = None
+    now: str = ""
+    collection: str = ""  # the name given
+    alias: str = ""  # the alias switched
+    source: str = ""  # the physical collection the alias pointed at (read, then kept or dropped)
+    target: str = ""  # the new physical collection
+    embedder: str = ""
+    dimension: int = 0
+    pages: int = 0
+    chunks: int = 0  # in the new collection (dry run: expected, see chunks_estimated)
+    chunks_estimated: bool = False  # dry run: re-fetched pages counted at their recorded size
+    text_sources: dict[str, int] = field(default_factory=lambda: {s: 0 for s in TEXT_SOURCES})
+    pages_fetched: int = 0
+    pages_changed: int = 0  # re-fetched pages whose text changed since their last pass
+    pages_failed: int = 0
+    chunks_embedded: int = 0
+    chunks_written: int = 0
+    bytes_downloaded: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+    verify: dict[str, Any] | None = None
+    drop_old: bool = False
+    switched: bool = False
+    replaced_collection: bool = False  # server, first time: the old collection was deleted to free its name
+    gap_seconds: float | None = None  # ... and readers had no collection for this long
+    kept: list[str] = field(default_factory=list)  # previous or half-built collections left in place
+    dropped: list[str] = field(default_factory=list)
+    plan: list[dict[str, Any]] = field(default_factory=list)  # dry run: {url, source, chunks}
+
+    def to_dict(self) -> dict[str, Any]:
+        # The run report's keys too: the run history (status, CI) reads every entry alike.
+        base = Report(dry_run=self.dry_run, now=self.now, collection=self.collection, embedder=self.embedder,
+                      started_at=self.started_at, finished_at=self.finished_at, pages_fetched=self.pages_fetched,
+                      pages_changed=self.pages_changed, pages_failed=self.pages_failed,
+                      chunks_embedded=self.chunks_embedded, chunks_written=self.chunks_written,
+                      bytes_downloaded=self.bytes_downloaded, seconds=self.seconds).to_dict()
+        base.update(dataclasses.asdict(self))
+        base["kind"] = "reindex"
+        return base
+
+    def summary(self) -> str:
+        src = ", ".join(f"{self.text_sources[s]} {_SOURCE_WORDS[s]}" for s in TEXT_SOURCES)
+        if self.dry_run:
+            approx = "about " if self.chunks_estimated else ""
+            line = (f"dry run: would build {self.target!r} from {self.source!r} with {self.embedder} "
+                    f"({self.dimension}-d): {self.pages} pages, {approx}{self.chunks} chunks (text: {src}); "
+                    f"then point alias {self.alias!r} at it")
+            if self.drop_old:
+                line += f" and delete {self.source!r}"
+            return line
+        line = (f"reindexed {self.pages} pages, {self.chunks} chunks into {self.target!r} with {self.embedder} "
+                f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}")
+        if self.replaced_collection:
+            line += f" (collection {self.source!r} deleted first to free the name: {self.gap_seconds:.3f}s without it)"
+        if self.pages_changed:
+            line += f"; {self.pages_changed} re-fetched pages had changed"
+        if self.kept:
+            line += f"; kept {', '.join(repr(k) for k in self.kept)} (delete with --drop-old)"
+        if self.dropped:
+            line += f"; deleted {', '.join(repr(d) for d in self.dropped)}"
+        return line + f"; {self.seconds:.1f}s"
+
+
+_SOURCE_WORDS = {"state": "kept in the state", "points": "from the old points", "fetch": "re-fetched"}
+
+
+def new_collection_name(alias: str, now: datetime, taken: set[str]) -> str:
+    """`<alias>__<UTC yyyymmddThhmmss>` (lowercase t), made unique against `taken`."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dt%H%M%S")
+    base = f"{alias}__{stamp}"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    if len(name) > 255:
+        raise ConfigError(f"alias {alias!r} is too long to name a new collection after it")
+    return name
+
+
+# ---------------------------------------------------------------------------------------
+@dataclass
+class _Item:
+    """One page's text for the new collection, ready to embed."""
+
+    page: PageState  # as the state will record it after the switch
+    source: str
+    chunks: list[str]
+    fetched_at: str
+    markdown: str | None = None  # re-fetched text, kept in the state
+    old_hash: str | None = None  # the page's hash before the reindex
+
+
+class _Planned:
+    """The page state as it will be after the switch: what the new collection is audited against."""
+
+    def __init__(self, pages: dict[str, PageState]):
+        self._pages = pages
+
+    def all_pages(self) -> list[PageState]:
+        return [self._pages[u] for u in sorted(self._pages)]
+
+
+class _Harvest:
+    """Chunk texts read once from the source collection, kept in a temporary SQLite file
+    (memory stays flat however large the collection) and read back per page."""
+
+    def __init__(self, tmpdir: str):
+        self.db = sqlite3.connect(str(Path(tmpdir) / "harvest.db"), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=OFF")
+        self.db.execute("PRAGMA synchronous=OFF")
+        self.db.execute("CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT)")
+        self.embedders: set[str] = set()
+
+    def fill(self, store: Store, urls: set[str]) -> int:
+        n = 0
+        rows = []
+        for p in store.scroll(batch=512, payload_fields=_HARVEST_FIELDS):
+            pl = p.payload
+            if pl.get("url") not in urls:
+                continue
+            rows.append((pl["url"], pl.get("chunk_index"), pl.get("content_hash"), pl.get("embedder"),
+                         pl.get("fetched_at"), pl.get("text")))
+            if isinstance(pl.get("embedder"), str):
+                self.embedders.add(pl["embedder"])
+            n += 1
+            if len(rows) >= 2048:
+                self._put(rows)
+                rows = []
+        self._put(rows)
+        self.db.execute("CREATE INDEX chunks_url ON chunks(url, idx)")
+        return n
+
+    def _put(self, rows: list[tuple]) -> None:
+        if rows:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self.db.execute("COMMIT")
+
+    def page(self, page: PageState, chunker: str) -> tuple[list[str], str | None] | None:
+        """The page's chunk texts and fetched_at when its points are exactly its current
+        generation, cut by `chunker`; else None."""
+        rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text FROM chunks WHERE url = ? ORDER BY idx",
+                               (page.url,)).fetchall()
+        if len(rows) != page.chunk_count:
+            return None
+        if [r[0] for r in rows] != list(range(len(rows))):
+            return None
+        if any(r[1] != page.content_hash or not isinstance(r[4], str) for r in rows):
+            return None
+        # Which embedder made them does not matter, only that the chunker was the current one:
+        # the page's fingerprint must be (some embedder seen, the current chunker).
+        made_by = {r[2] for r in rows} if rows else self.embedders
+        if not any(isinstance(e, str) and pipeline_fingerprint(e, chunker) == page.fingerprint for e in made_by):
+            return None
+        return [r[4] for r in rows], (rows[0][3] if rows else None)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _Reindex:
+    def __init__(self, catalog: Catalog, collection: str, state: State, embedder: Embedder, splitter: Splitter,
+                 cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
+        self.catalog, self.collection, self.state = catalog, collection, state
+        self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
+        self.fetcher, self.client_factory = fetcher, client_factory
+        self.now = cfg.now or datetime.now(timezone.utc)
+        self.now_iso = self.now.isoformat()
+        self.chunker = f"{EXTRACTOR_ID}/{splitter.settings}"
+        self.fingerprint = pipeline_fingerprint(embedder.model_id, self.chunker)
+        self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
+                                    embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
+        self.t0 = time.monotonic()
+        self.queue: list[_Item] = []
+        self.queued = 0
+        self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
+        self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
+        self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
+
+    # -- plan ---------------------------------------------------------------------------------
+    def _plan_names(self) -> tuple[str, str, bool]:
+        aliases, colls = self.catalog.aliases(), self.catalog.collections()
+        alias = self.cfg.alias or self.collection
+        if not _NAME_RE.match(alias):
+            raise ConfigError(f"invalid alias name {alias!r} (letters, digits, _ . - only)")
+        source = aliases.get(self.collection, self.collection)
+        if source not in colls:
+            if self.collection in aliases:
+                raise ConfigError(f"alias {self.collection!r} points at {source!r}, which does not exist")
+            raise ConfigError(f"collection {self.collection!r} does not exist: nothing to reindex "
+                              "(run 'pagesync run' first)")
+        # A physical collection carries the alias's name: the first switch of a plain collection.
+        replace = alias in colls and alias not in aliases
+        if replace and alias != source:
+            raise ConfigError(f"--alias {alias!r} is the name of another collection; choose another alias")
+        if replace and not self.catalog.alias_may_shadow and not self.cfg.drop_old:
+            raise ConfigError(
+                f"{alias!r} is a collection, not an alias, and Qdrant cannot create an alias with the name of an "
+                f"existing collection: run with --drop-old (it is deleted right before the alias is created: "
+                f"readers find no {alias!r} for that moment) or with --alias NEW_NAME (then point readers at it)")
+        target = new_collection_name(alias, self.now, colls | set(aliases))
+        self.report.alias, self.report.source, self.report.target = alias, source, target
+        return source, target, replace and not self.catalog.alias_may_shadow
+
+    def _plan_sources(self, pages: list[PageState], source: str, tmpdir: str) -> tuple[list[tuple[PageState, str]], _Harvest | None]:
+        kept = self.state.text_hashes() if hasattr(self.state, "text_hashes") else {}
+        plan: list[tuple[PageState, str]] = []
+        need = [p for p in pages if kept.get(p.url) != p.content_hash]
+        harvest = None
+        if need:
+            harvest = _Harvest(tmpdir)
+            store = self.catalog.open(source)
+            try:
+                harvest.fill(store, {p.url for p in need})
+            finally:
+                store.close()  # embedded: other processes may open the source again at once
+        for p in pages:
+            if kept.get(p.url) == p.content_hash:
+                plan.append((p, "state"))
+            else:
+                plan.append((p, "points" if harvest.page(p, self.chunker) is not None else "fetch"))
+        return plan, harvest
+
+    # -- build ---------------------------------------------------------------------------------
+    async def _text_of(self, page: PageState, source: str, kept: dict[str, tuple[str, str]],
+                       harvest: _Harvest | None, sem: asyncio.Semaphore) -> _Item | None:
+        after = dataclasses.replace(page, fingerprint=self.fingerprint)
+        if source == "state":
+            h, md = kept.get(page.url, (None, ""))
+            if h == page.content_hash and content_hash(md) == page.content_hash:
+                chunks = await asyncio.to_thread(self.splitter.split, md)
+                stamp = page.last_changed_at.isoformat() if page.last_changed_at else self.now_iso
+                return _Item(after, "state", chunks, stamp)
+            source = "fetch"  # damaged or changed meanwhile: read the page again
+        if source == "points":
+            got = harvest.page(page, self.chunker) if harvest is not None else None
+            if got is not None:
+                chunks, stamp = got
+                return _Item(after, "points", chunks, stamp or self.now_iso)
+            source = "fetch"
+        async with sem:
+            res = await self.fetcher.fetch_page(page.url, None)
+        r = self.report
+        r.bytes_downloaded += res.bytes_downloaded
+        if res.answered:
+            r.pages_fetched += 1
+        problem = None
+        if res.outcome is not Outcome.OK:
+            problem = res.error or (f"HTTP {res.status}" if res.status else res.outcome.value)
+            if res.outcome is Outcome.GONE:
+                problem += " (gone: run 'pagesync run' to purge it, then reindex)"
+        elif res.moved_permanently and canonical_url(res.redirects[-1][1]) != page.url:
+            problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
+        if problem is None:
+            try:
+                md, title, chunks = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url)
+            except Exception as exc:  # a page the extractor chokes on
+                problem = f"extraction failed: {exc}"
+        if problem is not None:
+            r.pages_failed += 1
+            r.errors.append({"url": page.url, "error": f"re-fetch: {problem}"})
+            return None
+        h = content_hash(md)
+        stamp = after.last_changed_at.isoformat() if after.last_changed_at else self.now_iso
+        if h != page.content_hash:  # the site moved on since the last pass: index it as it is now
+            r.pages_changed += 1
+            after.content_hash, after.title, after.chunk_count = h, title, len(chunks)
+            after.etag, after.last_modified = res.validators.etag, res.validators.last_modified
+            after.last_changed_at = self.now
+            stamp = self.now_iso
+        return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash)
+
+    def _extract(self, body: bytes, ctype: str, url: str) -> tuple[str, str, list[str]]:
+        ex = extract_page(body, ctype, url)
+        return ex.markdown, ex.title or "", self.splitter.split(ex.markdown)
+
+    async def _build(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None, store: Store) -> None:
+        sem = asyncio.Semaphore(max(1, self.cfg.workers))
+        window = max(16, 2 * self.cfg.workers)
+        for i in range(0, len(plan), window):
+            part = plan[i : i + window]
+            kept = self._texts([p.url for p, s in part if s == "state"])
+            items = await asyncio.gather(*(self._text_of(p, s, kept, harvest, sem) for p, s in part))
+            # Re-fetched texts equal to the recorded ones are kept at once (right whatever
+            # becomes of this reindex); changed ones wait for the switch (they are few).
+            same = [(i.page.url, i.page.content_hash or "", i.markdown) for i in items
+                    if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash]
+            put = getattr(self.state, "put_texts", None)
+            if same and put is not None:
+                put(same)
+            for item in items:
+                if item is None:
+                    continue
+                item.page.chunk_count = len(item.chunks)  # a new chunker may cut the same text otherwise
+                self.report.text_sources[item.source] += 1
+                self.after[item.page.url] = item.page
+                if item.markdown is not None and item.page.content_hash != item.old_hash:
+                    self.texts.append((item.page.url, item.page.content_hash or "", item.markdown))
+                self.queue.append(item)
+                self.queued += len(item.chunks)
+                if self.queued >= self.cfg.embed_batch:
+                    await self._flush(store)
+        await self._flush(store)
+
+    def _texts(self, urls: list[str]) -> dict[str, tuple[str, str]]:
+        get = getattr(self.state, "get_texts", None)
+        return get(urls) if urls and get is not None else {}
+
+    async def _flush(self, store: Store) -> None:
+        if not self.queue:
+            return
+        batch, self.queue, self.queued = self.queue, [], 0
+        texts = [c for item in batch for c in item.chunks]
+        if texts:
+            try:
+                vectors = await asyncio.to_thread(self.embedder.embed, texts)
+            except Exception as exc:
+                raise PagesyncError(f"embedding failed: {exc}") from None
+            if len(vectors) != len(texts):
+                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+        else:
+            vectors = []
+        self.report.chunks_embedded += len(texts)
+        points, pos = [], 0
+        for item in batch:
+            vecs = vectors[pos : pos + len(item.chunks)]
+            pos += len(item.chunks)
+            points += build_points(item.page.url, item.chunks, vecs, hash_=item.page.content_hash or "",
+                                   title=item.page.title or "", fetched_at=item.fetched_at,
+                                   embedder_id=self.embedder.model_id)
+        if points:
+            await asyncio.to_thread(store.upsert, points)
+            if self.sample is None:
+                self.sample = (points[0].id, list(points[0].vector or []))
+        self.report.chunks_written += len(points)
+
+    # -- verify --------------------------------------------------------------------------------
+    def _verify(self, store: Store, target: str) -> list[str]:
+        problems = []
+        expected = sum(p.chunk_count for p in self.after.values())
+        n = store.count()
+        audit = audit_collection(store, _Planned(self.after), examples=3)
+        size = self.catalog.vector_size(target)
+        self.report.verify = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
+        if n != expected:
+            problems.append(f"{n} points where the pages have {expected} chunks")
+        if not audit.ok:
+            found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
+            problems.append(f"audit found {found}")
+        if size != self.embedder.dimension:
+            problems.append(f"vector size {size}, the embedder makes {self.embedder.dimension}")
+        if self.sample is not None and not problems:
+            pid, vec = self.sample
+            hits = store.search(vec, limit=1)
+            ok = bool(hits) and hits[0][0] >= 0.99
+            self.report.verify["search_check"] = ok
+            if not ok:
+                problems.append("a stored vector does not find its own point")
+        return problems
+
+    # -- the whole ---------------------------------------------------------------------------------
+    async def run(self) -> ReindexReport:
+        r = self.report
+        r.started_at = datetime.now(timezone.utc).isoformat()
+        source, target, replace = self._plan_names()
+        pages = [p for p in self.state.all_pages() if p.indexed]
+        if not pages:
+            raise ConfigError("the page state records no indexed pages: nothing to reindex "
+                              "(is --state the one this collection was built with?)")
+        r.pages = len(pages)
+        with tempfile.TemporaryDirectory(prefix="pagesync-reindex-") as tmpdir:
+            plan, harvest = self._plan_sources(pages, source, tmpdir)
+            try:
+                if self.cfg.dry_run:
+                    await self._dry(plan, harvest)
+                else:
+                    await self._build_verify_switch(plan, harvest, source, target, replace)
+            finally:
+                if harvest is not None:
+                    harvest.close()
+        return self._finish()
+
+    async def _dry(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None) -> None:
+        r = self.report
+        kept = self._texts([p.url for p, s in plan if s == "state"])
+        for page, source in plan:
+            if source == "state" and page.url in kept:
+                n = len(await asyncio.to_thread(self.splitter.split, kept[page.url][1]))
+            else:
+                n = page.chunk_count
+                r.chunks_estimated |= source == "fetch"
+            r.text_sources[source] += 1
+            r.chunks += n
+            r.plan.append({"url": page.url, "source": source, "chunks": n})
+        r.ok = True
+
+    async def _build_verify_switch(self, plan, harvest, source: str, target: str, replace: bool) -> None:
+        r = self.report
+        if target in self.catalog.collections():  # never write into a collection that exists
+            raise ConfigError(f"collection {target!r} exists already; try again in a second")
+        store = self.catalog.open(target)
+        try:
+            try:
+                store.ensure_collection(self.embedder.dimension)
+                # A Fetcher is at hand even when no page is planned to be fetched: a kept
+                # text or old points that turn out unusable fall back to a re-fetch.
+                await self._with_fetcher(lambda: self._build(plan, harvest, store))
+                if r.errors:
+                    first = r.errors[0]
+                    raise PagesyncError(f"{len(r.errors)} page(s) could not be read again "
+                                        f"(first: {first['url']}: {first['error']})")
+                problems = self._verify(store, target)
+                if problems:
+                    raise PagesyncError("verification failed: " + "; ".join(problems))
+            finally:
+                store.close()  # embedded: flushed, and free for readers once the alias points here
+        except PagesyncError as exc:
+            self._fail(str(exc), target)
+        r.chunks = r.chunks_written
+        # -- the switch: nothing before this line has touched what readers see.
+        if replace:  # a server, first time: the name must be free before an alias can carry it
+            t = time.monotonic()
+            self.catalog.drop(source)
+            r.dropped.append(source)
+            try:
+                self.catalog.switch(r.alias, target, exists=False)  # no lookup inside the gap
+            except PagesyncError as exc:
+                raise PagesyncError(f"collection {source!r} was deleted but alias {r.alias!r} could not be created "
+                                    f"({exc}); create alias {r.alias!r} -> {target!r} by hand") from None
+            r.gap_seconds = round(time.monotonic() - t, 3)
+            r.replaced_collection = True
+        else:
+            self.catalog.switch(r.alias, target)
+        r.switched = True
+        # -- the state follows the collection the alias now names.
+        try:
+            self.state.put_many(self.after[u] for u in sorted(self.after))
+            if self.texts and hasattr(self.state, "put_texts"):
+                self.state.put_texts(self.texts)
+        except PagesyncError as exc:
+            raise PagesyncError(f"alias {r.alias!r} now points at {target!r}, but the page state could not be "
+                                f"updated ({exc}); the next pass will re-embed every page") from None
+        if source not in r.dropped:
+            others = [a for a, c in self.catalog.aliases().items() if c == source and a != r.alias]
+            if self.cfg.drop_old and not others:
+                self.catalog.drop(source)
+                r.dropped.append(source)
+            else:
+                r.kept.append(source)
+                if others:
+                    r.errors.append({"url": "(reindex)", "error": f"{source!r} kept: alias(es) "
+                                     f"{', '.join(others)} still point at it"})
+        if (self.cfg.drop_old and self.catalog.alias_may_shadow and r.alias not in r.dropped
+                and r.alias != target and r.alias in self.catalog.collections()
+                and r.alias not in self.catalog.aliases().values()):
+            # Embedded: a plain collection the alias has shadowed since a first reindex that kept
+            # it; nothing can reach it by name any more.
+            self.catalog.drop(r.alias)
+            r.dropped.append(r.alias)
+        r.ok = True
+
+    async def _with_fetcher(self, body):
+        """Run `body` with a Fetcher at hand (made here, in this event loop, unless given)."""
+        if self.fetcher is not None:
+            return await body()
+        from .fetcher import Fetcher, make_client
+
+        scope = Scope.from_urls([p.url for p in self.state.all_pages() if p.indexed])
+        cache = self.state if hasattr(self.state, "cached_robots") else None
+        async with (self.client_factory() if self.client_factory else make_client()) as client:
+            self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now)
+            try:
+                return await body()
+            finally:
+                self.fetcher = None
+
+    def _fail(self, reason: str, target: str) -> None:
+        r = self.report
+        r.ok = False
+        where = getattr(self.catalog, "where", lambda n: repr(n))(target)
+        if self.cfg.drop_failed:
+            try:
+                self.catalog.drop(target)
+                r.dropped.append(target)
+                what = f"the new collection {target!r} was deleted (--drop-failed)"
+            except PagesyncError as exc:
+                r.kept.append(target)
+                what = f"the new collection {target!r} could not be deleted ({exc})"
+        else:
+            r.kept.append(target)
+            what = f"the half-built collection {target!r} is kept for inspection ({where}; delete it when done)"
+        r.error = (f"reindex failed, alias {r.alias!r} still points at {r.source!r}: {reason}; {what}")
+        r.error = " ".join(r.error.split())  # one line
+        self._finish()
+        raise ReindexFailed(r.error, r)
+
+    def _finish(self) -> ReindexReport:
+        r = self.report
+        r.finished_at = datetime.now(timezone.utc).isoformat()
+        r.seconds = round(time.monotonic() - self.t0, 3)
+        if r.ok and not r.dry_run:
+            self.state.record_run(r.to_dict())
+        return r
+
+
+async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
+                       splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
+                       client_factory: Callable[[], Any] | None = None) -> ReindexReport:
+    """Async form of `run_reindex`."""
+    job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
+                   fetcher, client_factory)
+    job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
+    state.lock(wait=job.cfg.wait_lock)
+    try:
+        return await job.run()
+    finally:
+        state.unlock()
+
+
+def run_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
+                splitter: Splitter | None = None, cfg: ReindexConfig | None = None,
+                client_factory: Callable[[], Any] | None = None) -> ReindexReport:
+    """Rebuild `collection` (an alias or a plain collection) with `embedder` and `splitter`
+    into a new collection, verify it, and switch the alias (see the module docstring).
+
+    Returns the report; raises `ReindexFailed` (exit 1; the alias untouched, the report on
+    the exception) when the build or the verification fails, `ConfigError` (exit 2) when
+    there is nothing to reindex or the switch is impossible as asked.
+    """
+    return asyncio.run(arun_reindex(catalog, collection, state=state, embedder=embedder, splitter=splitter,
+                                    cfg=cfg, client_factory=client_factory))
