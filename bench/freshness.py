@@ -385,7 +385,10 @@ def hash_timeline(events: list[SiteEvent], pool: ProcessPoolExecutor) -> list[Si
 # analytic reference: the best a policy knowing every page's true Poisson rate could do
 # ==========================================================================================
 def _poisson_freshness(rate: float, visits_per_s: float) -> float:
-    """Time-averaged freshness of a Poisson page visited at evenly spaced times."""
+    """Time-averaged freshness of a Poisson page visited at evenly spaced times
+    (a page that never changes is always fresh, visited or not)."""
+    if rate == 0:
+        return 1.0
     if visits_per_s <= 0:
         return 0.0
     x = rate / visits_per_s
