@@ -240,7 +240,8 @@ class _Pass:
         self.queued_chunks = 0
         # This batch's model inputs, each text once: reuse key -> text.
         self.to_embed: dict[str, str] = {}
-        self.read_stored = cfg.reuse_vectors and not cfg.repair  # a repair rewrites from scratch
+        # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
+        self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
         self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
         self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)

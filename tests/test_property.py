@@ -23,11 +23,15 @@ from tests.helpers import Harness, page_html, para
 PAGES = [f"/doc{i}.html" for i in range(6)]
 
 
-def comparable(h: Harness) -> dict[str, dict]:
-    """Points minus `fetched_at` (when a page was last written differs by design), plus their vectors."""
+def comparable(points: dict[str, dict]) -> dict[str, dict]:
+    """Points minus `fetched_at` (when a page was last written differs by design)."""
+    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
+
+
+def comparable_with_vectors(h: Harness) -> dict[str, dict]:
+    """`comparable` points of a harness's collection, each with its vector under "vector"."""
     vectors = h.vectors()
-    return {pid: {**{k: v for k, v in p.items() if k != "fetched_at"}, "vector": vectors[pid]}
-            for pid, p in h.points().items()}
+    return {pid: {**p, "vector": vectors[pid]} for pid, p in comparable(h.points()).items()}
 
 
 class SiteEdits(RuleBasedStateMachine):
@@ -120,14 +124,14 @@ class SiteEdits(RuleBasedStateMachine):
         rep = self.h.run(advance=timedelta(minutes=30), allow_mass_delete=True, full=True)
         assert rep.pages_failed == 0, rep.errors
         assert rep.chunks_written == rep.chunks_embedded + rep.chunks_reused
-        incremental = comparable(self.h)
+        incremental = comparable_with_vectors(self.h)
 
         self.fresh_runs += 1
         fresh = Harness(self.site, self.tmp / f"fresh{self.fresh_runs}")
         fresh.now = self.h.now
         frep = fresh.run()
         assert frep.pages_failed == 0, frep.errors
-        expected = comparable(fresh)
+        expected = comparable_with_vectors(fresh)
         assert incremental == expected, _diff(incremental, expected)
         assert {p["url"] for p in expected.values()} <= {self.server.url(p) for p in self.content}
 
