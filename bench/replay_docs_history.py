@@ -726,9 +726,11 @@ def render_markdown(raw: dict) -> str:
     L.append("## Initial index\n")
     rate = i0["chunks_embedded"] / i0["seconds"] if i0["seconds"] else 0
     fr = first["fresh"]
-    L.append("| pages | chunks | seconds (end to end) | chunks/s | same site, fake embedder: seconds |")
-    L.append("|---:|---:|---:|---:|---:|")
-    L.append(f"| {i0['pages_added']} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | {fr['seconds']:.1f} |")
+    written = i0.get("chunks_written") or i0["chunks_embedded"]
+    L.append("| pages | chunks | embedded (distinct texts) | seconds (end to end) | embedded/s | same site, fake embedder: seconds |")
+    L.append("|---:|---:|---:|---:|---:|---:|")
+    L.append(f"| {i0['pages_added']} | {written} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | "
+             f"{fr['seconds']:.1f} |")
     emb_only = i0["seconds"] - fr["seconds"]
     if emb_only > 0:
         L.append(f"\nModel time alone (difference of the two runs): ~{emb_only:.0f} s, "
