@@ -549,6 +549,8 @@ class _Pass:
         (it is in the sitemap too), that visit indexes it; otherwise this answer does.
         """
         self._queue_purge(page, left_sitemap=True, reason=f"moved permanently to {target}")
+        # Purges come at the end of the pass: the old URL's points are still there to reuse.
+        await self._remember_vectors(page)
         if target in self.visiting:
             return
         self.visiting.add(target)
@@ -644,6 +646,20 @@ class _Pass:
         self._assign(item, stored)
         self.queue.append(item)
         self.queued_chunks += len(chunks)
+
+    async def _remember_vectors(self, page: PageState) -> None:
+        """A moved page's stored vectors into the pass's cache: its text under the new URL
+        is not embedded again. Only an optimisation: a failed read is ignored."""
+        if not (self.read_stored and (page.indexed or page.pending_hash is not None)):
+            return
+        try:
+            stored = await asyncio.to_thread(self.store.vectors_for_url, page.url, embedder=self.embedder.model_id)
+        except PagesyncError as exc:
+            log.debug("no vectors reused from %s: %s", page.url, exc)
+            return
+        for key, vec in stored.items():
+            if len(vec) == self.embedder.dimension:
+                self.cache.put(key, vec)
 
     def _assign(self, item: _Pending, stored: dict[str, list[float]]) -> None:
         """Give each chunk a known vector (this page's stored ones, then the pass's), or make

@@ -433,3 +433,20 @@ def test_cli_reports_chunks_reused_and_no_reuse_flag(site, tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "r3.json").read_text())
     assert rep["chunks_reused"] == 0 and rep["chunks_embedded"] == rep["chunks_written"] > 0
+
+
+def test_permanently_moved_page_keeps_its_vectors_under_the_new_url(site, tmp_path):
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    site.set("/old.html", guide(ten_sections()))
+    h.run()
+    n = len(h.points())
+    site.set("/new.html", site.resources["/old.html"].body, in_sitemap=False)
+    site.redirect("/old.html", "/new.html", status=301)
+    site.resources["/old.html"].in_sitemap = True  # the sitemap still lists the old URL
+    emb.inputs.clear()
+    rep = h.run(full=True)
+    assert rep.pages_removed == 1 and rep.pages_added == 1
+    assert rep.chunks_embedded == 0 and emb.inputs == [] and rep.chunks_reused == n
+    assert {p["url"] for p in h.points().values()} == {site.server.url("/new.html")}
+    assert_equals_fresh_index(h, tmp_path)
