@@ -637,26 +637,31 @@ class _Pass:
         stored: dict[str, list[float]] = {}
         if self.read_stored and chunks and (page.indexed or page.pending_hash is not None):
             # Read before anything of this page is written (its write comes at a later flush).
-            try:
-                stored = await asyncio.to_thread(self.store.vectors_for_url, page.url,
-                                                 embedder=self.embedder.model_id)
-            except PagesyncError as exc:  # the write would fail as well: keep the old points, retry later
-                self._fail(page, f"reading stored vectors failed: {exc}")
-                return
+            stored = await self._read_vectors(page.url)
         self._assign(item, stored)
         self.queue.append(item)
         self.queued_chunks += len(chunks)
 
+    async def _read_vectors(self, url: str) -> dict[str, list[float]]:
+        """The url's stored vectors made by this pass's embedder (reuse key -> vector).
+
+        Reuse only saves work, so it never fails a page: when the store cannot be read, the
+        rest of the pass embeds every chunk, as without reuse (a store that is really down
+        fails the write anyway, which keeps the old points and retries the page).
+        """
+        try:
+            return await asyncio.to_thread(self.store.vectors_for_url, url, embedder=self.embedder.model_id)
+        except PagesyncError as exc:
+            log.warning("could not read stored vectors (%s); this pass embeds every chunk of changed pages", exc)
+            self.read_stored = False
+            return {}
+
     async def _remember_vectors(self, page: PageState) -> None:
         """A moved page's stored vectors into the pass's cache: its text under the new URL
-        is not embedded again. Only an optimisation: a failed read is ignored."""
+        is not embedded again."""
         if not (self.read_stored and (page.indexed or page.pending_hash is not None)):
             return
-        try:
-            stored = await asyncio.to_thread(self.store.vectors_for_url, page.url, embedder=self.embedder.model_id)
-        except PagesyncError as exc:
-            log.debug("no vectors reused from %s: %s", page.url, exc)
-            return
+        stored = await self._read_vectors(page.url)
         for key, vec in stored.items():
             if len(vec) == self.embedder.dimension:
                 self.cache.put(key, vec)

@@ -20,7 +20,7 @@ class Report:
     pages_added: int = 0
     pages_removed: int = 0
     pages_failed: int = 0
-    chunks_embedded: int = 0  # texts sent through the model (each distinct text once per batch)
+    chunks_embedded: int = 0  # texts sent through the model (a text met again in the pass is not sent again)
     chunks_deleted: int = 0
     chunks_written: int = 0
     bytes_downloaded: int = 0

@@ -479,16 +479,18 @@ class ClientStore:
 
         if not self.exists():
             return {}
-        must = [m.FieldCondition(key="url", match=m.MatchValue(value=url))]
-        if embedder is not None:
-            must.append(m.FieldCondition(key="embedder", match=m.MatchValue(value=embedder)))
+        # Filtered by url only (indexed): a server in strict mode refuses filters on fields
+        # without an index, such as `embedder`; that one is checked here instead.
+        url_only = m.Filter(must=[m.FieldCondition(key="url", match=m.MatchValue(value=url))])
         out: dict[str, list[float]] = {}
         offset = None
         while True:
             with self._guard("read vectors"):
-                recs, offset = self.client.scroll(self.collection, scroll_filter=m.Filter(must=must), limit=256,
+                recs, offset = self.client.scroll(self.collection, scroll_filter=url_only, limit=256,
                                                   offset=offset, with_payload=list(REUSE_FIELDS), with_vectors=True)
             for r in recs:
+                if embedder is not None and (r.payload or {}).get("embedder") != embedder:
+                    continue
                 entry = _reuse_entry(r.payload, r.vector)
                 if entry is not None:
                     out[entry[0]] = entry[1]
