@@ -20,7 +20,9 @@ text). Identical texts met earlier in the pass (any page, any batch) are not emb
 again either. Only the remaining texts go to the model, each once; the page is still
 replaced as a unit in steps 2-4. Vectors are read only for pages being written, at the
 moment they are queued (before any write of theirs), so a pass with nothing to write
-never opens the store.
+never opens the store. A failed read costs only the reuse (every chunk is embedded); a
+crash between 3 and 4 leaves either no points (nothing to reuse: all re-embedded) or the
+new ones (all reused).
 """
 
 from __future__ import annotations
