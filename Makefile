@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness replay replay-policies clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse replay replay-policies clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,3 +58,9 @@ replay-policies: install
 bench-freshness: install
 	-$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/freshness.py
+
+# A one-line edit to FastAPI's ~900-chunk release notes with the real model: a pass with
+# vector reuse against one without (~5 min; needs the FastAPI clone: REPLAY_GIT_DIR=...).
+bench-reuse: install
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/reuse_edit.py --out bench/results/reuse_edit.md

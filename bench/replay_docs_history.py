@@ -19,7 +19,7 @@ and minutes of CPU). What it does:
    incremental chain), then builds a fresh index of the same site into a separate
    --qdrant-path/--state, and compares both with `pagesync export`: same point ids, same
    payloads except fetched_at (and `embedder` when the two use different embedders), same
-   texts. A difference is classified: a page whose indexed text is what the site served the
+   texts, and (when both use the same embedder) the same vectors, reused ones included. A difference is classified: a page whose indexed text is what the site served the
    last time pagesync visited it, and whose sitemap lastmod has not moved since, is "lag" (by
    design: trusted lastmod + revisit interval); anything else is a bug.
 5. At the end: a --full pass with nothing changed (all 304, nothing embedded), then a
@@ -429,12 +429,17 @@ class Pagesync:
         rep["exit_code"] = p.returncode
         return rep
 
-    def export(self, idx: Index) -> dict[str, dict]:
-        p = subprocess.run(self.cmd("export", *idx.opts()), cwd=self.code, env=self.env, capture_output=True,
+    def export(self, idx: Index, vectors: bool = False) -> dict[str, dict]:
+        """{id: payload}; with `vectors`, each payload also carries the point's vector as `_vector`."""
+        extra = ["--with-vectors"] if vectors else []
+        p = subprocess.run(self.cmd("export", *idx.opts(), *extra), cwd=self.code, env=self.env, capture_output=True,
                            text=True)
         if p.returncode != 0:
             raise SystemExit(f"pagesync export failed:\n{p.stderr[-3000:]}")
-        return {r["id"]: r["payload"] for r in map(json.loads, p.stdout.splitlines())}
+        recs = map(json.loads, p.stdout.splitlines())
+        if vectors:
+            return {r["id"]: {**r["payload"], "_vector": r["vector"]} for r in recs}
+        return {r["id"]: r["payload"] for r in recs}
 
 
 def state_rows(idx: Index) -> dict[str, dict]:
@@ -530,7 +535,8 @@ def main() -> int:
     nginx.start()
     sitemap = nginx.base + "/sitemap.xml"
     inc = Index("incremental", work / "incremental", args.embedder)
-    ignore = {"fetched_at"} | ({"embedder"} if args.embedder != args.fresh_embedder else set())
+    same_embedder = args.embedder == args.fresh_embedder  # then vectors are compared too
+    ignore = {"fetched_at"} | ({"embedder"} if not same_embedder else set())
     code_rev = subprocess.run(["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True).stdout.strip() or f"source tree at {args.code} (not a git checkout)"
     code_dirty = subprocess.run(["git", "-C", args.code, "status", "--porcelain", "--", "sync", "chunking", "embedders"],
@@ -552,7 +558,7 @@ def main() -> int:
         fresh = Index(f"fresh-{tag}", work / f"fresh-{tag}", args.fresh_embedder)
         frep = ps.run(fresh, sitemap, now_of[tag], tag)
         rec["fresh"] = {k: frep[k] for k in ("pages_added", "chunks_embedded", "seconds", "pages_failed")}
-        inc_pts, fresh_pts = ps.export(inc), ps.export(fresh)
+        inc_pts, fresh_pts = ps.export(inc, same_embedder), ps.export(fresh, same_embedder)
         fresh_hashes_by_day[day_label] = page_hashes(fresh_pts)
         diffs = compare(inc_pts, fresh_pts, ignore)
         rows = state_rows(inc)
@@ -623,10 +629,11 @@ def main() -> int:
             rec = {"tag": tag, "day": day.isoformat(), "commit": commit[:10], "pages": len(pages),
                    "md_files_changed": len(md_changed), "html_added": len(added), "html_rewritten": len(rewritten),
                    "html_deleted": len(deleted), "render_seconds": round(render_s, 1),
-                   "inc": {k: rep[k] for k in ("pages_in_sitemaps", "pages_due", "pages_fetched", "pages_not_modified",
-                                               "pages_unchanged", "pages_changed", "pages_added", "pages_removed",
-                                               "pages_failed", "chunks_embedded", "chunks_deleted", "chunks_written",
-                                               "bytes_downloaded", "seconds", "lastmod_trusted", "exit_code")},
+                   "inc": {k: rep.get(k, 0) for k in ("pages_in_sitemaps", "pages_due", "pages_fetched",
+                                                      "pages_not_modified", "pages_unchanged", "pages_changed",
+                                                      "pages_added", "pages_removed", "pages_failed", "chunks_embedded",
+                                                      "chunks_reused", "chunks_deleted", "chunks_written",
+                                                      "bytes_downloaded", "seconds", "lastmod_trusted", "exit_code")},
                    "inc_errors": rep["errors"][:5], "loadavg_1m": round(os.getloadavg()[0], 1)}
             fresh_pts = check(tag, day.isoformat(), rec)
             # What other strategies would have embedded today (ground truth from the fresh index):
@@ -645,6 +652,7 @@ def main() -> int:
                   f"-{len(deleted)} | fetched={i['pages_fetched']} 304={i['pages_not_modified']} "
                   f"same={i['pages_unchanged']} chg={i['pages_changed']} add={i['pages_added']} "
                   f"rm={i['pages_removed']} fail={i['pages_failed']} emb={i['chunks_embedded']} "
+                  f"reused={i['chunks_reused']} "
                   f"({i['seconds']}s) | full={rec['full_reembed_chunks']} page-level={rec['page_level_chunks']} "
                   f"chunk-level={rec['chunk_level_chunks']} | equal={rec['equal']} lag={rec['diff_lag']} "
                   f"bug={rec['diff_bug']} [{time.monotonic() - t_start:.0f}s]", flush=True)
@@ -713,13 +721,16 @@ def render_markdown(raw: dict) -> str:
              "last commit date; only files whose HTML changed are rewritten.")
     L.append(f"- Incremental chain embedder: `{a['embedder'] or 'default (bundled all-MiniLM-L6-v2)'}`; daily fresh "
              f"indexes: `{a['fresh_embedder']}`. Compared with `pagesync export`: ids, payloads except "
-             f"{'`fetched_at` and `embedder`' if a['embedder'] != a['fresh_embedder'] else '`fetched_at`'}, texts.\n")
+             f"{'`fetched_at` and `embedder`' if a['embedder'] != a['fresh_embedder'] else '`fetched_at`'}, texts"
+             f"{', vectors' if a['embedder'] == a['fresh_embedder'] else ''}.\n")
     L.append("## Initial index\n")
     rate = i0["chunks_embedded"] / i0["seconds"] if i0["seconds"] else 0
     fr = first["fresh"]
-    L.append("| pages | chunks | seconds (end to end) | chunks/s | same site, fake embedder: seconds |")
-    L.append("|---:|---:|---:|---:|---:|")
-    L.append(f"| {i0['pages_added']} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | {fr['seconds']:.1f} |")
+    written = i0.get("chunks_written") or i0["chunks_embedded"]
+    L.append("| pages | chunks | embedded (distinct texts) | seconds (end to end) | embedded/s | same site, fake embedder: seconds |")
+    L.append("|---:|---:|---:|---:|---:|---:|")
+    L.append(f"| {i0['pages_added']} | {written} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | "
+             f"{fr['seconds']:.1f} |")
     emb_only = i0["seconds"] - fr["seconds"]
     if emb_only > 0:
         L.append(f"\nModel time alone (difference of the two runs): ~{emb_only:.0f} s, "
@@ -727,27 +738,31 @@ def render_markdown(raw: dict) -> str:
     L.append("## Per day (incremental pass)\n")
     L.append("`md` = markdown files changed in git that day; `html +/~/-` = files added/rewritten/deleted on disk; "
              "`fetched` = pages requested (due, new or lastmod moved); `emb` = chunks pagesync embedded; "
+             "`reused` = chunks written with a vector reused (stored for the same text, or embedded earlier in the pass); "
              "`page-level` = chunks of the pages whose extracted text really changed (ground truth from the fresh "
              "index: the least a page-granular re-embed can do); `chunk-level` = chunks whose text is new; "
              "`full` = chunks of a full re-embed; `inc==fresh` = export comparison.\n")
     L.append("| day | commit | pages | md | html +/~/- | fetched | 304 | unchanged | changed | added | removed | failed "
-             "| emb | page-level | chunk-level | full | s | inc==fresh |")
-    L.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    tot = {"emb": 0, "page": 0, "chunk": 0, "full": 0}
+             "| emb | reused | page-level | chunk-level | full | s | inc==fresh |")
+    L.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    tot = {"emb": 0, "reused": 0, "page": 0, "chunk": 0, "full": 0}
     for r in recs:
         i = r["inc"]
         eq = "yes" if r["equal"] else f"no: {r['diff_lag']} lag, {r['diff_bug']} bug"
         L.append(f"| {r['day']} | {r['commit'][:8]} | {r['pages']} | {r['md_files_changed']} | "
                  f"{r['html_added']}/{r['html_rewritten']}/{r['html_deleted']} | {i['pages_fetched']} | "
                  f"{i['pages_not_modified']} | {i['pages_unchanged']} | {i['pages_changed']} | {i['pages_added']} | "
-                 f"{i['pages_removed']} | {i['pages_failed']} | {i['chunks_embedded']} | {r['page_level_chunks']} | "
+                 f"{i['pages_removed']} | {i['pages_failed']} | {i['chunks_embedded']} | {i.get('chunks_reused', 0)} | "
+                 f"{r['page_level_chunks']} | "
                  f"{r['chunk_level_chunks']} | {r['full_reembed_chunks']} | {i['seconds']:.1f} | {eq} |")
         if r is not first:
             tot["emb"] += i["chunks_embedded"]
+            tot["reused"] += i.get("chunks_reused", 0)
             tot["page"] += r["page_level_chunks"]
             tot["chunk"] += r["chunk_level_chunks"]
             tot["full"] += r["full_reembed_chunks"]
-    L.append(f"\nDays 2..{len(recs)}: pagesync embedded **{tot['emb']}** chunks; page-level ground truth "
+    L.append(f"\nDays 2..{len(recs)}: pagesync embedded **{tot['emb']}** chunks (and reused {tot['reused']}); "
+             f"page-level ground truth "
              f"{tot['page']}; chunk-level {tot['chunk']}; daily full re-embeds would have been {tot['full']} "
              f"({tot['full'] / max(tot['emb'], 1):.0f}x).\n")
     L.append("## End checks\n")

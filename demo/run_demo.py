@@ -19,7 +19,7 @@ from site_server import Site, SiteServer  # noqa: E402
 
 WORK = HERE / ".work"
 KEYS = ("pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged", "pages_changed",
-        "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted", "chunks_written",
+        "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_reused", "chunks_deleted", "chunks_written",
         "bytes_downloaded", "seconds")
 
 

@@ -167,7 +167,8 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Fetch and diff, print what would change, write nothing."),
     workers: int = typer.Option(8, "--workers", min=1, help="Concurrent fetches in all (at most 4 per host)."),
     per_host: int = typer.Option(4, "--per-host", min=1, help="Concurrent fetches per host."),
-    embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Chunks per model call (batches span pages)."),
+    embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Texts per model call (batches span pages; reused chunks are not model inputs)."),
+    no_reuse: bool = typer.Option(False, "--no-reuse", help="Embed every chunk of a changed page, even where a stored vector for the same text and embedder exists."),
     user_agent: Optional[str] = typer.Option(None, "--user-agent", help="User-Agent header for every request."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds before a request is abandoned."),
     allow_host: list[str] = typer.Option([], "--allow-host", help="Another host pages may live on (repeatable); by default only the hosts of --sitemap/--url."),
@@ -195,7 +196,8 @@ def run(
         cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
-                         policy=policy, max_fetches=max_fetches, wait_lock=wait_lock)
+                         policy=policy, max_fetches=max_fetches, wait_lock=wait_lock,
+                         reuse_vectors=not no_reuse)
         from .policy import make_policy
 
         make_policy(policy)  # an unknown name is exit 2 before anything opens
@@ -223,7 +225,8 @@ def run(
             report.write_text(json.dumps(data, indent=2) + "\n")
         if dry_run:
             for c in rep.changes:
-                typer.echo(f"would {c['action']:>8}  {c['url']}  ({c['reason']})")
+                chunks = f"; {c['chunks']} chunks, {c['reused']} reused" if "reused" in c else ""
+                typer.echo(f"would {c['action']:>8}  {c['url']}  ({c['reason']}{chunks})")
         for e in rep.errors:
             log.warning("error %s: %s", e["url"], e["error"])
         typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)

@@ -12,6 +12,17 @@ order, per page, is what makes every crash repairable:
 A crash or error before 3 leaves the old points and old state; between 3 and 4 the
 pending mark makes the next pass revisit the page unconditionally. Skips (304, same
 hash) touch neither the embedder nor the store.
+
+Vector reuse (step 1 in detail): when a page that has points changed, its stored vectors
+are read first (`Store.vectors_for_url`, this embedder's points only) and each new chunk
+whose exact text is among them takes that vector (`sync.hashing.reuse_key`: embedder id +
+text). Identical texts met earlier in the pass (any page, any batch) are not embedded
+again either. Only the remaining texts go to the model, each once; the page is still
+replaced as a unit in steps 2-4. Vectors are read only for pages being written, at the
+moment they are queued (before any write of theirs), so a pass with nothing to write
+never opens the store. A failed read costs only the reuse (every chunk is embedded); a
+crash between 3 and 4 leaves either no points (nothing to reuse: all re-embedded) or the
+new ones (all reused).
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from array import array
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
@@ -30,7 +43,7 @@ from embedders.base import Embedder
 from .decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
-from .hashing import content_hash, pipeline_fingerprint
+from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
@@ -74,7 +87,7 @@ class PassConfig:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     full: bool = False
     dry_run: bool = False
-    embed_batch: int = 64  # chunks per model call; batches span pages
+    embed_batch: int = 64  # texts per model call (reused chunks not counted); batches span pages
     write_batch: int = 16  # pages per store request
     workers: int = 8  # concurrent fetches in all (per host bounded by the Fetcher)
     allow_hosts: Sequence[str] = ()  # hosts beyond those of the sitemaps and URLs
@@ -85,6 +98,8 @@ class PassConfig:
     max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
+    reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
+    reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
 
 
 # A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
@@ -184,7 +199,35 @@ class _Pending:
     hash_: str
     title: str
     chunks: list[str]
-    vectors: list[list[float]] | None = None
+    keys: list[str] = field(default_factory=list)  # reuse_key per chunk
+    # Per chunk: a vector already known (reused), or None until the batch's model call.
+    vectors: list[Sequence[float] | None] = field(default_factory=list)
+    reused: int = 0  # chunks that will not be model inputs of their own
+
+
+class _VectorCache:
+    """Vectors met this pass, by reuse key: least recently used dropped past `size`.
+
+    Held as float32 arrays (what Qdrant stores anyway): ~1.5 KB a vector at 384-d.
+    """
+
+    def __init__(self, size: int):
+        self.size = max(0, size)
+        self._d: OrderedDict[str, array] = OrderedDict()
+
+    def get(self, key: str) -> array | None:
+        v = self._d.get(key)
+        if v is not None:
+            self._d.move_to_end(key)
+        return v
+
+    def put(self, key: str, vector: Sequence[float]) -> None:
+        if not self.size:
+            return
+        self._d[key] = vector if isinstance(vector, array) else array("f", vector)
+        self._d.move_to_end(key)
+        while len(self._d) > self.size:
+            self._d.popitem(last=False)
 
 
 class _Pass:
@@ -200,6 +243,13 @@ class _Pass:
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
         self.queue: list[_Pending] = []
         self.queued_chunks = 0
+        # This batch's model inputs, each text once: reuse key -> text.
+        self.to_embed: dict[str, str] = {}
+        # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
+        self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
+        self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
+        # Queued pages hold their texts and reused vectors: bound them as well as the model input.
+        self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
         self.skips: list[PageState] = []
         self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
         self.visiting: set[str] = set()
@@ -228,7 +278,8 @@ class _Pass:
         fetcher.now = self.now
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def _record(self, page: PageState, decision: Decision, chunks: int | None = None) -> None:
+    def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
+                reused: int | None = None) -> None:
         r = self.report
         a = decision.action
         if a is Action.SKIP_NOT_MODIFIED:
@@ -249,6 +300,8 @@ class _Pass:
             entry = {"url": page.url, "action": a.value, "reason": decision.reason}
             if chunks is not None:
                 entry["chunks"] = chunks
+            if reused is not None:
+                entry["reused"] = reused
             r.changes.append(entry)
         self.on_progress(page.url, a.value)
 
@@ -507,7 +560,7 @@ class _Pass:
                     continue
                 page, result = item
                 await self._handle(page, result)
-                if self.queued_chunks >= self.cfg.embed_batch:
+                if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
                     await self._flush()
             await self._flush()
         finally:
@@ -522,6 +575,8 @@ class _Pass:
         (it is in the sitemap too), that visit indexes it; otherwise this answer does.
         """
         self._queue_purge(page, left_sitemap=True, reason=f"moved permanently to {target}")
+        # Purges come at the end of the pass: the old URL's points are still there to reuse.
+        await self._remember_vectors(page)
         if target in self.visiting:
             return
         self.visiting.add(target)
@@ -605,23 +660,80 @@ class _Pass:
         self._hold_text(page.url, extracted.markdown)
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
-        self.queue.append(_Pending(page, decision, result, new_hash, title or "", chunks))
+        item = _Pending(page, decision, result, new_hash, title or "", chunks)
+        stored: dict[str, list[float]] = {}
+        if self.read_stored and chunks and (page.indexed or page.pending_hash is not None):
+            # Read before anything of this page is written (its write comes at a later flush).
+            stored = await self._read_vectors(page.url)
+        self._assign(item, stored)
+        self.queue.append(item)
         self.queued_chunks += len(chunks)
+
+    async def _read_vectors(self, url: str) -> dict[str, list[float]]:
+        """The url's stored vectors made by this pass's embedder (reuse key -> vector).
+
+        Reuse only saves work, so it never fails a page: when the store cannot be read, the
+        rest of the pass embeds every chunk, as without reuse (a store that is really down
+        fails the write anyway, which keeps the old points and retries the page).
+        """
+        try:
+            return await asyncio.to_thread(self.store.vectors_for_url, url, embedder=self.embedder.model_id)
+        except PagesyncError as exc:
+            log.warning("could not read stored vectors (%s); this pass embeds every chunk of changed pages", exc)
+            self.read_stored = False
+            return {}
+
+    async def _remember_vectors(self, page: PageState) -> None:
+        """A moved page's stored vectors into the pass's cache: its text under the new URL
+        is not embedded again."""
+        if not (self.read_stored and (page.indexed or page.pending_hash is not None)):
+            return
+        stored = await self._read_vectors(page.url)
+        for key, vec in stored.items():
+            if len(vec) == self.embedder.dimension:
+                self.cache.put(key, vec)
+
+    def _assign(self, item: _Pending, stored: dict[str, list[float]]) -> None:
+        """Give each chunk a known vector (this page's stored ones, then the pass's), or make
+        its text one of this batch's model inputs, unless the batch already has it."""
+        model_id, dim = self.embedder.model_id, self.embedder.dimension
+        for key, vec in stored.items():
+            if len(vec) == dim:
+                self.cache.put(key, vec)
+        dedup = self.cfg.reuse_vectors
+        for text in item.chunks:
+            key = reuse_key(model_id, text)
+            vec = stored.get(key)
+            if vec is None or len(vec) != dim:
+                vec = self.cache.get(key)
+            item.keys.append(key)
+            item.vectors.append(vec)
+            if vec is not None or (dedup and key in self.to_embed):
+                item.reused += 1
+            else:
+                # Without reuse every chunk is a model input of its own (the old behaviour).
+                self.to_embed[key if dedup else f"{key}#{len(self.to_embed)}"] = text
 
     def _flush_skips(self) -> None:
         self._save(self.skips)
         self.skips = []
 
     async def _flush(self) -> None:
-        """Embed every queued chunk (one model call spanning pages), then write the pages."""
+        """Embed the queued pages' new texts (one model call spanning pages, each text once),
+        then write the pages."""
         if not self.queue:
             return
         batch, self.queue, self.queued_chunks = self.queue, [], 0
+        to_embed, self.to_embed = self.to_embed, {}
+        reused = sum(item.reused for item in batch)
         if self.cfg.dry_run:
+            self.report.chunks_reused += reused  # would be reused; nothing is embedded
+            for key in to_embed:  # later batches count these as a real pass would
+                self.cache.put(key, array("f"))
             for item in batch:
-                self._record(item.page, item.decision, len(item.chunks))
+                self._record(item.page, item.decision, len(item.chunks), item.reused)
             return
-        texts = [c for item in batch for c in item.chunks]
+        texts = list(to_embed.values())
         try:
             vectors = await asyncio.to_thread(self.embedder.embed, texts) if texts else []
             if len(vectors) != len(texts):
@@ -632,10 +744,17 @@ class _Pass:
                 self._fail(item.page, f"embedding failed: {exc}")
             return
         self.report.chunks_embedded += len(texts)
+        self.report.chunks_reused += reused
+        fresh = dict(zip(to_embed, vectors))
+        for key, vec in fresh.items():
+            self.cache.put(key, vec)
         pos = 0
         for item in batch:
-            item.vectors = vectors[pos : pos + len(item.chunks)]
-            pos += len(item.chunks)
+            if self.cfg.reuse_vectors:
+                item.vectors = [fresh[k] if v is None else v for k, v in zip(item.keys, item.vectors)]
+            else:  # every chunk was an input of its own, in queue order
+                item.vectors = list(vectors[pos : pos + len(item.chunks)])
+                pos += len(item.chunks)
         for i in range(0, len(batch), self.cfg.write_batch):
             await self._write(batch[i : i + self.cfg.write_batch])
 
@@ -669,7 +788,7 @@ class _Pass:
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
             p.last_changed_at = self.now
             p.failures, p.last_error = 0, None
-            self._record(p, item.decision, len(item.chunks))
+            self._record(p, item.decision, len(item.chunks), item.reused)
         self._save([i.page for i in items])
         self._keep_texts(items)
 

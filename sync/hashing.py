@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["fold_whitespace", "content_hash", "pipeline_fingerprint"]
+__all__ = ["fold_whitespace", "content_hash", "pipeline_fingerprint", "reuse_key"]
 
 _WS = re.compile(r"\s+")
 
@@ -28,3 +28,19 @@ def pipeline_fingerprint(embedder_id: str, chunker_settings: str) -> str:
     """
     raw = f"{embedder_id}\n{chunker_settings}".encode("utf-8")
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def reuse_key(embedder_id: str, text: str) -> str:
+    """Identity of a vector: the embedder that made it and the exact chunk text it embeds.
+
+    A stored point's vector is reused for a new chunk only when both are equal (no
+    whitespace folding: the model sees every character). The extractor and chunker
+    settings are deliberately not part of it: they decide which texts exist, not what a
+    given text's vector is.
+    """
+    h = hashlib.sha256()
+    for part in (embedder_id, text):
+        raw = part.encode("utf-8")
+        h.update(len(raw).to_bytes(8, "big"))  # length-prefixed: no two pairs share a key
+        h.update(raw)
+    return h.hexdigest()

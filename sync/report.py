@@ -20,12 +20,17 @@ class Report:
     pages_added: int = 0
     pages_removed: int = 0
     pages_failed: int = 0
-    chunks_embedded: int = 0  # texts sent through the model
+    chunks_embedded: int = 0  # texts sent through the model (a text met again in the pass is not sent again)
     chunks_deleted: int = 0
     chunks_written: int = 0
     bytes_downloaded: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
     # beyond the contract
+    # Chunks of changed/added pages that got a vector without being a model input of their
+    # own: the page's stored vector for the same text (same embedder), or the same text
+    # embedded earlier in the pass. A pass writes chunks_embedded + chunks_reused chunks
+    # (minus any whose write failed). In a dry run: what would be reused.
+    chunks_reused: int = 0
     dry_run: bool = False
     now: str = ""
     collection: str = ""
@@ -57,11 +62,20 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def would_embed(self) -> int:
+        """A dry run's model inputs: the changes' chunks that would not be reused."""
+        return sum(c.get("chunks", 0) - c.get("reused", 0) for c in self.changes if c["action"] in ("added", "changed"))
+
     def summary(self) -> str:
         verb = "would " if self.dry_run else ""
+        if self.dry_run:
+            chunks = f"would embed {self.would_embed()}, would reuse {self.chunks_reused}"
+        else:
+            chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
+                      f"{self.chunks_written} written, {self.chunks_deleted} deleted")
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
-            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped, {self.pages_failed} failed; chunks: {self.chunks_embedded} embedded, "
-            f"{self.chunks_written} written, {self.chunks_deleted} deleted; {self.bytes_downloaded} bytes in {self.seconds:.1f}s"
+            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped, {self.pages_failed} failed; chunks: {chunks}; "
+            f"{self.bytes_downloaded} bytes in {self.seconds:.1f}s"
         )

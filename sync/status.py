@@ -75,7 +75,7 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(
             f"last pass: {lp['finished_at']} (clock {lp.get('now', '-')}): fetched {lp['pages_fetched']}, "
             f"added {lp['pages_added']}, changed {lp['pages_changed']}, removed {lp['pages_removed']}, "
-            f"failed {lp['pages_failed']}, chunks embedded {lp['chunks_embedded']}"
+            f"failed {lp['pages_failed']}, chunks embedded {lp['chunks_embedded']}, reused {lp.get('chunks_reused', 0)}"
         )
     else:
         lines.append("last pass: none")

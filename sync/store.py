@@ -10,6 +10,8 @@ Replacing a page is `delete every point with this url` then `upsert the new poin
 in that order, confirmed before returning (server: one `batch_update_points` request
 with `wait=True`; edge: every `update` is in the shard's write-ahead log when it returns,
 which is what makes it durable; segments are flushed on close).
+`vectors_for_url` reads one page's stored vectors (keyed by embedder and exact chunk
+text) so that a changed page re-embeds only the chunks whose text is new.
 Every backend error is raised as `StoreError`.
 """
 
@@ -25,6 +27,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
 from .errors import CollectionMismatchError, ConfigError, StoreError
+from .hashing import reuse_key
 
 __all__ = [
     "StoredPoint",
@@ -79,11 +82,34 @@ class Store(Protocol):
     def delete_points(self, ids: Sequence[str]) -> None:
         """Delete points by id (audit repairs)."""
 
+    def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
+        """The vectors of one url's points, keyed by `reuse_key(payload embedder, payload text)`.
+
+        Only that url's points are read (through the url index), with just the `text` and
+        `embedder` payload fields; with `embedder`, only points that embedder made. Points
+        without a text or an embedder name are left out. No collection: empty, nothing created.
+        """
+
     def count(self, url: str | None = None) -> int: ...
 
     def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
+
+
+REUSE_FIELDS = ("text", "embedder")
+
+
+def _reuse_entry(payload: Any, vector: Any) -> tuple[str, list[float]] | None:
+    """(reuse key, vector) of one stored point, or None when it cannot be reused."""
+    if isinstance(vector, dict):
+        vector = vector.get("")
+    if not payload or vector is None:
+        return None
+    text, embedder = payload.get("text"), payload.get("embedder")
+    if not isinstance(text, str) or not isinstance(embedder, str):
+        return None
+    return reuse_key(embedder, text), list(vector)
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -265,6 +291,27 @@ class EdgeStore:
                 yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
             if offset is None:
                 return
+
+    def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
+        if not self.exists():
+            return {}
+        shard = self._open()
+        qe = self._qe
+        must = [qe.FieldCondition(key="url", match=qe.MatchValue(url))]
+        if embedder is not None:
+            must.append(qe.FieldCondition(key="embedder", match=qe.MatchValue(embedder)))
+        out: dict[str, list[float]] = {}
+        offset = None
+        while True:
+            with self._guard("read vectors"):
+                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=256, filter=qe.Filter(must=must),
+                                                             with_payload=list(REUSE_FIELDS), with_vector=True))
+            for r in recs:
+                entry = _reuse_entry(r.payload, r.vector)
+                if entry is not None:
+                    out[entry[0]] = entry[1]
+            if offset is None:
+                return out
 
     def delete_points(self, ids: Sequence[str]) -> None:
         if not ids or not self.exists():
@@ -469,6 +516,29 @@ class ClientStore:
                 yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
             if offset is None:
                 return
+
+    def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
+        from qdrant_client import models as m
+
+        if not self.exists():
+            return {}
+        # Filtered by url only (indexed): a server in strict mode refuses filters on fields
+        # without an index, such as `embedder`; that one is checked here instead.
+        url_only = m.Filter(must=[m.FieldCondition(key="url", match=m.MatchValue(value=url))])
+        out: dict[str, list[float]] = {}
+        offset = None
+        while True:
+            with self._guard("read vectors"):
+                recs, offset = self.client.scroll(self.collection, scroll_filter=url_only, limit=256,
+                                                  offset=offset, with_payload=list(REUSE_FIELDS), with_vectors=True)
+            for r in recs:
+                if embedder is not None and (r.payload or {}).get("embedder") != embedder:
+                    continue
+                entry = _reuse_entry(r.payload, r.vector)
+                if entry is not None:
+                    out[entry[0]] = entry[1]
+            if offset is None:
+                return out
 
     def delete_points(self, ids: Sequence[str]) -> None:
         from qdrant_client import models as m

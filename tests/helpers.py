@@ -98,3 +98,10 @@ class Harness:
             return {p.id: p.payload for p in store.scroll()}
         finally:
             store.close()
+
+    def vectors(self, store=None) -> dict[str, list[float]]:
+        store = store or self.open_store()
+        try:
+            return {p.id: p.vector for p in store.scroll(with_vectors=True)}
+        finally:
+            store.close()

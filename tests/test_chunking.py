@@ -254,3 +254,88 @@ def test_short_page_extracts_its_text_not_the_nav():
     b = extract_page(render_page("About", body, nav=["Guide", "API", "Plugins"], footer="other").encode())
     assert "Guide" not in a.markdown and "About FastAPI" in a.markdown
     assert content_hash(a.markdown) == content_hash(b.markdown)
+
+
+# -- chunk texts stay put when sections come and go (what vector reuse relies on) ---------------
+
+def _chunks_by_section(chunks: list[str]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for c in chunks:
+        if c.startswith("# "):  # the page title, a section of its own
+            continue
+        out.setdefault(_section_of(c), []).append(c)
+    return out
+
+
+@pytest.mark.parametrize("size, overlap", [(1000, 100), (200, 40), (400, 0)])
+@pytest.mark.parametrize("intro", ["", "An intro paragraph under the title.\n\n"])
+def test_inserting_a_section_at_the_top_keeps_every_other_sections_chunks(size, overlap, intro):
+    splitter = Splitter(chunk_size=size, chunk_overlap=overlap)
+    sections = [_section(k, words=20 + 15 * k) for k in range(1, 10)]  # short and long sections
+    before = splitter.split("# Doc\n\n" + intro + "\n\n".join(sections))
+    after = splitter.split("# Doc\n\n" + intro + "\n\n".join([_section(0, words=30), *sections]))
+    b, a = _chunks_by_section(before), _chunks_by_section(after)
+    assert set(a) == set(b) | {0}
+    for k in b:
+        assert a[k] == b[k], f"section {k} changed"
+    assert set(before) <= set(after)
+    assert len(set(after) - set(before)) == len(a[0])
+
+
+def test_removing_a_section_keeps_every_other_sections_chunks():
+    splitter = Splitter()
+    sections = [_section(k, words=20 + 15 * k) for k in range(6)]
+    before = splitter.split("# Doc\n\n" + "\n\n".join(sections))
+    after = splitter.split("# Doc\n\n" + "\n\n".join(sections[:3] + sections[4:]))
+    assert set(after) <= set(before)
+    assert set(before) - set(after) == set(_chunks_by_section(before)[3])
+
+
+def test_page_title_is_not_glued_to_the_first_section():
+    # langchain's grouping carries a heading that is directly followed by a deeper one into
+    # the next section; for the page title that made the first section's chunk depend on
+    # which section happens to come first.
+    md = "# Release Notes\n\n## Latest Changes\n\n### Docs\n\n* one\n* two\n\n## 0.1.0\n\n### Fixes\n\n* three"
+    assert Splitter().split(md) == [
+        "# Release Notes",
+        "## Latest Changes  \n### Docs  \n* one\n* two",  # an h2 still carries into its first h3
+        "## 0.1.0  \n### Fixes  \n* three",
+    ]
+    assert Splitter().split("# Guide\n\n## Topic\n\nText.") == ["# Guide", "## Topic  \nText."]
+    assert Splitter().split("# Guide\n\nIntro.\n\n## Topic\n\nText.") == ["# Guide  \nIntro.", "## Topic  \nText."]
+
+
+def test_inserted_section_through_extraction_changes_only_its_own_chunks():
+    # The real path: HTML -> trafilatura markdown -> chunks, page title (h1) directly above
+    # the first section.
+    from demo.site_server import render_page
+    from tests.helpers import para
+
+    def page(names):
+        body = "".join(f"<h2>Topic {n}</h2><p>{para('t-' + n, 40)}</p>" for n in names)
+        return extract_page(render_page("Guide", body).encode(), "text/html").markdown
+
+    splitter = Splitter()
+    before = splitter.split(page(["alpha", "beta", "gamma"]))
+    after = splitter.split(page(["new", "alpha", "beta", "gamma"]))
+    assert set(before) <= set(after)
+    (new,) = set(after) - set(before)
+    assert "Topic new" in new
+
+
+@settings(max_examples=120, deadline=None)
+@given(markdown_docs())
+def test_sections_are_langchains_wherever_no_title_is_glued(md):
+    # Grouping is langchain's own except for level-1 headings: without any, identical.
+    from langchain_text_splitters import MarkdownHeaderTextSplitter
+
+    md = re.sub(r"(?m)^# ", "## ", md)
+    ours = Splitter().sections(md)
+    theirs = [d.page_content for d in MarkdownHeaderTextSplitter(
+        [("#", "h1"), ("##", "h2"), ("###", "h3")], strip_headers=False).split_text(md)]
+    assert ours == theirs
+
+
+def test_chunker_settings_name_the_grouping():
+    # Part of the pipeline fingerprint: changing how sections are grouped re-chunks every page once.
+    assert "v2" in Splitter().settings

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sync.errors import CollectionMismatchError, StoreError
+from sync.hashing import reuse_key
 from sync.ids import chunk_id, point_id
 from sync.store import INDEXED_FIELDS, ClientStore, EdgeStore, PageWrite, StoredPoint
 
@@ -328,6 +329,80 @@ def test_search_returns_the_nearest_points_with_payload(store):
     assert scores == sorted(scores, reverse=True)
     assert scores[0] == pytest.approx(unit(query)[2], abs=1e-4)  # cosine, not dot on raw vectors
     assert len(store.search(query, limit=1)) == 1
+
+
+# -- vectors_for_url (vector reuse) -------------------------------------------------------------
+def test_vectors_for_url_reads_only_that_urls_vectors_keyed_by_embedder_and_text(store):
+    store.ensure_collection(DIM)
+    a = page(A, 3)
+    store.upsert([*a, *page(B, 2), *page(A + "/", 2), *page(A + "?x=1", 1)])
+    got = store.vectors_for_url(A)
+    assert set(got) == {reuse_key("fake-hash-4", p.payload["text"]) for p in a}
+    for p in a:
+        v = got[reuse_key("fake-hash-4", p.payload["text"])]
+        assert isinstance(v, list) and all(isinstance(x, float) for x in v)
+        assert_close(v, unit(p.vector))  # what the store holds (cosine: normalised)
+    assert store.vectors_for_url(C) == {}
+
+
+def test_vectors_for_url_filters_by_embedder_and_keys_by_the_points_own_embedder(store):
+    store.ensure_collection(DIM)
+    mine = pt(A, 0, text="same text")
+    theirs = pt(A, 1, text="same text", vector=vec("other model"))
+    theirs.payload["embedder"] = "another-model"
+    store.upsert([mine, theirs])
+    only_mine = store.vectors_for_url(A, embedder="fake-hash-4")
+    assert set(only_mine) == {reuse_key("fake-hash-4", "same text")}
+    assert_close(only_mine[reuse_key("fake-hash-4", "same text")], unit(mine.vector))
+    both = store.vectors_for_url(A)
+    assert set(both) == {reuse_key("fake-hash-4", "same text"), reuse_key("another-model", "same text")}
+    assert_close(both[reuse_key("another-model", "same text")], unit(theirs.vector))
+    assert store.vectors_for_url(A, embedder="nobody") == {}
+
+
+def test_vectors_for_url_leaves_out_points_without_text_or_embedder(store):
+    store.ensure_collection(DIM)
+    no_text, no_embedder, odd_text = pt(A, 0), pt(A, 1), pt(A, 2)
+    del no_text.payload["text"]
+    del no_embedder.payload["embedder"]
+    odd_text.payload["text"] = 42
+    good = pt(A, 3)
+    store.upsert([no_text, no_embedder, odd_text, good])
+    assert set(store.vectors_for_url(A)) == {reuse_key("fake-hash-4", good.payload["text"])}
+
+
+def test_vectors_for_url_exact_text_same_text_twice_and_many_points(store):
+    store.ensure_collection(DIM)
+    pts = [pt(A, i, text=f"text {i % 300}") for i in range(600)]  # every text twice; more than one scroll page
+    pts.append(pt(A, 600, text="text 1 "))  # trailing space: another text
+    store.upsert(pts)
+    got = store.vectors_for_url(A)
+    assert len(got) == 301
+    assert reuse_key("fake-hash-4", "text 1 ") in got and reuse_key("fake-hash-4", "text 1") in got
+
+
+def test_vectors_for_url_sees_a_replace_and_a_delete(store):
+    store.ensure_collection(DIM)
+    store.upsert(page(A, 3))
+    new = page(A, 2, hash_="h2", text="rewritten")
+    store.replace_pages([PageWrite(A, new)])
+    assert set(store.vectors_for_url(A)) == {reuse_key("fake-hash-4", "rewritten")}
+    store.delete_pages([A])
+    assert store.vectors_for_url(A) == {}
+
+
+def test_vectors_for_url_without_a_collection_is_empty_and_creates_nothing(store):
+    assert store.vectors_for_url(A) == {}
+    assert store.exists() is False
+
+
+def test_vectors_for_url_after_reopening(store):
+    store.ensure_collection(DIM)
+    a = page(A, 2)
+    store.upsert(a)
+    with reopened(store) as again:
+        got = again.vectors_for_url(A, embedder="fake-hash-4")
+        assert set(got) == {reuse_key("fake-hash-4", p.payload["text"]) for p in a}
 
 
 # -- payload indexes ---------------------------------------------------------------------------
