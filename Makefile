@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse replay replay-policies clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local replay replay-policies clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,10 +31,23 @@ test-fast: install
 clean:
 	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis
 
-# Store replace cost vs collection size (figures in the README).
+# Issue 5's five rows, each against a baseline measured in the same run; the table is
+# printed at the end and kept in bench/results/bench.md (about 30-40 min on 2 cores).
+# Rows 1-2 need a FastAPI clone (REPLAY_GIT_DIR; on a machine with GitHub access:
+# git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
+# rows 3-4 need nginx (apt-get install nginx-light).
+BENCH_RESULTS := bench/results
 bench: install
-	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000
-	$(BIN)/python bench/store_replace.py --backends local --sizes 5000,20000
+	-$(BIN)/pip install -q -e '.[bench]'
+	-$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/scale_passes.py --pages 20000
+	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000,1000000 --json $(BENCH_RESULTS)/store_replace.json
+	$(BIN)/python bench/audit_scale.py --points 10000,100000,1000000 --json $(BENCH_RESULTS)/audit_scale.json
+	$(BIN)/python bench/summary.py
+
+# qdrant-client's local mode beside the embedded store (why Edge is the default).
+bench-local: install
+	$(BIN)/python bench/store_replace.py --backends edge,local --sizes 5000,20000
 
 # Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
 bench-audit: install

@@ -89,23 +89,32 @@ def audit(root: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--points", type=str, default="1000000", help="comma-separated sizes")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here (make bench's summary reads it)")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/pagesync-audit-bench"))
     ap.add_argument("--phase", choices=["all", "build", "audit"], default="all")
     args = ap.parse_args()
-    if args.phase in ("all", "build"):
-        build(args.dir, args.points)
+    sizes = [int(x) for x in args.points.split(",")]
+    if args.phase == "build":
+        build(args.dir, sizes[0])
     if args.phase == "audit":
         print(json.dumps(audit(args.dir)))
         return
     if args.phase == "all":
-        out = subprocess.run([sys.executable, __file__, "--phase", "audit", "--dir", str(args.dir)],
-                             capture_output=True, text=True, check=True)
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows = []
         print("| points | pages | audit seconds | points/s | peak RSS (MB) | RSS before the audit (MB) |")
         print("|---|---|---|---|---|---|")
-        print(f"| {r['points']:,} | {r['pages']:,} | {r['seconds']} | {r['points_per_s']:,} | {r['peak_rss_mb']} "
-              f"| {r['rss_before_mb']} |")
+        for n in sizes:
+            build(args.dir, n)
+            out = subprocess.run([sys.executable, __file__, "--phase", "audit", "--dir", str(args.dir)],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(r)
+            print(f"| {r['points']:,} | {r['pages']:,} | {r['seconds']} | {r['points_per_s']:,} | {r['peak_rss_mb']} "
+                  f"| {r['rss_before_mb']} |", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
+        shutil.rmtree(args.dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ replace scans the collection grows with N.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import tempfile
@@ -77,7 +78,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--backends", default="edge,local")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here (make bench's summary reads it)")
     args = ap.parse_args()
+    rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
     print(f"| backend | points | fill (points/s) | replace one page (ms) | ratio vs {sizes[0]} |")
@@ -87,6 +90,9 @@ def main() -> None:
         for n in sizes:
             r = run(backend, n, rng)
             base = base or r["replace_ms"]
+            rows.append({**r, "ratio_vs_first": r["replace_ms"] / base})
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
             print(f"| {backend} | {n:,} | {r['fill_points_per_s']:,.0f} | {r['replace_ms']:.2f} | {r['replace_ms'] / base:.2f} |", flush=True)
 
 

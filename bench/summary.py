@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""`make bench`'s table: the five rows of issue 5, each a ratio against a baseline measured
+in the same run, read from the JSON files the row scripts wrote in bench/results/.
+
+    .venv/bin/python bench/summary.py [--results bench/results]
+
+A row whose script did not run (e.g. rows 1-2 without a FastAPI clone) says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def rows(results: Path) -> list[str]:
+    out = ["| # | what | figure | baseline (same run) | ratio | goal |", "|---|---|---|---|---|---|"]
+    pipe = _load(results / "pipeline.json")
+    if pipe:
+        p, raw = pipe["row1"]["pass"], pipe["row1"]["raw"]
+        rate, raw_rate = p["chunks_embedded"] / p["seconds"], raw["n"] / raw["embed_s"]
+        out.append(f"| 1 | initial index, {pipe['pages']} FastAPI pages, {p['chunks_embedded']:,} chunks embedded | "
+                   f"{rate:.1f} chunks/s, peak {p.get('hwm_mb') or 0:.0f} MB | raw {raw['embedder']}: {raw_rate:.1f} chunks/s "
+                   f"| {rate / raw_rate:.2f} | >= 0.9 |")
+        r2 = pipe["row2"]
+        ps, lc = r2["pagesync"], r2["langchain"]["v2"]
+        out.append(f"| 2 | a day of edits (changelog entry, 3 paragraphs, +1 page, -1 page) | pagesync embeds "
+                   f"{ps['chunks_embedded']:,} ({ps.get('chunks_reused') or 0:,} reused) | page-level {r2['page_level']:,}; "
+                   f"LangChain index() {lc['embedded']:,} | {ps['chunks_embedded'] / max(1, r2['page_level']):.3f} of "
+                   f"page-level, {ps['chunks_embedded'] / max(1, lc['embedded']):.3f} of LangChain | fewer |")
+    else:
+        out.append("| 1-2 | initial index; a day of edits | not run (needs a FastAPI clone: REPLAY_GIT_DIR) | | | |")
+    scale = _load(results / "scale_passes.json")
+    if scale:
+        n = scale["noop"][-1]
+        loaded = [m for m, v in n["pass"]["modules"].items() if v] or ["nothing heavy"]
+        out.append(f"| 3 | no-op pass, {scale['pages']:,} tracked pages | {n['pass']['wall_s']:.2f} s process "
+                   f"({n['pass_seconds']:.2f} s pass), {n['pass']['hwm_mb']:.0f} MB; loaded: {', '.join(loaded)} | "
+                   f"`import sync.cli`: {n['baseline']['wall_s']:.2f} s, {n['baseline']['hwm_mb']:.0f} MB | "
+                   f"{n['pass']['wall_s'] / n['baseline']['wall_s']:.2f} (time) | <= 1 s, <= 200 MB |")
+        f = scale["fetch"][-1]
+        plain, ps = scale["pages"] / f["plain_s"], f["pages_fetched"] / f["pass_seconds"]
+        out.append(f"| 4 | fetch-bound pass, {scale['pages']:,} x 304 from nginx | {ps:.0f} pages/s | plain httpx loop "
+                   f"{plain:.0f} pages/s | {ps / plain:.2f} | close to 1 |")
+    else:
+        out.append("| 3-4 | no-op pass; fetch-bound pass | not run | | | |")
+    store = _load(results / "store_replace.json")
+    audit = _load(results / "audit_scale.json")
+    if store:
+        edge = [r for r in store if r["backend"] == "edge"]
+        first, last = edge[0], edge[-1]
+        out.append(f"| 5a | page replace, embedded store | {last['replace_ms']:.2f} ms at {last['points']:,} points | "
+                   f"{first['replace_ms']:.2f} ms at {first['points']:,} | {last['replace_ms'] / first['replace_ms']:.2f} | "
+                   "flat (~1) |")
+    if audit:
+        first, last = audit[0], audit[-1]
+        out.append(f"| 5b | audit, embedded store | {last['seconds']} s, {last['peak_rss_mb']} MB at {last['points']:,} points "
+                   f"| {first['seconds']} s, {first['peak_rss_mb']} MB at {first['points']:,} | "
+                   f"{(last['seconds'] / last['points']) / (first['seconds'] / first['points']):.2f} (per point) | linear "
+                   "(~1 per point) |")
+    if not (store or audit):
+        out.append("| 5 | store replace and audit | not run | | | |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", type=Path, default=REPO / "bench/results")
+    args = ap.parse_args(argv)
+    table = rows(args.results)
+    (args.results / "bench.md").write_text("# make bench\n\n" + "\n".join(table) + "\n\nDetails: pipeline.md, "
+                                           "scale_passes.md, store_replace.json, audit_scale.json.\n")
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
