@@ -190,7 +190,7 @@ def langchain_counts(v1: dict[str, list[str]], v2: dict[str, list[str]]) -> dict
 # ------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR", DEFAULT_GIT_DIR))
+    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR)
     ap.add_argument("--commit", default=None, help="the site's commit (default: the last one before 2024-08-01)")
     ap.add_argument("--docs-dir", default="docs/en/docs")
     ap.add_argument("--embedder", default=None, help="default: pagesync's default embedder")

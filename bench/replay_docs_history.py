@@ -490,7 +490,7 @@ def compare(inc: dict[str, dict], fresh: dict[str, dict], ignore: set[str]) -> d
 # ==========================================================================================
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR", DEFAULT_GIT_DIR),
+    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR,
                     help="a clone (bare is fine) of the docs repo (default: %(default)s)")
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--docs-dir", default="docs/en/docs")

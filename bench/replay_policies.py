@@ -309,7 +309,7 @@ def write_markdown(data: dict, command: str, path: Path) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR", DEFAULT_GIT_DIR))
+    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR)
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--docs-dir", default="docs/en/docs")
     ap.add_argument("--start", default="2024-06-20", help="start of the window (UTC date)")
