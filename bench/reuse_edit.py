@@ -55,7 +55,7 @@ def one_line_edit(markdown: str, n: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR", DEFAULT_GIT_DIR))
+    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR)
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--docs-dir", default="docs/en/docs")
     ap.add_argument("--embedder", default=None, help="default: the bundled all-MiniLM-L6-v2; 'fake' for a dry check")
