@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"row 1: initial index of {len(pages)} pages ...", file=sys.stderr)
         first = pagesync(work, sitemap, T0, args.embedder, env)
         v1 = chunks_by_url(work)
-        texts = [t for u in sorted(v1) for t in v1[u]]
+        # The distinct texts: what the pass sent to the model (it embeds each text once).
+        texts = list(dict.fromkeys(t for u in sorted(v1) for t in v1[u]))
         (work / "texts.json").write_text(json.dumps(texts))
         raw = subprocess.run([sys.executable, "-c", RAW, str(REPO), str(work / "texts.json"), args.embedder or "",
                               str(args.embed_batch)], capture_output=True, text=True, env=env)
