@@ -28,15 +28,29 @@ def comparable(points: dict[str, dict]) -> dict[str, dict]:
     return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
 
 
-def comparable_with_vectors(h: Harness) -> dict[str, dict]:
-    """`comparable` points of a harness's collection, each with its vector under "vector".
+class CloseVector(list):
+    """A vector equal to another when every component is within 1e-5.
 
-    Rounded to 5 decimals: stores keep float32 and some normalise cosine vectors on write
-    (qdrant-client's local mode does), so the same vector can differ in the last bits across
-    stores. A wrong reused vector differs in every component, far above that.
+    Stores keep float32 and some normalise cosine vectors on write (qdrant-client's local
+    mode does), so the same vector can differ in the last bits across stores; rounding
+    would still split values that straddle a rounding boundary. A wrong reused vector
+    differs by far more than that in nearly every component.
     """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, list) and len(self) == len(other)
+                and all(abs(a - b) <= 1e-5 for a, b in zip(self, other)))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+
+def comparable_with_vectors(h: Harness) -> dict[str, dict]:
+    """`comparable` points of a harness's collection, each with its vector under "vector"."""
     vectors = h.vectors()
-    return {pid: {**p, "vector": [round(x, 5) for x in vectors[pid]]} for pid, p in comparable(h.points()).items()}
+    return {pid: {**p, "vector": CloseVector(vectors[pid])} for pid, p in comparable(h.points()).items()}
 
 
 class SiteEdits(RuleBasedStateMachine):
