@@ -71,15 +71,25 @@ class MiniLMEmbedder:
         if not texts:
             return []
         model = self._load()
+        texts = list(texts)
         try:
-            vecs = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            # Sub-batches by token length (sentence-transformers sorts one call by characters):
+            # each is padded only to its own longest text.
+            ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+            order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+            out: list[list[float]] = [[] for _ in texts]
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                vecs = model.encode(
+                    [texts[i] for i in idx],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                for i, v in zip(idx, vecs.tolist()):
+                    out[i] = v
         except Exception as exc:
             raise EmbedderError(f"embedding failed: {exc}") from exc
         self.texts_embedded += len(texts)
-        return vecs.tolist()
+        return out
