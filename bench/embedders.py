@@ -3,7 +3,7 @@
 The corpus is fixed and offline: this repo's README, the demo site's pages (extracted as
 the engine does) and bench results, then the long descriptions (PyPI READMEs) of the
 project's installed dependencies, all split by the production `Splitter` (1000 chars,
-100 overlap), first `--chunks` chunks in that order (pages one after another, as the
+100 overlap), the first `--chunks` chunks in that order (pages one after another, as the
 engine's batches see them).
 
 Measured, in one process, alternating the backends each round (the machine is shared, so
@@ -13,7 +13,8 @@ only ratios taken side by side mean anything):
      corpus in calls of `--call` chunks (the engine's --embed-batch, 64);
   3. padding waste (tokenizer only, no model): padded token slots / real tokens for
      call sizes 16..256, model sub-batches of 32, unsorted / sorted by characters (what
-     sentence-transformers does) / sorted by tokens (what the ONNX embedder does);
+     sentence-transformers does within one encode call) / sorted by tokens (what both
+     pagesync embedders do now);
   4. ONNX throughput by call size (the sort has more room in a bigger call);
   5. cold start: a fresh process importing the backend and embedding one text.
 
@@ -233,7 +234,7 @@ def render(res: dict, args) -> str:
         "",
         "## Padding waste (padded slots / real tokens - 1; sub-batches of 32)",
         "",
-        "| chunks per call | unsorted | sorted by chars (sentence-transformers) | sorted by tokens (ONNX embedder) |",
+        "| chunks per call | unsorted | sorted by chars (sentence-transformers alone) | sorted by tokens (both embedders) |",
         "|---|---|---|---|",
     ]
     for row in res["padding"]:

@@ -184,7 +184,9 @@ def _export_fused(model_path: Path, raw: Path, fused_out: Path):
         )
     from onnxruntime.transformers import optimizer
 
-    quiet = [_logging.getLogger(n) for n in ("onnxruntime.transformers", "fusion", "onnx_model", "")]
+    # its modules log under their bare names (fusion_attention, onnx_model_bert, ...)
+    quiet = [_logging.getLogger(n) for n in list(_logging.root.manager.loggerDict)
+             if n.startswith(("onnxruntime", "fusion_", "onnx_model", "symbolic_shape_infer", "shape_infer_helper"))]
     levels = [lg.level for lg in quiet]
     try:
         for lg in quiet:
@@ -193,11 +195,11 @@ def _export_fused(model_path: Path, raw: Path, fused_out: Path):
             warnings.simplefilter("ignore")
             opt = optimizer.optimize_model(str(raw), model_type="bert", num_heads=cfg.num_attention_heads,
                                            hidden_size=cfg.hidden_size, opt_level=0)
+            fused = opt.get_fused_operator_statistics()
+            opt.save_model_to_file(str(fused_out))
     finally:
         for lg, lvl in zip(quiet, levels):
             lg.setLevel(lvl)
-    fused = opt.get_fused_operator_statistics()
-    opt.save_model_to_file(str(fused_out))
     return hf, {k: v for k, v in fused.items() if v}
 
 
