@@ -44,7 +44,7 @@ from .sentence import DEFAULT_MODEL_ID, bundled_model_path
 
 __all__ = [
     "OnnxMiniLMEmbedder", "runtime_available", "cache_dir", "export_path", "export_onnx",
-    "VALIDATION_TEXTS", "MIN_COSINE", "CACHE_ENV",
+    "failure_marker", "VALIDATION_TEXTS", "MIN_COSINE", "CACHE_ENV",
 ]
 
 log = logging.getLogger("pagesync.embedders")
@@ -75,8 +75,11 @@ def runtime_available() -> bool:
         return False
     if all(_importable(m) for m in ("torch", "transformers", "onnx")):
         return True
-    d = cache_dir() / "onnx"
-    return d.is_dir() and any(d.glob("all-MiniLM-L6-v2-*.onnx"))
+    try:
+        d = cache_dir() / "onnx"
+        return d.is_dir() and any(d.glob("all-MiniLM-L6-v2-*.onnx"))
+    except (OSError, RuntimeError):  # no home directory
+        return False
 
 
 def _importable(module: str) -> bool:
@@ -138,6 +141,8 @@ def export_onnx(model_path: Path | None = None, out: Path | None = None, *, forc
     if out.exists() and not force:
         return {"path": str(out), "built": False}
     out.parent.mkdir(parents=True, exist_ok=True)
+    failed = failure_marker(out)
+    failed.unlink(missing_ok=True)
     tmp_raw = out.with_name(f".{out.name}.{os.getpid()}.raw")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
@@ -146,11 +151,21 @@ def export_onnx(model_path: Path | None = None, out: Path | None = None, *, forc
         if cos < MIN_COSINE:
             raise EmbedderError(f"ONNX export does not reproduce the torch model (min cosine {cos:.6f} < {MIN_COSINE})")
         os.replace(tmp, out)  # atomic: a concurrent reader sees the whole file or none
+    except Exception as exc:
+        # Remembered, so that every later run does not pay for a failing export again.
+        try:
+            failed.write_text(f"{type(exc).__name__}: {exc}"[:2000])
+        except OSError:
+            pass
+        raise
     finally:
         for p in (tmp_raw, tmp):
             p.unlink(missing_ok=True)
-    info = {"path": str(out), "built": True, "min_cosine": cos, "fused": fused}
-    return info
+    return {"path": str(out), "built": True, "min_cosine": cos, "fused": fused}
+
+
+def failure_marker(onnx_file: Path) -> Path:
+    return onnx_file.with_name(onnx_file.name + ".failed")
 
 
 def _export_fused(model_path: Path, raw: Path, fused_out: Path):
@@ -316,6 +331,10 @@ class OnnxMiniLMEmbedder:
         if not onnx_file.exists():
             if not self._build:
                 raise EmbedderError(f"no ONNX export at {onnx_file}: run `python -m embedders export`")
+            failed = failure_marker(onnx_file)
+            if failed.exists():
+                raise EmbedderError(f"an earlier ONNX export failed ({failed.read_text(errors='replace').strip()}); "
+                                    f"`python -m embedders export --force` tries again")
             log.info("building the ONNX export of %s into %s (once)", DEFAULT_MODEL_ID, onnx_file)
             export_onnx(path, onnx_file)
         import onnxruntime as ort

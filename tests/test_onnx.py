@@ -174,3 +174,27 @@ def test_cache_dir_env(monkeypatch, tmp_path):
     monkeypatch.delenv(onnx_backend.CACHE_ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert onnx_backend.cache_dir() == tmp_path / "x" / "pagesync"
+
+
+def test_a_failed_export_is_not_retried_on_every_run(tmp_path, monkeypatch):
+    target = tmp_path / "minilm.onnx"
+    calls = []
+
+    def boom(*a, **k):
+        calls.append(1)
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(onnx_backend, "_export_fused", boom)
+    with pytest.raises(EmbedderError, match="could not load the ONNX model: exporter exploded"):
+        OnnxMiniLMEmbedder(onnx_path=target).embed(["x"])
+    assert onnx_backend.failure_marker(target).read_text() == "RuntimeError: exporter exploded"
+    with pytest.raises(EmbedderError, match="an earlier ONNX export failed .*export --force"):
+        OnnxMiniLMEmbedder(onnx_path=target).embed(["x"])
+    assert len(calls) == 1 and not target.exists()
+    # the default falls back to torch (here a stand-in with the same model id) at once
+    auto = OnnxMiniLMEmbedder(onnx_path=target, fallback=lambda: HashEmbedder(384, DEFAULT_MODEL_ID))
+    assert len(auto.embed(["x"])[0]) == 384 and auto.backend == "torch" and len(calls) == 1
+    # --force clears the marker and tries again
+    with pytest.raises(RuntimeError):
+        onnx_backend.export_onnx(out=target, force=True)
+    assert len(calls) == 2
