@@ -15,10 +15,11 @@ only ratios taken side by side mean anything):
      call sizes 16..256, model sub-batches of 32, unsorted / sorted by characters (what
      sentence-transformers does within one encode call) / sorted by tokens (what both
      pagesync embedders do now);
-  4. ONNX throughput by call size (the sort has more room in a bigger call);
-  5. cold start: a fresh process importing the backend and embedding one text.
+  4. throughput by model sub-batch (8, 16, 32) in calls of 64, both backends;
+  5. ONNX throughput by call size (the sort has more room in a bigger call);
+  6. cold start: a fresh process importing the backend and embedding one text.
 
-    .venv/bin/python bench/embedders.py [--chunks 300] [--rounds 3] [--sweep-chunks 128]
+    .venv/bin/python bench/embedders.py [--chunks 300] [--rounds 3] [--sweep-chunks 192]
 
 Writes bench/results/embedders.md and .json.
 """
@@ -48,7 +49,9 @@ from embedders.onnx_backend import export_onnx  # noqa: E402
 DEPENDENCY_READMES = ["httpx", "qdrant-client", "trafilatura", "typer", "rich", "protego", "sentence-transformers",
                       "transformers", "tokenizers", "huggingface-hub", "hypothesis", "pytest", "onnxruntime", "numpy"]
 CALL_SIZES = [16, 32, 64, 128, 256]
-SUB_BATCH = 32
+SWEEP_CALLS = [16, 64, 256]
+SUB_BATCH = 32  # the embedders' default model batch when this sweep was written
+SUB_BATCHES = [8, 16, 32]
 
 
 def corpus(n: int) -> tuple[list[str], list[str]]:
@@ -83,7 +86,7 @@ def padding_table(tok, chunks: list[str]) -> list[dict]:
     rows = []
     for call in CALL_SIZES:
         row = {"call": call}
-        for mode in ("unsorted", "chars", "tokens"):
+        for mode, sub_batch in [("unsorted", SUB_BATCH), ("chars", SUB_BATCH), *(("tokens", b) for b in SUB_BATCHES)]:
             slots = 0
             for start in range(0, len(chunks), call):
                 idx = list(range(start, min(start + call, len(chunks))))
@@ -91,10 +94,11 @@ def padding_table(tok, chunks: list[str]) -> list[dict]:
                     idx.sort(key=lambda i: -chars[i])
                 elif mode == "tokens":
                     idx.sort(key=lambda i: -lengths[i])
-                for s in range(0, len(idx), SUB_BATCH):
-                    sub = idx[s : s + SUB_BATCH]
+                for s in range(0, len(idx), sub_batch):
+                    sub = idx[s : s + sub_batch]
                     slots += len(sub) * max(lengths[i] for i in sub)
-            row[mode] = slots / real - 1.0  # share of the work that is padding, over the real tokens
+            # padded slots over real tokens, minus one: the share of extra work
+            row[mode if mode != "tokens" else f"tokens/{sub_batch}"] = slots / real - 1.0
         rows.append(row)
     return rows
 
@@ -131,7 +135,7 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--call", type=int, default=64, help="chunks per embed call (the engine's --embed-batch)")
-    ap.add_argument("--sweep-chunks", type=int, default=128, help="chunks for the call-size sweep (0: skip)")
+    ap.add_argument("--sweep-chunks", type=int, default=192, help="chunks for the sweeps (0: skip)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "embedders"))
     args = ap.parse_args()
 
@@ -175,20 +179,34 @@ def main() -> None:
     # 3. padding waste
     res["padding"] = padding_table(tok, chunks)
 
-    # 4. ONNX throughput by call size, alternating sizes within each round
+    # 4. throughput by model sub-batch (calls of --call chunks), both backends, alternating
     sweep = chunks[: args.sweep_chunks]
     if sweep:
-        by_call: dict[int, list[float]] = {c: [] for c in CALL_SIZES}
+        subs = {(n, b): [] for n in ("torch", "onnx") for b in SUB_BATCHES}
         for r in range(args.rounds):
-            for c in CALL_SIZES if r % 2 == 0 else CALL_SIZES[::-1]:
+            for key in list(subs) if r % 2 == 0 else list(subs)[::-1]:
+                emb = torch_ if key[0] == "torch" else onnx
+                emb.batch_size = key[1]
+                wall, _, _ = run_calls(emb, sweep, args.call)
+                emb.batch_size = SUB_BATCH
+                subs[key].append(len(sweep) / wall)
+            print(f"sub-batch round {r + 1}: " + ", ".join(f"{n}/{b}: {v[-1]:.1f}" for (n, b), v in subs.items()), flush=True)
+        res["sub_batch_sweep"] = {f"{n}/{b}": {"median": statistics.median(v),
+                                              "ratio_to_32": statistics.median(v) / statistics.median(subs[(n, SUB_BATCH)])}
+                                  for (n, b), v in subs.items()}
+
+        # 5. ONNX throughput by call size, alternating sizes within each round
+        by_call: dict[int, list[float]] = {c: [] for c in SWEEP_CALLS}
+        for r in range(args.rounds):
+            for c in SWEEP_CALLS if r % 2 == 0 else SWEEP_CALLS[::-1]:
                 wall, _, _ = run_calls(onnx, sweep, c)
                 by_call[c].append(len(sweep) / wall)
-            print(f"sweep round {r + 1}: " + ", ".join(f"{c}: {v[-1]:.1f}" for c, v in by_call.items()), flush=True)
+            print(f"call-size round {r + 1}: " + ", ".join(f"{c}: {v[-1]:.1f}" for c, v in by_call.items()), flush=True)
         base = statistics.median(by_call[64])
         res["call_sweep"] = {str(c): {"median": statistics.median(v), "ratio_to_64": statistics.median(v) / base}
                              for c, v in by_call.items()}
 
-    # 5. cold start in fresh processes, alternating
+    # 6. cold start in fresh processes, alternating
     cold: dict[str, list[tuple[float, float]]] = {"torch": [], "onnx": []}
     for r in range(2):
         for name, cls in [("torch", "MiniLMEmbedder"), ("onnx", "OnnxMiniLMEmbedder")][:: 1 if r == 0 else -1]:
@@ -232,16 +250,23 @@ def render(res: dict, args) -> str:
         f"ONNX / torch: **{res['ratio_wall']:.2f}x** wall, **{res['ratio_cpu']:.2f}x** per CPU-second "
         f"(per round, wall: {', '.join(f'{x:.2f}' for x in res['per_round_ratio_wall'])}).",
         "",
-        "## Padding waste (padded slots / real tokens - 1; sub-batches of 32)",
+        "## Padding waste (padded token slots / real tokens - 1)",
         "",
-        "| chunks per call | unsorted | sorted by chars (sentence-transformers alone) | sorted by tokens (both embedders) |",
-        "|---|---|---|---|",
+        "| chunks per call | unsorted, batches of 32 | sorted by chars (sentence-transformers alone), 32 | "
+        + " | ".join(f"sorted by tokens, {b}" for b in SUB_BATCHES) + " |",
+        "|---|---|---|" + "---|" * len(SUB_BATCHES),
     ]
     for row in res["padding"]:
-        lines.append(f"| {row['call']} | {row['unsorted']:.1%} | {row['chars']:.1%} | {row['tokens']:.1%} |")
+        lines.append(f"| {row['call']} | {row['unsorted']:.1%} | {row['chars']:.1%} | "
+                     + " | ".join(f"{row[f'tokens/{b}']:.1%}" for b in SUB_BATCHES) + " |")
+    if "sub_batch_sweep" in res:
+        lines += ["", f"## Throughput by model sub-batch (calls of {res['call']}, first {args.sweep_chunks} chunks; "
+                  "median chunks/s, ratio to 32)", "", "| backend / sub-batch | chunks/s | ratio to 32 |", "|---|---|---|"]
+        for k, v in res["sub_batch_sweep"].items():
+            lines.append(f"| {k} | {v['median']:.1f} | {v['ratio_to_32']:.2f} |")
     if "call_sweep" in res:
         lines += ["", "## ONNX throughput by chunks per call (first "
-                  f"{args.sweep_chunks} chunks; median chunks/s, ratio to 64)", "",
+                  f"{args.sweep_chunks} chunks, sub-batches of {res['sub_batch']}; median chunks/s, ratio to 64)", "",
                   "| chunks per call | chunks/s | ratio to 64 |", "|---|---|---|"]
         for c, v in res["call_sweep"].items():
             lines.append(f"| {c} | {v['median']:.1f} | {v['ratio_to_64']:.2f} |")
