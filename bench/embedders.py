@@ -15,11 +15,11 @@ only ratios taken side by side mean anything):
      call sizes 16..256, model sub-batches of 32, unsorted / sorted by characters (what
      sentence-transformers does within one encode call) / sorted by tokens (what both
      pagesync embedders do now);
-  4. throughput by model sub-batch (8, 16, 32) in calls of 64, both backends;
-  5. ONNX throughput by call size (the sort has more room in a bigger call);
-  6. cold start: a fresh process importing the backend and embedding one text.
+  4. throughput by model sub-batch (4..32) in calls of 64, and in calls of 256 (the sort
+     has more room in a bigger call), both backends, in CPU time on one thread;
+  5. cold start: a fresh process importing the backend and embedding one text.
 
-    .venv/bin/python bench/embedders.py [--chunks 300] [--rounds 3] [--sweep-chunks 192]
+    .venv/bin/python bench/embedders.py [--chunks 300] [--rounds 3] [--sweep-chunks 128]
 
 Writes bench/results/embedders.md and .json.
 """
@@ -49,9 +49,8 @@ from embedders.onnx_backend import export_onnx  # noqa: E402
 DEPENDENCY_READMES = ["httpx", "qdrant-client", "trafilatura", "typer", "rich", "protego", "sentence-transformers",
                       "transformers", "tokenizers", "huggingface-hub", "hypothesis", "pytest", "onnxruntime", "numpy"]
 CALL_SIZES = [16, 32, 64, 128, 256]
-SWEEP_CALLS = [16, 64, 256]
 SUB_BATCH = 32  # the embedders' default model batch when this sweep was written
-SUB_BATCHES = [8, 16, 32]
+SUB_BATCHES = [4, 8, 16, 32]
 
 
 def corpus(n: int) -> tuple[list[str], list[str]]:
@@ -135,7 +134,7 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--call", type=int, default=64, help="chunks per embed call (the engine's --embed-batch)")
-    ap.add_argument("--sweep-chunks", type=int, default=192, help="chunks for the sweeps (0: skip)")
+    ap.add_argument("--sweep-chunks", type=int, default=128, help="chunks for the sweeps (0: skip)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "embedders"))
     args = ap.parse_args()
 
@@ -179,32 +178,31 @@ def main() -> None:
     # 3. padding waste
     res["padding"] = padding_table(tok, chunks)
 
-    # 4. throughput by model sub-batch (calls of --call chunks), both backends, alternating
+    # 4-5. by model sub-batch and by chunks per call: CPU time on one thread, so that other
+    # jobs taking turns on the cores do not enter the figure; ratios paired within rounds
     sweep = chunks[: args.sweep_chunks]
     if sweep:
-        subs = {(n, b): [] for n in ("torch", "onnx") for b in SUB_BATCHES}
-        for r in range(args.rounds):
-            for key in list(subs) if r % 2 == 0 else list(subs)[::-1]:
-                emb = torch_ if key[0] == "torch" else onnx
-                emb.batch_size = key[1]
-                wall, _, _ = run_calls(emb, sweep, args.call)
-                emb.batch_size = SUB_BATCH
-                subs[key].append(len(sweep) / wall)
-            print(f"sub-batch round {r + 1}: " + ", ".join(f"{n}/{b}: {v[-1]:.1f}" for (n, b), v in subs.items()), flush=True)
-        res["sub_batch_sweep"] = {f"{n}/{b}": {"median": statistics.median(v),
-                                              "ratio_to_32": statistics.median(v) / statistics.median(subs[(n, SUB_BATCH)])}
-                                  for (n, b), v in subs.items()}
+        import torch
 
-        # 5. ONNX throughput by call size, alternating sizes within each round
-        by_call: dict[int, list[float]] = {c: [] for c in SWEEP_CALLS}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        one = {"torch": MiniLMEmbedder(), "onnx": OnnxMiniLMEmbedder(threads=1)}
+        one["torch"]._model = torch_._model
+        one["onnx"].embed(["warm up"])
+        configs = [(n, b, args.call) for n in ("torch", "onnx") for b in SUB_BATCHES]
+        configs += [(n, b, 256) for n in ("torch", "onnx") for b in (8, 32)]
+        cpu: dict[tuple, list[float]] = {c: [] for c in configs}
         for r in range(args.rounds):
-            for c in SWEEP_CALLS if r % 2 == 0 else SWEEP_CALLS[::-1]:
-                wall, _, _ = run_calls(onnx, sweep, c)
-                by_call[c].append(len(sweep) / wall)
-            print(f"call-size round {r + 1}: " + ", ".join(f"{c}: {v[-1]:.1f}" for c, v in by_call.items()), flush=True)
-        base = statistics.median(by_call[64])
-        res["call_sweep"] = {str(c): {"median": statistics.median(v), "ratio_to_64": statistics.median(v) / base}
-                             for c, v in by_call.items()}
+            for c in configs if r % 2 == 0 else configs[::-1]:
+                emb = one[c[0]]
+                emb.batch_size = c[1]
+                _, secs, _ = run_calls(emb, sweep, c[2])
+                cpu[c].append(len(sweep) / secs)
+            print(f"sweep round {r + 1}: " + ", ".join(f"{n}/{b}/{k}: {v[-1]:.1f}" for (n, b, k), v in cpu.items()), flush=True)
+        torch.set_num_threads(threads)
+        res["sweep"] = [{"backend": n, "sub_batch": b, "call": k, "cpu_median": statistics.median(v),
+                         "ratio": statistics.median(x / y for x, y in zip(v, cpu[(n, SUB_BATCH, args.call)]))}
+                        for (n, b, k), v in cpu.items()]
 
     # 6. cold start in fresh processes, alternating
     cold: dict[str, list[tuple[float, float]]] = {"torch": [], "onnx": []}
@@ -259,17 +257,13 @@ def render(res: dict, args) -> str:
     for row in res["padding"]:
         lines.append(f"| {row['call']} | {row['unsorted']:.1%} | {row['chars']:.1%} | "
                      + " | ".join(f"{row[f'tokens/{b}']:.1%}" for b in SUB_BATCHES) + " |")
-    if "sub_batch_sweep" in res:
-        lines += ["", f"## Throughput by model sub-batch (calls of {res['call']}, first {args.sweep_chunks} chunks; "
-                  "median chunks/s, ratio to 32)", "", "| backend / sub-batch | chunks/s | ratio to 32 |", "|---|---|---|"]
-        for k, v in res["sub_batch_sweep"].items():
-            lines.append(f"| {k} | {v['median']:.1f} | {v['ratio_to_32']:.2f} |")
-    if "call_sweep" in res:
-        lines += ["", "## ONNX throughput by chunks per call (first "
-                  f"{args.sweep_chunks} chunks, sub-batches of {res['sub_batch']}; median chunks/s, ratio to 64)", "",
-                  "| chunks per call | chunks/s | ratio to 64 |", "|---|---|---|"]
-        for c, v in res["call_sweep"].items():
-            lines.append(f"| {c} | {v['median']:.1f} | {v['ratio_to_64']:.2f} |")
+    if "sweep" in res:
+        lines += ["", f"## By model sub-batch and chunks per call (first {args.sweep_chunks} chunks; one thread, "
+                  f"chunks per CPU-second, median of {args.rounds}; ratio to sub-batch {SUB_BATCH} in calls of "
+                  f"{res['call']}, paired by round)", "",
+                  "| backend | sub-batch | chunks per call | chunks per CPU-second | ratio |", "|---|---|---|---|---|"]
+        for row in res["sweep"]:
+            lines.append(f"| {row['backend']} | {row['sub_batch']} | {row['call']} | {row['cpu_median']:.1f} | {row['ratio']:.2f} |")
     cs = res["cold_start"]
     lines += ["", "## Cold start (fresh process: import, load, embed one text; median of 2, peak RSS)", "",
               "| backend | seconds | peak RSS (MB) |", "|---|---|---|"]
