@@ -19,8 +19,8 @@ Equal vectors mean equal `model_id`: points written by either backend are
 interchangeable and switching backends re-embeds nothing (tests/test_onnx.py holds the
 two to cosine >= 0.999; measured here: >= 0.99999).
 
-Texts of one call are sorted by token length and cut into sub-batches of `batch_size`,
-each padded only to its own longest text, so short chunks do not pay for long ones.
+Texts of one call are sorted by token length and cut into sub-batches of `batch_size`
+(8), each padded only to its own longest text, so short chunks do not pay for long ones.
 
 Nothing heavy is imported until the first `embed`: constructing the embedder and reading
 `dimension` cost nothing.
@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 from sync.errors import EmbedderError
 
-from .sentence import DEFAULT_MODEL_ID, bundled_model_path
+from .sentence import DEFAULT_MODEL_ID, DEFAULT_SUB_BATCH, bundled_model_path
 
 __all__ = [
     "OnnxMiniLMEmbedder", "runtime_available", "cache_dir", "export_path", "export_onnx",
@@ -289,7 +289,7 @@ class OnnxMiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = 32, model_path: Path | None = None, onnx_path: Path | None = None,
+    def __init__(self, *, batch_size: int = DEFAULT_SUB_BATCH, model_path: Path | None = None, onnx_path: Path | None = None,
                  build: bool = True, threads: int | None = None,
                  fallback: Callable[[], Any] | None = None):
         self.batch_size = batch_size

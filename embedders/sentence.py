@@ -14,10 +14,14 @@ from typing import Sequence
 
 from sync.errors import EmbedderError
 
-__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "bundled_model_path"]
+__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "DEFAULT_SUB_BATCH", "bundled_model_path"]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DIMENSION = 384
+# Texts per model run. Small sub-batches of token-sorted texts waste little on padding and
+# keep the attention scores in cache: on 2 CPU cores, 8 embeds ~1.25x as many chunks per
+# CPU-second as 32 on docs chunks, both backends (bench/results/embedders.md).
+DEFAULT_SUB_BATCH = 8
 
 
 def bundled_model_path() -> Path:
@@ -36,7 +40,7 @@ class MiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = 32, device: str = "cpu", model_path: Path | None = None):
+    def __init__(self, *, batch_size: int = DEFAULT_SUB_BATCH, device: str = "cpu", model_path: Path | None = None):
         self.batch_size = batch_size
         self.device = device
         self._path = model_path
