@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 from sync.errors import EmbedderError
 
-from .sentence import DEFAULT_MODEL_ID, DEFAULT_SUB_BATCH, bundled_model_path
+from .sentence import DEFAULT_MODEL_ID, ONNX_SUB_BATCH, bundled_model_path
 
 __all__ = [
     "OnnxMiniLMEmbedder", "runtime_available", "cache_dir", "export_path", "export_onnx",
@@ -289,7 +289,7 @@ class OnnxMiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = DEFAULT_SUB_BATCH, model_path: Path | None = None, onnx_path: Path | None = None,
+    def __init__(self, *, batch_size: int = ONNX_SUB_BATCH, model_path: Path | None = None, onnx_path: Path | None = None,
                  build: bool = True, threads: int | None = None,
                  fallback: Callable[[], Any] | None = None):
         self.batch_size = batch_size

@@ -14,14 +14,15 @@ from typing import Sequence
 
 from sync.errors import EmbedderError
 
-__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "DEFAULT_SUB_BATCH", "bundled_model_path"]
+__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "TORCH_SUB_BATCH", "ONNX_SUB_BATCH", "bundled_model_path"]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DIMENSION = 384
-# Texts per model run. Small sub-batches of token-sorted texts waste little on padding and
-# keep the attention scores in cache: on 2 CPU cores, 8 embeds ~1.25x as many chunks per
-# CPU-second as 32 on docs chunks, both backends (bench/results/embedders.md).
-DEFAULT_SUB_BATCH = 8
+# Texts per model run (sub-batches of token-sorted texts). torch keeps sentence-transformers'
+# 32: on one thread 8 would do ~1.25x more per CPU-second, but on two threads it ran at
+# ~0.75x (OpenMP overhead per small op); ONNX Runtime gains on both (bench/results/embedders.md).
+TORCH_SUB_BATCH = 32
+ONNX_SUB_BATCH = 8
 
 
 def bundled_model_path() -> Path:
@@ -40,7 +41,7 @@ class MiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = DEFAULT_SUB_BATCH, device: str = "cpu", model_path: Path | None = None):
+    def __init__(self, *, batch_size: int = TORCH_SUB_BATCH, device: str = "cpu", model_path: Path | None = None):
         self.batch_size = batch_size
         self.device = device
         self._path = model_path
