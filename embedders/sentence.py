@@ -14,10 +14,15 @@ from typing import Sequence
 
 from sync.errors import EmbedderError
 
-__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "bundled_model_path"]
+__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "TORCH_SUB_BATCH", "ONNX_SUB_BATCH", "bundled_model_path"]
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DIMENSION = 384
+# Texts per model run (sub-batches of token-sorted texts). torch keeps sentence-transformers'
+# 32: on one thread 8 would do ~1.25x more per CPU-second, but on two threads it ran at
+# ~0.75x (OpenMP overhead per small op); ONNX Runtime gains on both (bench/results/embedders.md).
+TORCH_SUB_BATCH = 32
+ONNX_SUB_BATCH = 8
 
 
 def bundled_model_path() -> Path:
@@ -36,7 +41,7 @@ class MiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = 32, device: str = "cpu", model_path: Path | None = None):
+    def __init__(self, *, batch_size: int = TORCH_SUB_BATCH, device: str = "cpu", model_path: Path | None = None):
         self.batch_size = batch_size
         self.device = device
         self._path = model_path
@@ -71,15 +76,25 @@ class MiniLMEmbedder:
         if not texts:
             return []
         model = self._load()
+        texts = list(texts)
         try:
-            vecs = model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            # Sub-batches by token length (sentence-transformers sorts one call by characters):
+            # each is padded only to its own longest text.
+            ids = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length)["input_ids"]
+            order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+            out: list[list[float]] = [[] for _ in texts]
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                vecs = model.encode(
+                    [texts[i] for i in idx],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                for i, v in zip(idx, vecs.tolist()):
+                    out[i] = v
         except Exception as exc:
             raise EmbedderError(f"embedding failed: {exc}") from exc
         self.texts_embedded += len(texts)
-        return vecs.tolist()
+        return out

@@ -160,7 +160,7 @@ def run(
     qdrant_path: Path = QdrantPathOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline) or 'fake' (tests)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; force one with 'minilm-onnx' or 'minilm-torch') or 'fake' (tests)."),
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the run report as JSON to this path."),
