@@ -22,11 +22,11 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 from .aliasfile import read_aliases, write_alias
-from .errors import ConfigError, StoreError
-from .store import ClientStore, EdgeStore, Store, redact
+from .errors import StoreError
+from .store import ClientStore, EdgeStore, Store, qdrant_boundary
 
 __all__ = ["Catalog", "EdgeCatalog", "ClientCatalog"]
 
@@ -128,14 +128,8 @@ class ClientCatalog:
     def of(cls, store: ClientStore) -> "ClientCatalog":
         return cls(store.client, api_key=store._secret)
 
-    @contextlib.contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except (StoreError, ConfigError):
-            raise
-        except Exception as exc:
-            raise StoreError(redact(f"Qdrant {what} failed: {exc}", self._secret)) from None
+    def _guard(self, what: str):
+        return qdrant_boundary(f"Qdrant {what}", self._secret)
 
     def aliases(self) -> dict[str, str]:
         with self._guard("listing aliases"):

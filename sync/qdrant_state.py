@@ -67,7 +67,7 @@ from typing import Any, Callable, Iterable, Iterator
 from .errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
 from .lease import Holder, LeaseStatus, claim, lease_status, locked_message, may_take, this_process
 from .state import _COLUMNS, GONE, LIVE, NEW, PageState, to_epoch
-from .store import redact
+from .store import qdrant_boundary
 
 __all__ = ["QdrantState", "state_collection_name", "STATE_SUFFIX", "NEEDS_SERVER"]
 
@@ -159,14 +159,8 @@ class QdrantState:
     # -- plumbing -----------------------------------------------------------------------
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
-        try:
-            with self._io:
-                yield
-        except PagesyncError:
-            raise
-        except Exception as exc:
-            # `from None`: the original may carry request headers (the API key).
-            raise StateError(redact(f"Qdrant state {what} on {self.collection!r} failed: {exc}", self._secret)) from None
+        with qdrant_boundary(f"Qdrant state {what} on {self.collection!r}", self._secret, StateError), self._io:
+            yield
 
     def exists(self) -> bool:
         with self._guard("collection check"):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
-from .errors import CollectionMismatchError, ConfigError, StoreError
+from .errors import CollectionMismatchError, ConfigError, PagesyncError, StoreError
 from .hashing import reuse_key
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ClientStore",
     "INDEXED_FIELDS",
     "redact",
+    "qdrant_boundary",
     "RetryingClient",
 ]
 
@@ -114,6 +115,19 @@ def _reuse_entry(payload: Any, vector: Any) -> tuple[str, list[float]] | None:
 
 def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
+
+
+@contextlib.contextmanager
+def qdrant_boundary(what: str, secret: str | None, error: type[PagesyncError] = StoreError) -> Iterator[None]:
+    """Map anything qdrant-client raises to one pagesync error, "<what> failed: <cause>",
+    the API key redacted. `from None`: the original may carry request headers (the key).
+    Pagesync's own errors pass through unchanged."""
+    try:
+        yield
+    except PagesyncError:
+        raise
+    except Exception as exc:
+        raise error(redact(f"{what} failed: {exc}", secret)) from None
 
 
 def _check_name(collection: str) -> None:
@@ -410,15 +424,8 @@ class ClientStore:
             raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
         return cls(RetryingClient(client), collection, api_key=api_key)
 
-    @contextlib.contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except (StoreError, ConfigError):
-            raise
-        except Exception as exc:
-            # `from None`: the original may carry request headers (the API key).
-            raise StoreError(redact(f"Qdrant {what} on {self.collection!r} failed: {exc}", self._secret)) from None
+    def _guard(self, what: str):
+        return qdrant_boundary(f"Qdrant {what} on {self.collection!r}", self._secret)
 
     def exists(self) -> bool:
         with self._guard("collection check"):
