@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies clean
+.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -85,3 +85,8 @@ bench-freshness: install
 bench-reuse: install
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/reuse_edit.py --out bench/results/reuse_edit.md
+
+# Re-execute notebooks/*.ipynb in place on the figures in bench/results/ (the tests run them
+# on small inputs instead: PAGESYNC_NOTEBOOK_SMALL=1).
+notebooks: install
+	$(BIN)/python bench/notebooks.py

@@ -1058,15 +1058,12 @@ def write_markdown(data: dict, command: str, path: Path) -> None:
     path.write_text("\n".join(lines))
 
 
-def write_plot(data: dict, path: Path, scenarios: tuple[str, ...] = SCENARIOS, title: str = "lastmod") -> bool:
-    """Daily freshness per strategy, and stale share vs requests; False without matplotlib."""
-    try:
-        import matplotlib
+def figure(data: dict, scenarios: tuple[str, ...] = SCENARIOS, title: str = "lastmod"):
+    """Daily freshness per strategy (top) and stale share vs requests (bottom), one column
+    per scenario; a matplotlib Figure (ImportError without matplotlib). Shared by the
+    benchmarks' PNGs and notebooks/freshness.ipynb."""
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
     scenarios = [sc for sc in scenarios if any(r["scenario"] == sc for r in data["results"])]
     colors = {key: plt.get_cmap("tab10")(i) for i, key in enumerate(ORDER)}
     fig, axes = plt.subplots(2, len(scenarios), figsize=(7 * len(scenarios), 9), squeeze=False)
@@ -1087,6 +1084,19 @@ def write_plot(data: dict, path: Path, scenarios: tuple[str, ...] = SCENARIOS, t
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def write_plot(data: dict, path: Path, scenarios: tuple[str, ...] = SCENARIOS, title: str = "lastmod") -> bool:
+    """`figure` saved as a PNG at `path`; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig = figure(data, scenarios, title)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
