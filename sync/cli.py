@@ -177,7 +177,7 @@ def run(
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
     policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (fixed 3 d)."),
-    max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass (stalest first; repairs always go)."),
+    max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""

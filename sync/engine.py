@@ -95,7 +95,7 @@ class PassConfig:
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
-    max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
+    max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
@@ -438,8 +438,13 @@ class _Pass:
                                                prior_advances=LASTMOD_PRIOR[1]))
 
     def _within_budget(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
-        """Order the visits by the policy and cut them to --max-fetches (repairs, trusted
-        lastmod advances and --full always go; new pages next; then the stalest)."""
+        """Order the visits by the policy and cut them to --max-fetches (`select_visits`).
+
+        Order: pending write repairs (always, even past the budget); new pages (within
+        what the repairs leave); trusted lastmod advances and --full, then pages at the
+        60 d ceiling (always, even past the budget, but counted after the new pages so they
+        never take a new page's place); then the due pages by the policy's priority, within
+        what is left. Every visit counts against --max-fetches."""
         cands = []
         for ev in visits:
             page = known.get(ev.url)
@@ -449,7 +454,8 @@ class _Pass:
                 visits=tuple(history_from_json(page.history)) if page is not None else (),
                 since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
                 due=True,
-                forced=ev.reason in ("pending", "lastmod", "full"),
+                forced=ev.reason in ("lastmod", "full"),
+                repair=ev.reason == "pending" or (page is not None and page.pending_hash is not None),
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}

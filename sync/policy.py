@@ -490,9 +490,10 @@ class Candidate:
     """A page the pass could visit.
 
     `since_last_visit_s` is None for a page never visited. `due`: its scheduled time
-    has come (the caller leaves it False while a failing page backs off). `forced`:
-    it must be visited whatever the budget (pending write repair, trusted `lastmod`
-    advance, `--full`).
+    has come (the caller leaves it False while a failing page backs off). `forced`: a
+    trusted `lastmod` advance or `--full` asks for it whatever the budget. `repair`: the
+    page has a pending write (a crash or a store error between the store write and the
+    state's record): it is visited first, whatever the budget.
     """
 
     url: str
@@ -500,6 +501,7 @@ class Candidate:
     since_last_visit_s: float | None
     due: bool
     forced: bool
+    repair: bool = False
 
 
 def select_visits(
@@ -507,44 +509,59 @@ def select_visits(
 ) -> list[str]:
     """The URLs this pass visits, in visiting order.
 
-    1. Every forced page, by URL, then every due page whose last visit is at least
-       `MAX_INTERVAL` ago (longest-waiting first): these are never dropped, even past
-       the budget, so no page goes unvisited longer than the 60 d ceiling and repairs
-       are never postponed. They count against the budget.
-    2. New pages (never visited), by URL, so a page is indexed before it is refreshed.
-    3. Other due pages, highest `policy.priority` first, ties by URL.
+    1. Repairs (`repair`), by URL: always, even past the budget, so a pending write is
+       never postponed. They count against the budget.
+    2. New pages (never visited), by URL, so a page is indexed before anything known is
+       refreshed: within what the repairs leave of `max_fetches`. A new page that is also
+       `forced` is never cut.
+    3. Forced pages (trusted `lastmod` advance, `--full`), by URL, then starved pages (due,
+       last visit at least `MAX_INTERVAL` ago, longest-waiting first): always, even past
+       the budget, so that a trusted change feed is followed at once and no page goes
+       unvisited longer than the 60 d ceiling. They count against the budget after the
+       new pages, so they never take a new page's place.
+    4. Other due pages, highest `policy.priority` first, ties by URL: within what is left.
 
-    Groups 2 and 3 are cut to what is left of `max_fetches` (None: no limit). Pages
-    neither forced, new nor due are not visited: the budget is a cap, not a quota.
-    Duplicate URLs are a caller bug and raise `ValueError`.
+    So every visit counts against `max_fetches`, but only repairs, forced and starved
+    pages may take the pass past it; a new page is cut only when the repairs (and the new
+    pages before it) fill the budget, never for a forced, starved or due page.
+    Pages neither repaired, forced, new nor due are not visited: the budget is a cap, not
+    a quota. Duplicate URLs are a caller bug and raise `ValueError`.
     """
     if max_fetches is not None and max_fetches < 0:
         raise ValueError(f"max_fetches must be >= 0 or None, got {max_fetches}")
     seen: set[str] = set()
-    forced: list[Candidate] = []
-    starved: list[Candidate] = []
+    repairs: list[str] = []
     new: list[Candidate] = []
+    forced: list[str] = []
+    starved: list[Candidate] = []
     due: list[tuple[float, str]] = []
     for c in candidates:
         if c.url in seen:
             raise ValueError(f"duplicate candidate {c.url!r}")
         seen.add(c.url)
-        if c.forced:
-            forced.append(c)
+        if c.repair:
+            repairs.append(c.url)
         elif c.since_last_visit_s is None:
             new.append(c)
+        elif c.forced:
+            forced.append(c.url)
         elif c.due and c.since_last_visit_s >= _MAX_S:
             starved.append(c)
         elif c.due:
             due.append((policy.priority(c.visits, c.since_last_visit_s), c.url))
 
-    must = [c.url for c in sorted(forced, key=lambda c: c.url)]
-    must += [c.url for c in sorted(starved, key=lambda c: (-(c.since_last_visit_s or 0.0), c.url))]
-    rest = [c.url for c in sorted(new, key=lambda c: c.url)]
-    rest += [url for _, url in sorted(due, key=lambda p: (-p[0], p[1]))]
-    if max_fetches is not None:
-        rest = rest[: max(0, max_fetches - len(must))]
-    return must + rest
+    cap = math.inf if max_fetches is None else max_fetches
+    out = sorted(repairs)
+    for c in sorted(new, key=lambda c: c.url):
+        if c.forced or len(out) < cap:
+            out.append(c.url)
+    out += sorted(forced)
+    out += [c.url for c in sorted(starved, key=lambda c: (-(c.since_last_visit_s or 0.0), c.url))]
+    for _, url in sorted(due, key=lambda p: (-p[0], p[1])):
+        if len(out) >= cap:
+            break
+        out.append(url)
+    return out
 
 
 # --------------------------------------------------------------------- lastmod trust

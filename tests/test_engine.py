@@ -306,6 +306,21 @@ def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
     assert rep.pages_fetched == 4  # the deferred ones, not the two just visited
 
 
+def test_new_pages_go_before_trusted_lastmod_advances_within_max_fetches(site, harness):
+    build(site, n=3)
+    harness.run()
+    for i in range(3):  # trusted lastmod advances on every known page
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"edit {i}")]), mtime=site.resources[f"/p{i}.html"].mtime + 100)
+    site.set("/new-a.html", page_html("New A", [para("a")]))
+    site.set("/new-b.html", page_html("New B", [para("b")]))
+    site.clear_log()
+    rep = harness.run(advance=timedelta(minutes=5), max_fetches=2, workers=1)
+    # both new pages first, within the budget; the advances still go (they may exceed it)
+    assert rep.pages_added == 2 and rep.pages_changed == 3 and rep.pages_deferred == 0
+    visited = [p for _, p, _, _ in site.requests if p.endswith(".html")]
+    assert visited == ["/new-a.html", "/new-b.html", "/p0.html", "/p1.html", "/p2.html"]
+
+
 @pytest.mark.parametrize("policy", ["halve-double", "change-rate"])
 def test_both_policies_schedule_within_the_clamps(site, harness, policy):
     build(site, n=2)

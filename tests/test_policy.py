@@ -406,6 +406,7 @@ def candidate_sets(draw):
                 since_last_visit_s=since,
                 due=draw(st.booleans()),
                 forced=draw(st.booleans()) if draw(st.integers(0, 4)) == 0 else False,
+                repair=draw(st.booleans()) if draw(st.integers(0, 5)) == 0 else False,
             )
         )
     return out
@@ -414,32 +415,46 @@ def candidate_sets(draw):
 policies = st.sampled_from([HalveDoublePolicy(), ChangeRatePolicy()])
 
 
+def _tiers(cands):
+    """(repairs, new, forced, starved, due) as `select_visits` documents them."""
+    repairs = sorted(c.url for c in cands if c.repair)
+    rest = [c for c in cands if not c.repair]
+    new = sorted(c.url for c in rest if c.since_last_visit_s is None)
+    known = [c for c in rest if c.since_last_visit_s is not None]
+    forced = sorted(c.url for c in known if c.forced)
+    starved = {c.url for c in known if not c.forced and c.due and c.since_last_visit_s >= MAX_S}
+    due = {c.url for c in known if not c.forced and c.due} - starved
+    return repairs, new, forced, starved, due
+
+
 @settings(max_examples=150, deadline=None)
 @given(candidate_sets(), policies, st.one_of(st.none(), st.integers(0, 35)), st.randoms())
 def test_selection_rules(cands, policy, budget, rnd):
     got = select_visits(cands, policy, budget)
     by_url = {c.url: c for c in cands}
     assert len(got) == len(set(got)) and set(got) <= set(by_url)
+    repairs, new, forced, starved, due = _tiers(cands)
+    cap = math.inf if budget is None else budget
 
-    forced = sorted(c.url for c in cands if c.forced)
-    starved = {c.url for c in cands if not c.forced and c.due and c.since_last_visit_s is not None and c.since_last_visit_s >= MAX_S}
-    new = sorted(c.url for c in cands if not c.forced and c.since_last_visit_s is None)
-    due = {c.url for c in cands if not c.forced and c.due and c.since_last_visit_s is not None} - starved
-    must = len(forced) + len(starved)
-
-    # forced, then starved, lead; nothing ineligible is ever visited
-    assert got[: len(forced)] == forced
-    assert set(got[len(forced) : must]) == starved
-    assert set(got) <= set(forced) | starved | set(new) | due
-    # budget: the must-visits always, then up to the budget, filled when possible
-    eligible = must + len(new) + len(due)
-    expect = eligible if budget is None else max(must, min(budget, eligible))
-    assert len(got) == expect
-    # new pages before due ones, due ones by priority
-    rest = got[must:]
-    assert rest[: min(len(rest), len(new))] == new[: len(rest)]
+    # repairs lead, all of them, whatever the budget
+    assert got[: len(repairs)] == repairs
+    # then the new pages, by URL: as many as the budget leaves, the forced ones always
+    r = len(repairs)
+    new_got = [u for u in got if u in set(new)]
+    assert got[r : r + len(new_got)] == new_got == sorted(new_got)
+    assert {u for u in new if by_url[u].forced} <= set(new_got)
+    for u in set(new) - set(new_got):  # a cut new page: the repairs and new pages before it filled the budget
+        assert r + sum(1 for v in new_got if v < u) >= cap
+    # then every forced known page by URL, then every starved page: never dropped
+    k = r + len(new_got)
+    assert got[k : k + len(forced)] == forced
+    m = k + len(forced)
+    assert set(got[m : m + len(starved)]) == starved
+    # then due pages by priority, filling what is left of the budget
+    chosen = got[m + len(starved) :]
+    assert set(chosen) <= due
+    assert len(got) == max(m + len(starved), min(cap, m + len(starved) + len(due)))
     pri = {u: policy.priority(by_url[u].visits, by_url[u].since_last_visit_s) for u in due}
-    chosen = [u for u in rest if u in due]
     assert all(pri[a] >= pri[b] for a, b in zip(chosen, chosen[1:]))
     if chosen:
         assert max((pri[u] for u in due - set(chosen)), default=-math.inf) <= pri[chosen[-1]]
@@ -449,8 +464,30 @@ def test_selection_rules(cands, policy, budget, rnd):
     assert select_visits(shuffled, policy, budget) == got
 
 
-def c(url, since, *, due=True, forced=False, visits=()):
-    return Candidate(url, tuple(visits), since, due, forced)
+@settings(max_examples=200, deadline=None)
+@given(candidate_sets(), policies, st.one_of(st.none(), st.integers(0, 35)))
+def test_new_pages_are_never_cut_for_a_known_page(cands, policy, budget):
+    """In any selection: while a new page is cut, the budget holds only repairs and new
+    pages (forced and starved pages may still go, past it) and no ordinary due page is
+    chosen; repairs, forced and starved pages are always chosen; only they take the pass
+    past the budget."""
+    got = select_visits(cands, policy, budget)
+    repairs, new, forced, starved, due = _tiers(cands)
+    chosen = set(got)
+    if set(new) - chosen:
+        assert all(u in set(repairs) | set(new) for u in got[: budget])
+        assert not (chosen & due)
+    assert set(repairs) | set(forced) | starved <= chosen
+    assert {c.url for c in cands if c.forced and not c.repair} <= chosen
+    if budget is not None:
+        # a page that may not exceed the budget (unforced new, due) is chosen only within it
+        by_url = {c.url: c for c in cands}
+        capped = {u for u in new if not by_url[u].forced} | due
+        assert all(i < budget for i, u in enumerate(got) if u in capped)
+
+
+def c(url, since, *, due=True, forced=False, repair=False, visits=()):
+    return Candidate(url, tuple(visits), since, due, forced, repair)
 
 
 def test_selection_example():
@@ -461,15 +498,46 @@ def test_selection_example():
         c("new-b", None, due=False),
         c("new-a", None),
         c("forced", 1.0, due=False, forced=True),
+        c("repair", 2 * D, due=False, repair=True),
         c("starved", MAX_S + 1),
         c("backing-off", MAX_S + 1, due=False),  # failing page past 60 d: its backoff wins
     ]
     p = HalveDoublePolicy()
-    assert select_visits(cands, p, None) == ["forced", "starved", "new-a", "new-b", "due-old", "due-young"]
-    assert select_visits(cands, p, 4) == ["forced", "starved", "new-a", "new-b"]
-    assert select_visits(cands, p, 5) == ["forced", "starved", "new-a", "new-b", "due-old"]
-    assert select_visits(cands, p, 0) == ["forced", "starved"]  # never dropped
+    order = ["repair", "new-a", "new-b", "forced", "starved", "due-old", "due-young"]
+    assert select_visits(cands, p, None) == order
+    # the budget counts every visit; repairs, forced and starved pages may exceed it
+    assert select_visits(cands, p, 6) == order[:6]
+    assert select_visits(cands, p, 5) == order[:5]
+    assert select_visits(cands, p, 4) == order[:5]
+    assert select_visits(cands, p, 3) == order[:5]  # new pages fill the budget first
+    assert select_visits(cands, p, 2) == ["repair", "new-a", "forced", "starved"]  # new-b waits
+    assert select_visits(cands, p, 1) == ["repair", "forced", "starved"]
+    assert select_visits(cands, p, 0) == ["repair", "forced", "starved"]  # never dropped
     assert select_visits([], p, 3) == []
+
+
+@pytest.mark.parametrize(
+    "cands, budget, expected",
+    [
+        # a lastmod-forced page no longer takes a new page's place
+        ([c("lm", 1 * D, forced=True), c("new", None)], 1, ["new", "lm"]),
+        # repairs are never postponed, even for new pages
+        ([c("rep", 1 * D, repair=True), c("new", None)], 1, ["rep"]),
+        ([c("rep", 1 * D, repair=True), c("new", None)], 2, ["rep", "new"]),
+        # a repair of a page never visited (its first write failed) is a repair, not a new page
+        ([c("rep-new", None, repair=True), c("new", None)], 1, ["rep-new"]),
+        # --full on a page never visited: new, never cut
+        ([c("new-b", None, forced=True), c("new-a", None)], 1, ["new-a", "new-b"]),
+        # starved pages go after new pages, even past the budget
+        ([c("old", MAX_S + 5), c("new", None)], 1, ["new", "old"]),
+        ([c("old", MAX_S + 5), c("due", 5 * D)], 1, ["old"]),
+        # due pages only in what is left
+        ([c("due", 5 * D), c("lm", 1.0, forced=True)], 1, ["lm"]),
+        ([c("due", 5 * D), c("lm", 1.0, forced=True)], 2, ["lm", "due"]),
+    ],
+)
+def test_selection_table(cands, budget, expected):
+    assert select_visits(cands, HalveDoublePolicy(), budget) == expected
 
 
 def test_selection_prefers_what_saves_most_staleness():
