@@ -545,6 +545,7 @@ class Strategy:
     budget: float | None = None  # mean max_fetches per pass; None: uncapped
     uniform_interval_s: float | None = None  # for policy "uniform"
     key: str = ""  # short id for the budget targets
+    bulk_edits: bool = False  # PassConfig.bulk_edits (bulk-edit detection)
 
     def cap(self, k: int) -> int | None:
         """Integer max_fetches for pass k whose running mean is `budget`; the first pass,
@@ -677,7 +678,7 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
                     sitemap_size = site.sitemap_bytes()
                     now = T0 + timedelta(seconds=t)
                     cfg = PassConfig(sitemaps=[sitemap], now=now, full=st.full, policy=policy,
-                                     max_fetches=st.cap(k // st.every_passes))
+                                     max_fetches=st.cap(k // st.every_passes), bulk_edits=st.bulk_edits)
                     report = await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=state,
                                              embedder=HashEmbedder(16))
                     pages_req, other_req = site.take_requests()
@@ -740,6 +741,7 @@ def _reference_strategies(pass_s: float) -> list[Strategy]:
         Strategy("nightly full", every_passes=round(D / pass_s), full=True, key="nightly"),
         Strategy("halve-double", policy="halve-double", key="hd"),
         Strategy("change-rate, uncapped", key="cr"),
+        Strategy("change-rate + bulk edits, uncapped", bulk_edits=True, key="cr+bulk"),
         Strategy("change-rate, one pass a day", every_passes=round(D / pass_s), key="cr-daily"),
     ]
 
@@ -766,6 +768,8 @@ def _budget_strategies(hd_requests: int, nightly_requests: int, n_passes: int, p
     return [
         (uniform, hd_requests, EQUAL),
         (Strategy("change-rate @ HD budget", budget=b, key="cr@hd"), hd_requests, EQUAL),
+        (Strategy("change-rate + bulk edits @ HD budget", budget=b, bulk_edits=True, key="cr+bulk@hd"),
+         hd_requests, EQUAL),
         (Strategy("change-rate @ 1/2 HD budget", budget=b / 2, key="cr@hd/2"), hd_requests / 2, AT_MOST),
         (Strategy("change-rate, one pass a day @ 10% nightly", every_passes=every_day,
                   budget=0.1 * nightly_requests / daily_passes, key="cr@10%n"), 0.1 * nightly_requests, AT_MOST),
@@ -825,10 +829,22 @@ class Campaign:
         run = RunSpec(job.scenario, job.strategy, self.pass_s, self.horizon)
         self.pending[self.pool.submit(run_one, run, self.timeline.events)] = job
 
+    def wanted(self, key: str) -> bool:
+        only = getattr(self.args, "strategies", None)
+        return not only or key in only
+
     def run(self) -> list[dict]:
+        refs = load_refs(getattr(self.args, "refs_from", None))
         for sc in self.args.scenarios:
+            for key in REFERENCE_KEYS:
+                if (sc, key) in refs:
+                    self.refs[sc, key] = refs[sc, key]
             for st in _reference_strategies(self.pass_s):
-                self.submit(_Job(sc, st))
+                if (sc, st.key) in self.refs:
+                    continue
+                if self.wanted(st.key) or st.key in REFERENCE_KEYS:
+                    self.submit(_Job(sc, st))
+            self.start_budget_runs(sc)
         while self.pending:
             done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -840,7 +856,8 @@ class Campaign:
         log(f"  {job.scenario:7s} {st.label:30s} budget {_fmt(st.budget, '6.2f')}  requests "
             f"{res['page_requests']:6d}  freshness {res['freshness']:.4f}  ({res['wall_s']:.0f} s)")
         if job.target is None:
-            self.results.append(res)
+            if self.wanted(st.key):
+                self.results.append(res)
             self.refs[job.scenario, st.key] = res
             self.start_budget_runs(job.scenario)
             return
@@ -860,7 +877,28 @@ class Campaign:
         self.refs[sc, "budget runs"] = {}
         for st, target, window in _budget_strategies(hd["page_requests"], night["page_requests"], self.n_passes,
                                                      self.args.pages, self.pass_s):
-            self.submit(_Job(sc, st, target, window))
+            if self.wanted(st.key):
+                self.submit(_Job(sc, st, target, window))
+
+
+def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
+    """(scenario, key) -> result of the reference runs (halve-double, nightly) in an
+    earlier run's JSON, so that a partial run (`--strategies`) gets the same budgets
+    without running them again. Only valid for the same site, days and pass interval."""
+    if path is None:
+        return {}
+    data = json.loads(Path(path).read_text())
+    return {(r["scenario"], r["strategy"]["key"]): r for r in data["results"]
+            if r["strategy"]["key"] in REFERENCE_KEYS}
+
+
+def add_partial_args(ap: argparse.ArgumentParser) -> None:
+    """--strategies and --refs-from, shared with replay_policies.py."""
+    ap.add_argument("--strategies", default="", type=lambda s: [x for x in s.split(",") if x],
+                    help=f"run only these strategy keys ({', '.join(ORDER)}); default: all")
+    ap.add_argument("--refs-from", type=Path, default=None,
+                    help="take the halve-double and nightly references (the budgets) from this earlier "
+                         "results JSON instead of running them")
 
 
 def run_all(args: argparse.Namespace) -> dict:
@@ -891,7 +929,8 @@ def log(msg: str) -> None:
 # ==========================================================================================
 # reporting: markdown table, targets, plot
 # ==========================================================================================
-ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr", "cr@hd/2", "cr-daily", "cr@10%n")
+ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
+REFERENCE_KEYS = ("hd", "nightly")  # the budgets of the capped runs come from these
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:
@@ -1106,10 +1145,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="share of pages a bulk-edit day changes (0: no bursts)")
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/freshness.md")
     ap.add_argument("--plot", type=Path, default=REPO / "notebooks/freshness.png")
+    add_partial_args(ap)
     args = ap.parse_args(argv)
     bad = set(args.scenarios) - set(SCENARIOS)
     if bad:
         ap.error(f"unknown scenario(s) {', '.join(sorted(bad))}")
+    if bad := set(args.strategies) - set(ORDER):
+        ap.error(f"unknown strategy key(s) {', '.join(sorted(bad))}")
     return args
 
 

@@ -59,6 +59,15 @@ __all__ = [
     "select_visits",
     "lastmod_trust",
     "lastmod_makes_due",
+    "change_probability",
+    "poisson_tail",
+    "PassEvidence",
+    "pass_evidence",
+    "BulkEdit",
+    "BulkState",
+    "update_bulk_state",
+    "bulk_state_to_json",
+    "bulk_state_from_json",
 ]
 
 HISTORY_LIMIT = 64
@@ -493,7 +502,9 @@ class Candidate:
     has come (the caller leaves it False while a failing page backs off). `forced`: a
     trusted `lastmod` advance or `--full` asks for it whatever the budget. `repair`: the
     page has a pending write (a crash or a store error between the store write and the
-    state's record): it is visited first, whatever the budget.
+    state's record): it is visited first, whatever the budget. `bonus_s` (>= 0) is added
+    to the policy's priority of a due page: `BulkEdit.bonus` of a page a bulk edit under
+    way may have changed.
     """
 
     url: str
@@ -502,6 +513,7 @@ class Candidate:
     due: bool
     forced: bool
     repair: bool = False
+    bonus_s: float = 0.0
 
 
 def select_visits(
@@ -519,7 +531,8 @@ def select_visits(
        the budget, so that a trusted change feed is followed at once and no page goes
        unvisited longer than the 60 d ceiling. They count against the budget after the
        new pages, so they never take a new page's place.
-    4. Other due pages, highest `policy.priority` first, ties by URL: within what is left.
+    4. Other due pages, highest `policy.priority` + `bonus_s` first, ties by URL: within
+       what is left.
 
     So every visit counts against `max_fetches`, but only repairs, forced and starved
     pages may take the pass past it; a new page is cut only when the repairs (and the new
@@ -548,7 +561,7 @@ def select_visits(
         elif c.due and c.since_last_visit_s >= _MAX_S:
             starved.append(c)
         elif c.due:
-            due.append((policy.priority(c.visits, c.since_last_visit_s), c.url))
+            due.append((policy.priority(c.visits, c.since_last_visit_s) + c.bonus_s, c.url))
 
     cap = math.inf if max_fetches is None else max_fetches
     out = sorted(repairs)
@@ -593,3 +606,191 @@ def lastmod_makes_due(trust: float, threshold: float = 0.5) -> bool:
     `threshold`, so a host with no record yet (trust 0.5 by default) must first earn it
     through advances that its pages' scheduled visits confirmed."""
     return trust > threshold
+
+
+# ------------------------------------------------------------------------ bulk edits
+#
+# A bulk edit (a rename, a reworded admonition, a docs-wide fix) changes many pages at
+# once, pages whose histories say they hardly ever change. The rate estimates cannot see
+# it coming, and a budgeted pass then takes a whole revisit cycle to find every page it
+# touched, while the pages it did find look faster-changing than they are. The pieces
+# below notice one from the passes' own visits and say how to react; the engine keeps
+# their state per host in its run report (`bulk_edits`), so nothing new is stored per page.
+
+BULK_WINDOW_S = 2 * _DAY_S
+"""Evidence older than this (pass clock) is forgotten."""
+BULK_ALPHA = 0.01
+"""One-sided significance of the excess of changes: P(X >= x) under the pages' own rates."""
+BULK_MIN_CHANGES = 3
+"""A bulk edit needs at least this many changed visits in the window."""
+BULK_HOLD_S = 7 * _DAY_S
+"""How long after its detection a bulk edit raises its pages' priority."""
+
+
+def change_probability(rate: float, t_s: float) -> float:
+    """P(at least one change in t seconds) for a Poisson page of rate λ: 1 - e^(-λt)."""
+    _check_rate_t(rate, t_s)
+    return -math.expm1(-rate * t_s)
+
+
+def poisson_tail(k: int, mu: float) -> float:
+    """P(X >= k) for X ~ Poisson(mu), in [0, 1].
+
+    The test statistic of `update_bulk_state`: the number of changed visits, whose exact
+    law under "no bulk edit" is Poisson-binomial with the visits' predicted P(change) p_i.
+    The Poisson law of the same mean Σ p_i is more spread out (variance Σ p_i against
+    Σ p_i (1 - p_i)), so its upper tail is the larger one (Hoeffding 1956 for k >= mean
+    + 1): using it errs on the side of not declaring a bulk edit.
+    """
+    if not (math.isfinite(mu) and mu >= 0):
+        raise ValueError(f"mu must be finite and >= 0, got {mu!r}")
+    if k <= 0:
+        return 1.0
+    if mu == 0.0:
+        return 0.0
+    if k <= mu:  # the tail is at least ~1/2: 1 - P(X < k), summed upwards
+        term = math.exp(-mu)
+        below = 0.0
+        for i in range(k):
+            below += term
+            term *= mu / (i + 1)
+        return min(1.0, max(0.0, 1.0 - below))
+    term = math.exp(-mu + k * math.log(mu) - math.lgamma(k + 1))  # P(X = k), terms now shrink
+    total, i = 0.0, k
+    while term > 1e-17 * total or total == 0.0:
+        total += term
+        i += 1
+        term *= mu / i
+        if term == 0.0:
+            break
+    return min(1.0, total)
+
+
+@dataclass(frozen=True)
+class PassEvidence:
+    """One pass's visits to one host that tell about bulk edits: how many there were, how
+    many found changed text, and how many changes the pages' own rates predicted (the sum
+    of each visit's P(change) = 1 - e^(-λt), λ estimated before the visit)."""
+
+    at_s: float
+    visits: int
+    changes: int
+    expected: float
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.changes <= self.visits and 0 <= self.expected <= self.visits + 1e-9):
+            raise ValueError(f"inconsistent evidence {self!r}")
+
+
+def pass_evidence(at_s: float, observations: Sequence[tuple[float, bool]]) -> PassEvidence:
+    """A pass's evidence from its (predicted P(change), changed) pairs."""
+    return PassEvidence(at_s, len(observations), sum(1 for _, ch in observations if ch),
+                        math.fsum(p for p, _ in observations))
+
+
+@dataclass(frozen=True)
+class BulkEdit:
+    """A bulk edit under way on a host, detected at `since_s`.
+
+    Pages last visited before `since_s` ("suspects") may carry it; each had a share `share`
+    of being changed by it. Until `until_s` a suspect's priority gets `bonus`, and a
+    change found on one is put down to the edit rather than to the page's own rate.
+    """
+
+    since_s: float
+    until_s: float
+    share: float
+
+    def active(self, now_s: float) -> bool:
+        return now_s < self.until_s
+
+    def suspect(self, last_visit_s: float | None, now_s: float) -> bool:
+        """Whether a page last visited at `last_visit_s` (None: never) may carry the edit."""
+        return self.active(now_s) and last_visit_s is not None and last_visit_s < self.since_s
+
+    def bonus(self, last_visit_s: float | None, now_s: float) -> float:
+        """Seconds added to a suspect's priority: share x (since - last visit), 0 otherwise.
+
+        Why this: Olston & Pandey's utility U = t·S'(t) - S(t) of a slowly changing page
+        that also took a step change with probability q at time B, b = B - (last visit)
+        after its last visit, is its Poisson utility plus q·b (to first order in λt). So a
+        suspect ranks by its own utility plus the edit's, in the same unit, and the
+        pages longest unvisited before the edit go first.
+        """
+        if not self.suspect(last_visit_s, now_s):
+            return 0.0
+        return self.share * (self.since_s - float(last_visit_s))
+
+
+@dataclass(frozen=True)
+class BulkState:
+    """What the engine keeps per host between passes: the evidence since the last
+    detection (within `BULK_WINDOW_S`), and the bulk edit under way, if any."""
+
+    evidence: tuple[PassEvidence, ...] = ()
+    edit: BulkEdit | None = None
+
+
+def update_bulk_state(
+    state: BulkState,
+    new: PassEvidence | None,
+    now_s: float,
+    *,
+    window_s: float = BULK_WINDOW_S,
+    alpha: float = BULK_ALPHA,
+    min_changes: int = BULK_MIN_CHANGES,
+    hold_s: float = BULK_HOLD_S,
+) -> BulkState:
+    """The host's state after a pass at `now_s` that gathered `new` (None: no evidence).
+
+    Evidence is the visits that no trusted `lastmod` advance or repair caused and that
+    were not to a current edit's suspects (the caller filters; those expect changes).
+    Over the passes in the window: with x changed visits of n and m = Σ P(change)
+    predicted, a bulk edit is declared when x >= `min_changes` and the one-sided
+    P(X >= x) under Poisson(m) is at most `alpha` (`poisson_tail`). Its `since_s` is now,
+    so every page not visited in this pass is a suspect (a superset of those last visited
+    before the edit began: only the few visited between the edit and now are visited
+    needlessly); `share` is the excess (x - m) / n; it lasts `hold_s`. A detection
+    consumes its evidence, so the same changes never declare two edits; a new detection
+    while one is under way replaces it (its suspects are a superset). An expired edit
+    is dropped.
+    """
+    if not (window_s > 0 and 0 < alpha < 1 and min_changes >= 1 and hold_s > 0):
+        raise ValueError("need window_s > 0, 0 < alpha < 1, min_changes >= 1, hold_s > 0")
+    evidence = [e for e in state.evidence if 0 <= now_s - e.at_s < window_s and e.at_s != now_s]
+    if new is not None and new.visits:
+        evidence.append(new)
+    edit = state.edit if state.edit is not None and state.edit.active(now_s) else None
+    n = sum(e.visits for e in evidence)
+    x = sum(e.changes for e in evidence)
+    m = math.fsum(e.expected for e in evidence)
+    if n and x >= min_changes and x > m and poisson_tail(x, m) <= alpha:
+        share = min(1.0, (x - m) / n)
+        return BulkState((), BulkEdit(since_s=now_s, until_s=now_s + hold_s, share=share))
+    return BulkState(tuple(evidence), edit)
+
+
+def bulk_state_to_json(state: BulkState) -> dict:
+    """A JSON-ready form for the run report (epoch seconds; the evidence as
+    `[at_s, visits, changes, expected]` rows)."""
+    out: dict = {"evidence": [[e.at_s, e.visits, e.changes, round(e.expected, 6)] for e in state.evidence]}
+    if state.edit is not None:
+        out.update(since_s=state.edit.since_s, until_s=state.edit.until_s, share=round(state.edit.share, 6))
+    return out
+
+
+def bulk_state_from_json(d: object) -> BulkState:
+    """Inverse of `bulk_state_to_json`; anything unreadable is an empty state (the
+    state is a scheduling hint: losing it costs only a slower reaction)."""
+    try:
+        if not isinstance(d, dict):
+            return BulkState()
+        evidence = tuple(PassEvidence(float(a), int(v), int(c), float(m)) for a, v, c, m in d.get("evidence", ()))
+        edit = None
+        if "since_s" in d:
+            edit = BulkEdit(float(d["since_s"]), float(d["until_s"]), float(d["share"]))
+            if not (0.0 <= edit.share <= 1.0 and all(map(math.isfinite, (edit.since_s, edit.until_s)))):
+                edit = None
+        return BulkState(evidence, edit)
+    except (TypeError, ValueError, KeyError):
+        return BulkState()

@@ -36,6 +36,19 @@ from sync.policy import (
     make_policy,
     select_visits,
 )
+from sync.policy import (
+    BULK_HOLD_S,
+    BULK_WINDOW_S,
+    BulkEdit,
+    BulkState,
+    PassEvidence,
+    bulk_state_from_json,
+    bulk_state_to_json,
+    change_probability,
+    pass_evidence,
+    poisson_tail,
+    update_bulk_state,
+)
 from sync.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
 H = 3600.0
@@ -719,3 +732,155 @@ def test_change_rate_is_less_stale_than_uniform_at_equal_budgets():
     cr = simulate(_CachedChangeRate(), 4)
     assert 4 * 720 >= un["fetches"] >= 0.99 * 4 * 720
     assert cr["stale"] < 0.85 * un["stale"]
+
+
+# ---------------------------------------------------------------------- bulk edits
+
+
+@pytest.mark.parametrize(
+    "k, mu, expected",
+    [
+        (0, 3.0, 1.0),
+        (-1, 3.0, 1.0),
+        (1, 0.0, 0.0),
+        (0, 0.0, 1.0),
+        (1, 0.5, 1 - math.exp(-0.5)),
+        (2, 0.5, 1 - math.exp(-0.5) * 1.5),
+        (3, 0.5, 1 - math.exp(-0.5) * (1 + 0.5 + 0.125)),
+        (3, 10.0, 1 - math.exp(-10) * (1 + 10 + 50)),
+        (50, 1.0, math.exp(-1) / math.factorial(50) * (1 + 1 / 51 + 1 / (51 * 52) + 1 / (51 * 52 * 53) + 1 / (51 * 52 * 53 * 54))),  # far tail
+    ],
+)
+def test_poisson_tail_examples(k, mu, expected):
+    assert poisson_tail(k, mu) == pytest.approx(expected, rel=1e-7, abs=1e-300)
+
+
+@given(st.integers(0, 60), st.floats(0, 40))
+def test_poisson_tail_is_the_pmf_sum(k, mu):
+    pmf = [math.exp(-mu + i * math.log(mu) - math.lgamma(i + 1)) if mu > 0 else float(i == 0) for i in range(k)]
+    assert poisson_tail(k, mu) == pytest.approx(max(0.0, 1 - math.fsum(pmf)), abs=1e-12)
+    assert 0.0 <= poisson_tail(k, mu) <= 1.0
+    assert poisson_tail(k + 1, mu) <= poisson_tail(k, mu)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 0.6), min_size=1, max_size=40), st.data())
+def test_poisson_tail_is_conservative_for_the_exact_law(ps, data):
+    """Above mean + 1, the Poisson tail is at least the exact Poisson-binomial one, so the
+    test declares a bulk edit no more often than it would with the exact law."""
+    mu = math.fsum(ps)
+    k = data.draw(st.integers(math.ceil(mu + 1), len(ps) + 1))
+    dist = [1.0]  # exact law of the number of changes, by convolution
+    for p in ps:
+        dist = [a * (1 - p) + b * p for a, b in zip(dist + [0.0], [0.0] + dist)]
+    exact = math.fsum(dist[k:])
+    assert poisson_tail(k, mu) >= exact - 1e-12
+
+
+def test_change_probability():
+    assert change_probability(0.0, 5.0) == 0.0
+    assert change_probability(1 / D, D) == pytest.approx(1 - math.exp(-1))
+    with pytest.raises(ValueError):
+        change_probability(-1.0, 1.0)
+
+
+def ev(at_d, visits, changes, expected):
+    return PassEvidence(at_d * D, visits, changes, expected)
+
+
+@pytest.mark.parametrize(
+    "before, new, now_d, detected, share",
+    [
+        # changes as the rates predict: nothing
+        ((), ev(10, 10, 1, 1.0), 10, False, None),
+        # a pass finding 4 of 10 pages changed where 0.5 were expected: P(X >= 4) = 0.0018
+        ((), ev(10, 10, 4, 0.5), 10, True, 0.35),
+        # the same over two passes of one window
+        ((ev(9.75, 5, 2, 0.25),), ev(10, 5, 2, 0.25), 10, True, 0.35),
+        # ... but not when the first pass left the window
+        ((ev(7.9, 5, 2, 0.25),), ev(10, 5, 2, 0.25), 10, False, None),
+        # too few changes, however unlikely: 2 of 2 with 0.01 expected
+        ((), ev(10, 2, 2, 0.01), 10, False, None),
+        # many changes but as many expected (hot pages)
+        ((), ev(10, 20, 12, 11.0), 10, False, None),
+        # 3 changes where 1.3 were expected: p = 0.14, not a bulk edit
+        ((), ev(10, 10, 3, 1.3), 10, False, None),
+    ],
+)
+def test_bulk_detection_table(before, new, now_d, detected, share):
+    got = update_bulk_state(BulkState(tuple(before)), new, now_d * D)
+    if detected:
+        assert got.edit == BulkEdit(now_d * D, now_d * D + BULK_HOLD_S, pytest.approx(share))
+        assert got.evidence == ()  # consumed
+    else:
+        assert got.edit is None
+        assert got.evidence == tuple(e for e in (*before, new) if now_d * D - e.at_s < BULK_WINDOW_S)
+
+
+def test_bulk_edit_lasts_its_hold_then_is_dropped():
+    st0 = update_bulk_state(BulkState(), ev(10, 10, 5, 0.5), 10 * D)
+    edit = st0.edit
+    assert edit is not None and edit.active(10 * D) and edit.active(16.9 * D) and not edit.active(17 * D)
+    quiet = ev(12, 5, 0, 0.5)
+    st1 = update_bulk_state(st0, quiet, 12 * D)
+    assert st1.edit == edit and st1.evidence == (quiet,)  # carried on, evidence kept
+    assert update_bulk_state(st1, None, 17 * D).edit is None
+    # a new detection while one is under way replaces it: later start, longer hold
+    st2 = update_bulk_state(st1, ev(13, 10, 6, 0.5), 13 * D)
+    assert st2.edit.since_s == 13 * D and st2.edit.until_s == 13 * D + BULK_HOLD_S and st2.evidence == ()
+
+
+def test_bulk_edit_suspects_and_bonus():
+    e = BulkEdit(since_s=10 * D, until_s=17 * D, share=0.3)
+    assert e.suspect(2 * D, 11 * D) and e.bonus(2 * D, 11 * D) == pytest.approx(0.3 * 8 * D)
+    assert not e.suspect(10 * D, 11 * D) and e.bonus(10 * D, 11 * D) == 0.0  # seen at detection
+    assert not e.suspect(None, 11 * D) and e.bonus(None, 11 * D) == 0.0  # new pages are new pages
+    assert not e.suspect(2 * D, 17 * D) and e.bonus(2 * D, 17 * D) == 0.0  # over
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), max_size=50), st.floats(0, 1e9))
+def test_pass_evidence_counts(obs, at):
+    e = pass_evidence(at, obs)
+    assert (e.at_s, e.visits, e.changes) == (at, len(obs), sum(ch for _, ch in obs))
+    assert e.expected == pytest.approx(math.fsum(p for p, _ in obs))
+
+
+evidence_st = st.builds(
+    lambda at, n, frac, exp: PassEvidence(at * H, n, round(n * frac), n * exp),
+    st.integers(0, 24 * 30), st.integers(0, 30), st.floats(0, 1), st.floats(0, 1),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(evidence_st, max_size=12), st.integers(0, 24 * 30))
+def test_bulk_state_properties(evidence, now_h):
+    now = now_h * H
+    state = BulkState()
+    for e in sorted(evidence, key=lambda e: e.at_s):
+        state = update_bulk_state(state, e, e.at_s)
+        assert all(0 <= e.at_s - x.at_s < BULK_WINDOW_S for x in state.evidence)
+        if state.edit is not None:
+            assert 0 < state.edit.share <= 1 and state.edit.until_s - state.edit.since_s == BULK_HOLD_S
+        # no more changes than the rates predict never declares an edit
+        if sum(x.changes for x in state.evidence) <= math.fsum(x.expected for x in state.evidence):
+            assert update_bulk_state(state, None, e.at_s).edit == (
+                state.edit if state.edit is not None and state.edit.active(e.at_s) else None)
+    assert bulk_state_from_json(bulk_state_to_json(state)) == BulkState(
+        tuple(PassEvidence(x.at_s, x.visits, x.changes, round(x.expected, 6)) for x in state.evidence),
+        None if state.edit is None else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6)))
+
+
+@pytest.mark.parametrize("raw", [None, [], "x", {"evidence": "nope"}, {"evidence": [[1, 2]]},
+                                 {"evidence": [], "since_s": 1.0}, {"since_s": 1, "until_s": 2, "share": 7}])
+def test_unreadable_bulk_state_is_empty(raw):
+    got = bulk_state_from_json(raw)
+    assert got.edit is None and (got.evidence == () or raw == {"since_s": 1, "until_s": 2, "share": 7})
+
+
+def test_selection_adds_the_bonus_to_the_priority():
+    cands = [c("plain", 5 * D), c("suspect", 4 * D, ), c("hot", 1 * D)]
+    p = HalveDoublePolicy()  # priority = seconds since the last visit
+    assert select_visits(cands, p, 1) == ["plain"]
+    boosted = [c("plain", 5 * D), Candidate("suspect", (), 4 * D, True, False, bonus_s=2 * D), c("hot", 1 * D)]
+    assert select_visits(boosted, p, 1) == ["suspect"]
+    assert select_visits(boosted, p, None) == ["suspect", "plain", "hot"]
