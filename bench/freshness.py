@@ -658,6 +658,7 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
     site, meter, totals = _Site(run.scenario), Meter(), _Totals()
     requests = [0, 0]
     sitemap_bytes = mismatches = 0
+    bulk_detected: list[float] = []  # days at which a pass declared a bulk edit
     times = [ev.t for ev in events]
     pos = 0
     with site.server, StateDB(workdir / "state.db") as state:
@@ -682,6 +683,9 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
                     report = await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=state,
                                              embedder=HashEmbedder(16))
                     pages_req, other_req = site.take_requests()
+                    for edit in getattr(report, "bulk_edits", {}).values():
+                        if edit.get("since_s") == now.timestamp():
+                            bulk_detected.append(round(t / D, 2))
                     if k > 0:  # the initial index is the same for every strategy: not counted
                         totals.add(report)
                         requests[0] += pages_req
@@ -713,6 +717,7 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
         "store_matches_state": consistent,
         "lastmod_advances_confirmed": [list(v) for v in trust.values()],
         "median_interval_d": _median_intervals(pages, meter.kind_of),
+        "bulk_detected_days": bulk_detected,
     }
 
 

@@ -60,6 +60,7 @@ from .policy import (
     estimate_rate,
     pass_evidence,
     update_bulk_state,
+    url_section,
     history_from_json,
     history_to_json,
     lastmod_makes_due,
@@ -274,6 +275,7 @@ class _Pass:
             if isinstance(raw, dict):
                 self.bulk = {str(h): bulk_state_from_json(v) for h, v in raw.items()}
         self.observed: dict[str, list[tuple[float, bool]]] = {}
+        self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
         self.reasons: dict[str, str] = {}
         if fetcher.scope is None:
             fetcher.scope = self.scope.check
@@ -501,8 +503,10 @@ class _Pass:
         out = {}
         for host in sorted(hosts):
             obs = self.observed.get(host)
-            st = update_bulk_state(self.bulk.get(host, BulkState()),
-                                   pass_evidence(now_s, obs) if obs else None, now_s)
+            st = self.bulk.get(host, BulkState())
+            if st.edit is not None and host in self.suspects_seen:
+                st = BulkState(st.evidence, st.edit.with_visits(self.suspects_seen[host]))
+            st = update_bulk_state(st, pass_evidence(now_s, obs) if obs else None, now_s)
             if st.evidence or st.edit is not None:
                 out[host] = bulk_state_to_json(st)
         return out
@@ -528,7 +532,8 @@ class _Pass:
                 due=True,
                 forced=ev.reason in ("lastmod", "full"),
                 repair=ev.reason == "pending" or (page is not None and page.pending_hash is not None),
-                bonus_s=edit.bonus(last.timestamp() if last is not None else None, now_s) if edit is not None else 0.0,
+                bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
+                         if edit is not None else 0.0),
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}
@@ -572,12 +577,13 @@ class _Pass:
         stood before the visit, and whether the text changed."""
         assert page.last_fetched_at is not None
         edit = self._edit_for(page.url)
+        host = urlsplit(page.url).hostname or ""
         if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
+            self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
             return changed
         if self.reasons.get(page.url) in ("lastmod", "pending"):
             return False
         rate_of = getattr(self.policy, "rate", None) or estimate_rate
-        host = urlsplit(page.url).hostname or ""
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
         return False
 

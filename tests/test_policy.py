@@ -48,6 +48,7 @@ from sync.policy import (
     pass_evidence,
     poisson_tail,
     update_bulk_state,
+    url_section,
 )
 from sync.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
@@ -820,11 +821,12 @@ def test_bulk_detection_table(before, new, now_d, detected, share):
 def test_bulk_edit_lasts_its_hold_then_is_dropped():
     st0 = update_bulk_state(BulkState(), ev(10, 10, 5, 0.5), 10 * D)
     edit = st0.edit
-    assert edit is not None and edit.active(10 * D) and edit.active(16.9 * D) and not edit.active(17 * D)
+    end = 10 * D + BULK_HOLD_S
+    assert edit is not None and edit.active(10 * D) and edit.active(end - 1) and not edit.active(end)
     quiet = ev(12, 5, 0, 0.5)
     st1 = update_bulk_state(st0, quiet, 12 * D)
     assert st1.edit == edit and st1.evidence == (quiet,)  # carried on, evidence kept
-    assert update_bulk_state(st1, None, 17 * D).edit is None
+    assert update_bulk_state(st1, None, end).edit is None
     # a new detection while one is under way replaces it: later start, longer hold
     st2 = update_bulk_state(st1, ev(13, 10, 6, 0.5), 13 * D)
     assert st2.edit.since_s == 13 * D and st2.edit.until_s == 13 * D + BULK_HOLD_S and st2.evidence == ()
@@ -863,11 +865,12 @@ def test_bulk_state_properties(evidence, now_h):
             assert 0 < state.edit.share <= 1 and state.edit.until_s - state.edit.since_s == BULK_HOLD_S
         # no more changes than the rates predict never declares an edit
         if sum(x.changes for x in state.evidence) <= math.fsum(x.expected for x in state.evidence):
-            assert update_bulk_state(state, None, e.at_s).edit == (
+            assert update_bulk_state(state, None, e.at_s + 1e-3).edit == (
                 state.edit if state.edit is not None and state.edit.active(e.at_s) else None)
     assert bulk_state_from_json(bulk_state_to_json(state)) == BulkState(
         tuple(PassEvidence(x.at_s, x.visits, x.changes, round(x.expected, 6)) for x in state.evidence),
-        None if state.edit is None else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6)))
+        None if state.edit is None else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6),
+                                                 state.edit.sections))
 
 
 @pytest.mark.parametrize("raw", [None, [], "x", {"evidence": "nope"}, {"evidence": [[1, 2]]},
@@ -884,3 +887,43 @@ def test_selection_adds_the_bonus_to_the_priority():
     boosted = [c("plain", 5 * D), Candidate("suspect", (), 4 * D, True, False, bonus_s=2 * D), c("hot", 1 * D)]
     assert select_visits(boosted, p, 1) == ["suspect"]
     assert select_visits(boosted, p, None) == ["suspect", "plain", "hot"]
+
+
+@pytest.mark.parametrize(
+    "url, section",
+    [
+        ("https://d.test/tutorial/body/", "tutorial"),
+        ("https://d.test/tutorial/body/nested/deeper.html", "tutorial"),
+        ("https://d.test/tutorial/", ""),  # a section's own index sits at the top level
+        ("https://d.test/features/", ""),
+        ("https://d.test/index.html", ""),
+        ("https://d.test/", ""),
+        ("https://d.test", ""),
+        ("https://d.test/a/b?x=/c/d#e/f", "a"),
+    ],
+)
+def test_url_section(url, section):
+    assert url_section(url) == section
+
+
+def test_bulk_edit_learns_its_share_per_section():
+    e = BulkEdit(since_s=10 * D, until_s=17 * D, share=0.3)
+    assert e.share_for("tutorial") == 0.3
+    e2 = e.with_visits([("tutorial", True), ("tutorial", True), ("reference", False), ("reference", False),
+                        ("reference", False), ("tutorial", False)])
+    assert e2.sections == (("reference", 3, 0), ("tutorial", 3, 2))
+    assert e2.share_for("tutorial") == pytest.approx((2 + 2 * 0.3) / (3 + 2))
+    assert e2.share_for("reference") == pytest.approx((0 + 2 * 0.3) / (3 + 2))
+    assert e2.share_for("other") == 0.3
+    assert e2.bonus(2 * D, 11 * D, "tutorial") > e2.bonus(2 * D, 11 * D, "other") > e2.bonus(2 * D, 11 * D, "reference")
+    assert e2.with_visits([("reference", True)]).sections == (("reference", 4, 1), ("tutorial", 3, 2))
+    state = BulkState((), e2)
+    assert bulk_state_from_json(bulk_state_to_json(state)) == state
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", "a", "b"]), st.booleans()), max_size=40), st.floats(0, 1))
+def test_section_shares_stay_probabilities(seen, share):
+    e = BulkEdit(0.0, D, share).with_visits(seen)
+    for name in ("", "a", "b", "c"):
+        assert 0.0 <= e.share_for(name) <= 1.0
+    assert sum(v for _, v, _ in e.sections) == len(seen)
