@@ -36,6 +36,7 @@ Strategies, per scenario (a pass every 6 h unless said otherwise):
 - uniform @ HD budget: one fixed interval for every page (pages x pass interval / budget,
   so that it would spend the budget) and `max_fetches` = the budget per pass;
 - change-rate (the default) @ HD budget, uncapped, and @ 1/2 HD budget;
+- change-rate with bulk-edit detection (`bulk_edits=True`) @ HD budget and uncapped;
 - change-rate with one incremental pass a day (00:00), uncapped and @ 10% of the nightly
   full recrawl's requests: the same cadence as the recrawl, for the third target.
 
@@ -48,6 +49,10 @@ until the run's requests are within 5% of the target (0-7% under it for the targ
 Run it with `make bench-freshness`, or
 
     .venv/bin/python bench/freshness.py [--pages 150 --days 60 --jobs 2]
+
+A partial run: `--strategies cr@hd,cr+bulk@hd` runs only those keys, and `--refs-from
+bench/results/freshness.json` takes the halve-double and nightly references (hence the
+budgets) from an earlier run instead of running them (write it elsewhere with `--out`).
 
 Writes bench/results/freshness.md (tables, targets), bench/results/freshness.json (raw)
 and, when matplotlib is installed, notebooks/freshness.png.
