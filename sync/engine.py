@@ -572,8 +572,8 @@ class _Pass:
         way. Returns True when the change is the edit's: a suspect (last visited before the
         edit was noticed) found changed while the edit is under way.
 
-        Evidence is every other visit with text that no trusted lastmod advance or repair
-        caused (those expect a change): its predicted P(change) from the page's rate as it
+        Evidence is every other visit with text that no trusted lastmod advance, pending
+        write or repair pass caused (those expect a change): its predicted P(change) from the page's rate as it
         stood before the visit, and whether the text changed."""
         assert page.last_fetched_at is not None
         edit = self._edit_for(page.url)
@@ -581,7 +581,7 @@ class _Pass:
         if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
             self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
             return changed
-        if self.reasons.get(page.url) in ("lastmod", "pending"):
+        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending"):
             return False
         rate_of = getattr(self.policy, "rate", None) or estimate_rate
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
