@@ -36,6 +36,7 @@ Strategies, per scenario (a pass every 6 h unless said otherwise):
 - uniform @ HD budget: one fixed interval for every page (pages x pass interval / budget,
   so that it would spend the budget) and `max_fetches` = the budget per pass;
 - change-rate (the default) @ HD budget, uncapped, and @ 1/2 HD budget;
+- change-rate with bulk-edit detection (`bulk_edits=True`) @ HD budget and uncapped;
 - change-rate with one incremental pass a day (00:00), uncapped and @ 10% of the nightly
   full recrawl's requests: the same cadence as the recrawl, for the third target.
 
@@ -48,6 +49,10 @@ until the run's requests are within 5% of the target (0-7% under it for the targ
 Run it with `make bench-freshness`, or
 
     .venv/bin/python bench/freshness.py [--pages 150 --days 60 --jobs 2]
+
+A partial run: `--strategies cr@hd,cr+bulk@hd` runs only those keys, and `--refs-from
+bench/results/freshness.json` takes the halve-double and nightly references (hence the
+budgets) from an earlier run instead of running them (write it elsewhere with `--out`).
 
 Writes bench/results/freshness.md (tables, targets), bench/results/freshness.json (raw)
 and, when matplotlib is installed, notebooks/freshness.png.
@@ -545,6 +550,7 @@ class Strategy:
     budget: float | None = None  # mean max_fetches per pass; None: uncapped
     uniform_interval_s: float | None = None  # for policy "uniform"
     key: str = ""  # short id for the budget targets
+    bulk_edits: bool = False  # PassConfig.bulk_edits (bulk-edit detection)
 
     def cap(self, k: int) -> int | None:
         """Integer max_fetches for pass k whose running mean is `budget`; the first pass,
@@ -657,6 +663,7 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
     site, meter, totals = _Site(run.scenario), Meter(), _Totals()
     requests = [0, 0]
     sitemap_bytes = mismatches = 0
+    bulk_detected: list[float] = []  # days at which a pass declared a bulk edit
     times = [ev.t for ev in events]
     pos = 0
     with site.server, StateDB(workdir / "state.db") as state:
@@ -677,10 +684,13 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
                     sitemap_size = site.sitemap_bytes()
                     now = T0 + timedelta(seconds=t)
                     cfg = PassConfig(sitemaps=[sitemap], now=now, full=st.full, policy=policy,
-                                     max_fetches=st.cap(k // st.every_passes))
+                                     max_fetches=st.cap(k // st.every_passes), bulk_edits=st.bulk_edits)
                     report = await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=state,
                                              embedder=HashEmbedder(16))
                     pages_req, other_req = site.take_requests()
+                    for edit in getattr(report, "bulk_edits", {}).values():
+                        if edit.get("since_s") == now.timestamp():
+                            bulk_detected.append(round(t / D, 2))
                     if k > 0:  # the initial index is the same for every strategy: not counted
                         totals.add(report)
                         requests[0] += pages_req
@@ -712,6 +722,7 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
         "store_matches_state": consistent,
         "lastmod_advances_confirmed": [list(v) for v in trust.values()],
         "median_interval_d": _median_intervals(pages, meter.kind_of),
+        "bulk_detected_days": bulk_detected,
     }
 
 
@@ -740,6 +751,7 @@ def _reference_strategies(pass_s: float) -> list[Strategy]:
         Strategy("nightly full", every_passes=round(D / pass_s), full=True, key="nightly"),
         Strategy("halve-double", policy="halve-double", key="hd"),
         Strategy("change-rate, uncapped", key="cr"),
+        Strategy("change-rate + bulk edits, uncapped", bulk_edits=True, key="cr+bulk"),
         Strategy("change-rate, one pass a day", every_passes=round(D / pass_s), key="cr-daily"),
     ]
 
@@ -766,6 +778,8 @@ def _budget_strategies(hd_requests: int, nightly_requests: int, n_passes: int, p
     return [
         (uniform, hd_requests, EQUAL),
         (Strategy("change-rate @ HD budget", budget=b, key="cr@hd"), hd_requests, EQUAL),
+        (Strategy("change-rate + bulk edits @ HD budget", budget=b, bulk_edits=True, key="cr+bulk@hd"),
+         hd_requests, EQUAL),
         (Strategy("change-rate @ 1/2 HD budget", budget=b / 2, key="cr@hd/2"), hd_requests / 2, AT_MOST),
         (Strategy("change-rate, one pass a day @ 10% nightly", every_passes=every_day,
                   budget=0.1 * nightly_requests / daily_passes, key="cr@10%n"), 0.1 * nightly_requests, AT_MOST),
@@ -825,10 +839,22 @@ class Campaign:
         run = RunSpec(job.scenario, job.strategy, self.pass_s, self.horizon)
         self.pending[self.pool.submit(run_one, run, self.timeline.events)] = job
 
+    def wanted(self, key: str) -> bool:
+        only = getattr(self.args, "strategies", None)
+        return not only or key in only
+
     def run(self) -> list[dict]:
+        refs = load_refs(getattr(self.args, "refs_from", None))
         for sc in self.args.scenarios:
+            for key in REFERENCE_KEYS:
+                if (sc, key) in refs:
+                    self.refs[sc, key] = refs[sc, key]
             for st in _reference_strategies(self.pass_s):
-                self.submit(_Job(sc, st))
+                if (sc, st.key) in self.refs:
+                    continue
+                if self.wanted(st.key) or st.key in REFERENCE_KEYS:
+                    self.submit(_Job(sc, st))
+            self.start_budget_runs(sc)
         while self.pending:
             done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -840,7 +866,8 @@ class Campaign:
         log(f"  {job.scenario:7s} {st.label:30s} budget {_fmt(st.budget, '6.2f')}  requests "
             f"{res['page_requests']:6d}  freshness {res['freshness']:.4f}  ({res['wall_s']:.0f} s)")
         if job.target is None:
-            self.results.append(res)
+            if self.wanted(st.key):
+                self.results.append(res)
             self.refs[job.scenario, st.key] = res
             self.start_budget_runs(job.scenario)
             return
@@ -860,7 +887,28 @@ class Campaign:
         self.refs[sc, "budget runs"] = {}
         for st, target, window in _budget_strategies(hd["page_requests"], night["page_requests"], self.n_passes,
                                                      self.args.pages, self.pass_s):
-            self.submit(_Job(sc, st, target, window))
+            if self.wanted(st.key):
+                self.submit(_Job(sc, st, target, window))
+
+
+def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
+    """(scenario, key) -> result of the reference runs (halve-double, nightly) in an
+    earlier run's JSON, so that a partial run (`--strategies`) gets the same budgets
+    without running them again. Only valid for the same site, days and pass interval."""
+    if path is None:
+        return {}
+    data = json.loads(Path(path).read_text())
+    return {(r["scenario"], r["strategy"]["key"]): r for r in data["results"]
+            if r["strategy"]["key"] in REFERENCE_KEYS}
+
+
+def add_partial_args(ap: argparse.ArgumentParser) -> None:
+    """--strategies and --refs-from, shared with replay_policies.py."""
+    ap.add_argument("--strategies", default="", type=lambda s: [x for x in s.split(",") if x],
+                    help=f"run only these strategy keys ({', '.join(ORDER)}); default: all")
+    ap.add_argument("--refs-from", type=Path, default=None,
+                    help="take the halve-double and nightly references (the budgets) from this earlier "
+                         "results JSON instead of running them")
 
 
 def run_all(args: argparse.Namespace) -> dict:
@@ -891,7 +939,8 @@ def log(msg: str) -> None:
 # ==========================================================================================
 # reporting: markdown table, targets, plot
 # ==========================================================================================
-ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr", "cr@hd/2", "cr-daily", "cr@10%n")
+ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
+REFERENCE_KEYS = ("hd", "nightly")  # the budgets of the capped runs come from these
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:
@@ -1116,10 +1165,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="share of pages a bulk-edit day changes (0: no bursts)")
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/freshness.md")
     ap.add_argument("--plot", type=Path, default=REPO / "notebooks/freshness.png")
+    add_partial_args(ap)
     args = ap.parse_args(argv)
     bad = set(args.scenarios) - set(SCENARIOS)
     if bad:
         ap.error(f"unknown scenario(s) {', '.join(sorted(bad))}")
+    if bad := set(args.strategies) - set(ORDER):
+        ap.error(f"unknown strategy key(s) {', '.join(sorted(bad))}")
     return args
 
 

@@ -321,9 +321,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--work", default="/tmp/pagesync-replay-policies", help="cache of the built timeline")
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/replay_policies.md")
     ap.add_argument("--plot", type=Path, default=REPO / "notebooks/replay_policies.png")
+    fr.add_partial_args(ap)
     args = ap.parse_args(argv)
     if bad := set(args.scenarios) - set(SCENARIOS):
         ap.error(f"unknown scenario(s) {', '.join(sorted(bad))}")
+    if bad := set(args.strategies) - set(fr.ORDER):
+        ap.error(f"unknown strategy key(s) {', '.join(sorted(bad))}")
     if not Path(args.git_dir).exists():
         ap.error(f"no git repo at {args.git_dir}: clone https://github.com/fastapi/fastapi and pass --git-dir")
     return args

@@ -50,9 +50,17 @@ from .report import Report
 from .scope import Scope
 from .policy import (
     DEFAULT_POLICY,
+    BulkState,
     Candidate,
     Visit,
     add_visit,
+    bulk_state_from_json,
+    bulk_state_to_json,
+    change_probability,
+    estimate_rate,
+    pass_evidence,
+    update_bulk_state,
+    url_section,
     history_from_json,
     history_to_json,
     lastmod_makes_due,
@@ -71,7 +79,7 @@ __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", 
 log = logging.getLogger("pagesync")
 
 # Why a page is visited this pass, most specific first (a page gets its first reason).
-REASONS = ("new", "pending", "lastmod", "due", "full", "removed")
+REASONS = ("new", "pending", "lastmod", "due", "full", "removed", "bulk")
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,8 @@ class PassConfig:
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
-    max_fetches: int | None = None  # page visits per pass at most (forced repairs always go)
+    max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
+    bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
@@ -257,6 +266,17 @@ class _Pass:
         self.policy = make_policy(cfg.policy)
         self.trust_seen = state.host_trust_counts()
         self.trust_delta: dict[str, list[int]] = {}
+        # Bulk edits: per host, the state carried in the last run report, and this pass's
+        # (predicted P(change), changed) observations.
+        self.bulk: dict[str, BulkState] = {}
+        if cfg.bulk_edits:
+            last = state.last_run() or {}
+            raw = last.get("bulk_edits") if isinstance(last, dict) else None
+            if isinstance(raw, dict):
+                self.bulk = {str(h): bulk_state_from_json(v) for h, v in raw.items()}
+        self.observed: dict[str, list[tuple[float, bool]]] = {}
+        self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
+        self.reasons: dict[str, str] = {}
         if fetcher.scope is None:
             fetcher.scope = self.scope.check
         self._bind_cache(fetcher)
@@ -369,6 +389,8 @@ class _Pass:
             extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
+        visits += self._bulk_suspects(visits, known, sitemap_now)
+        self.reasons = {ev.url: ev.reason for ev in visits}
         self.report.pages_due = len(visits)
         visits = self._within_budget(visits, known)
 
@@ -414,6 +436,8 @@ class _Pass:
         self.report.pages_tracked = self.state.tracked_count()
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
+        if self.cfg.bulk_edits:
+            self.report.bulk_edits = self._bulk_update()
         if not self.cfg.dry_run:
             self.state.add_host_trust({h: (a, c) for h, (a, c) in self.trust_delta.items()})
             self.state.record_run(self.report.to_dict())
@@ -437,19 +461,79 @@ class _Pass:
         return lastmod_makes_due(lastmod_trust(conf, adv, prior_confirmed=LASTMOD_PRIOR[0],
                                                prior_advances=LASTMOD_PRIOR[1]))
 
+    def _edit_for(self, url: str):
+        """The bulk edit under way on the url's host, or None."""
+        if not self.bulk:
+            return None
+        st = self.bulk.get(urlsplit(url).hostname or "")
+        edit = st.edit if st is not None else None
+        return edit if edit is not None and edit.active(self.now.timestamp()) else None
+
+    def _bulk_suspects(self, visits: list[ChangeEvent], known: dict[str, PageState],
+                       sitemap_now: dict[str, str | None]) -> list[ChangeEvent]:
+        """Pages a bulk edit under way may have changed (last visited before it was
+        noticed) that are not visits yet: candidates of this pass, within --max-fetches.
+
+        Reads every page of the state, but only while a bulk edit is under way on a host
+        (`BULK_HOLD_S` after its detection at most)."""
+        now_s = self.now.timestamp()
+        if not any(st.edit is not None and st.edit.active(now_s) for st in self.bulk.values()):
+            return []
+        listed = {ev.url for ev in visits}
+        out = []
+        for page in self.state.all_pages():
+            if page.url in listed or page.status != LIVE or page.pending_hash is not None:
+                continue
+            if page.failures and page.due_at is not None and page.due_at > self.now:
+                continue  # backing off after a failure
+            if page.url not in sitemap_now and page.source != "url":
+                continue
+            edit = self._edit_for(page.url)
+            last = page.last_fetched_at.timestamp() if page.last_fetched_at is not None else None
+            if edit is not None and edit.suspect(last, now_s):
+                known[page.url] = page
+                out.append(ChangeEvent(page.url, "bulk"))
+        return out
+
+    def _bulk_update(self) -> dict:
+        """Each host's bulk-edit state after this pass, for the run report (a repair pass
+        or a pass without evidence carries it on)."""
+        now_s = self.now.timestamp()
+        hosts = set(self.bulk) | set(self.observed)
+        out = {}
+        for host in sorted(hosts):
+            obs = self.observed.get(host)
+            st = self.bulk.get(host, BulkState())
+            if st.edit is not None and host in self.suspects_seen:
+                st = BulkState(st.evidence, st.edit.with_visits(self.suspects_seen[host]))
+            st = update_bulk_state(st, pass_evidence(now_s, obs) if obs else None, now_s)
+            if st.evidence or st.edit is not None:
+                out[host] = bulk_state_to_json(st)
+        return out
+
     def _within_budget(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
-        """Order the visits by the policy and cut them to --max-fetches (repairs, trusted
-        lastmod advances and --full always go; new pages next; then the stalest)."""
+        """Order the visits by the policy and cut them to --max-fetches (`select_visits`).
+
+        Order: pending write repairs (always, even past the budget); new pages (within
+        what the repairs leave); trusted lastmod advances and --full, then pages at the
+        60 d ceiling (always, even past the budget, but counted after the new pages so they
+        never take a new page's place); then the due pages by the policy's priority, within
+        what is left. Every visit counts against --max-fetches."""
         cands = []
+        now_s = self.now.timestamp()
         for ev in visits:
             page = known.get(ev.url)
             last = page.last_fetched_at if page is not None else None
+            edit = self._edit_for(ev.url)
             cands.append(Candidate(
                 url=ev.url,
                 visits=tuple(history_from_json(page.history)) if page is not None else (),
                 since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
                 due=True,
-                forced=ev.reason in ("pending", "lastmod", "full"),
+                forced=ev.reason in ("lastmod", "full"),
+                repair=ev.reason == "pending" or (page is not None and page.pending_hash is not None),
+                bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
+                         if edit is not None else 0.0),
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}
@@ -465,8 +549,11 @@ class _Pass:
         visits = history_from_json(page.history)
         if changed is not None and page.last_fetched_at is not None:
             elapsed = max(0.0, (self.now - page.last_fetched_at).total_seconds())
-            visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed))
-            page.history = history_to_json(visits)
+            if self.cfg.bulk_edits and self._bulk_observe(page, visits, elapsed, changed):
+                changed = False  # put down to the bulk edit: neither the rate nor the interval moves
+            else:
+                visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed))
+                page.history = history_to_json(visits)
         else:
             changed = None
         if page.lastmod_pending:
@@ -479,6 +566,26 @@ class _Pass:
         page.interval = self.policy.next_interval(visits, page.interval, changed)
         page.due_at = self.now + page.interval
         page.last_fetched_at = self.now
+
+    def _bulk_observe(self, page: PageState, visits: list[Visit], elapsed: float, changed: bool) -> bool:
+        """Count this visit as bulk-edit evidence, or put its change down to the edit under
+        way. Returns True when the change is the edit's: a suspect (last visited before the
+        edit was noticed) found changed while the edit is under way.
+
+        Evidence is every other visit with text that no trusted lastmod advance, pending
+        write or repair pass caused (those expect a change): its predicted P(change) from the page's rate as it
+        stood before the visit, and whether the text changed."""
+        assert page.last_fetched_at is not None
+        edit = self._edit_for(page.url)
+        host = urlsplit(page.url).hostname or ""
+        if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
+            self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
+            return changed
+        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending"):
+            return False
+        rate_of = getattr(self.policy, "rate", None) or estimate_rate
+        self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
+        return False
 
     def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str) -> None:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all."""

@@ -45,6 +45,10 @@ class Report:
     sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed
     sitemap_errors: int = 0
     lastmod_trusted: bool | None = None
+    # With bulk-edit detection on (PassConfig.bulk_edits): per host, the evidence of the
+    # last passes and the bulk edit under way, if any (sync.policy.bulk_state_to_json).
+    # The next pass reads it back from the last run.
+    bulk_edits: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}

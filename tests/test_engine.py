@@ -306,6 +306,53 @@ def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
     assert rep.pages_fetched == 4  # the deferred ones, not the two just visited
 
 
+def test_new_pages_go_before_trusted_lastmod_advances_within_max_fetches(site, harness):
+    build(site, n=3)
+    harness.run()
+    for i in range(3):  # trusted lastmod advances on every known page
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"edit {i}")]), mtime=site.resources[f"/p{i}.html"].mtime + 100)
+    site.set("/new-a.html", page_html("New A", [para("a")]))
+    site.set("/new-b.html", page_html("New B", [para("b")]))
+    site.clear_log()
+    rep = harness.run(advance=timedelta(minutes=5), max_fetches=2, workers=1)
+    # both new pages first, within the budget; the advances still go (they may exceed it)
+    assert rep.pages_added == 2 and rep.pages_changed == 3 and rep.pages_deferred == 0
+    visited = [p for _, p, _, _ in site.requests if p.endswith(".html")]
+    assert visited == ["/new-a.html", "/new-b.html", "/p0.html", "/p1.html", "/p2.html"]
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_a_bulk_edit_sends_the_pass_to_pages_not_visited_since(site, harness, bulk):
+    site.sitemap_mode = "same-lastmod"  # no change signal: the visits alone tell
+    for i in range(6):
+        site.set(f"/a{i}.html", page_html(f"A {i}", [para(f"a{i}")]))
+    harness.run(bulk_edits=bulk)
+    for i in range(6):
+        site.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
+    harness.run(advance=timedelta(days=1), bulk_edits=bulk)  # the b pages are new: due in 3 d
+    for p in [f"/a{i}.html" for i in range(6)] + [f"/b{i}.html" for i in range(6)]:
+        site.set(p, page_html(p, [para("reworded everywhere")]))
+    rep = harness.run(advance=timedelta(days=2, hours=1), bulk_edits=bulk)  # the a pages are due
+    assert rep.pages_changed == 6
+    if bulk:  # 6 of 6 changed where ~1.1 were expected: P = 0.0014
+        edit = rep.bulk_edits[site.server.base_url.split("//")[1].split(":")[0]]
+        assert edit["since_s"] == harness.now.timestamp() and 0.7 < edit["share"] <= 1 and edit["evidence"] == []
+    else:
+        assert rep.bulk_edits == {}
+    rep = harness.run(advance=timedelta(hours=1), max_fetches=2, bulk_edits=bulk)
+    if not bulk:
+        assert rep.pages_fetched == 0  # nothing is due before the b pages' 3 d
+        return
+    # the b pages, last visited before the edit was noticed, go now, within the budget
+    assert rep.pages_fetched == 2 and rep.pages_changed == 2 and rep.pages_deferred == 4
+    assert sorted(c["url"].rsplit("/", 1)[1] for c in rep.changes) == ["b0.html", "b1.html"]
+    with StateDB(harness.state_path) as st:
+        b0, b5, a0 = (st.get(site.server.url(p)) for p in ("/b0.html", "/b5.html", "/a0.html"))
+    # the edit's change is not the page's own: its history records none
+    assert b0.history in (None, "", "[]") and b5.history in (None, "")
+    assert a0.history.endswith(",1]]")  # the changes that revealed the edit count
+
+
 @pytest.mark.parametrize("policy", ["halve-double", "change-rate"])
 def test_both_policies_schedule_within_the_clamps(site, harness, policy):
     build(site, n=2)

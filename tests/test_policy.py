@@ -36,6 +36,20 @@ from sync.policy import (
     make_policy,
     select_visits,
 )
+from sync.policy import (
+    BULK_HOLD_S,
+    BULK_WINDOW_S,
+    BulkEdit,
+    BulkState,
+    PassEvidence,
+    bulk_state_from_json,
+    bulk_state_to_json,
+    change_probability,
+    pass_evidence,
+    poisson_tail,
+    update_bulk_state,
+    url_section,
+)
 from sync.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
 H = 3600.0
@@ -406,6 +420,7 @@ def candidate_sets(draw):
                 since_last_visit_s=since,
                 due=draw(st.booleans()),
                 forced=draw(st.booleans()) if draw(st.integers(0, 4)) == 0 else False,
+                repair=draw(st.booleans()) if draw(st.integers(0, 5)) == 0 else False,
             )
         )
     return out
@@ -414,32 +429,46 @@ def candidate_sets(draw):
 policies = st.sampled_from([HalveDoublePolicy(), ChangeRatePolicy()])
 
 
+def _tiers(cands):
+    """(repairs, new, forced, starved, due) as `select_visits` documents them."""
+    repairs = sorted(c.url for c in cands if c.repair)
+    rest = [c for c in cands if not c.repair]
+    new = sorted(c.url for c in rest if c.since_last_visit_s is None)
+    known = [c for c in rest if c.since_last_visit_s is not None]
+    forced = sorted(c.url for c in known if c.forced)
+    starved = {c.url for c in known if not c.forced and c.due and c.since_last_visit_s >= MAX_S}
+    due = {c.url for c in known if not c.forced and c.due} - starved
+    return repairs, new, forced, starved, due
+
+
 @settings(max_examples=150, deadline=None)
 @given(candidate_sets(), policies, st.one_of(st.none(), st.integers(0, 35)), st.randoms())
 def test_selection_rules(cands, policy, budget, rnd):
     got = select_visits(cands, policy, budget)
     by_url = {c.url: c for c in cands}
     assert len(got) == len(set(got)) and set(got) <= set(by_url)
+    repairs, new, forced, starved, due = _tiers(cands)
+    cap = math.inf if budget is None else budget
 
-    forced = sorted(c.url for c in cands if c.forced)
-    starved = {c.url for c in cands if not c.forced and c.due and c.since_last_visit_s is not None and c.since_last_visit_s >= MAX_S}
-    new = sorted(c.url for c in cands if not c.forced and c.since_last_visit_s is None)
-    due = {c.url for c in cands if not c.forced and c.due and c.since_last_visit_s is not None} - starved
-    must = len(forced) + len(starved)
-
-    # forced, then starved, lead; nothing ineligible is ever visited
-    assert got[: len(forced)] == forced
-    assert set(got[len(forced) : must]) == starved
-    assert set(got) <= set(forced) | starved | set(new) | due
-    # budget: the must-visits always, then up to the budget, filled when possible
-    eligible = must + len(new) + len(due)
-    expect = eligible if budget is None else max(must, min(budget, eligible))
-    assert len(got) == expect
-    # new pages before due ones, due ones by priority
-    rest = got[must:]
-    assert rest[: min(len(rest), len(new))] == new[: len(rest)]
+    # repairs lead, all of them, whatever the budget
+    assert got[: len(repairs)] == repairs
+    # then the new pages, by URL: as many as the budget leaves, the forced ones always
+    r = len(repairs)
+    new_got = [u for u in got if u in set(new)]
+    assert got[r : r + len(new_got)] == new_got == sorted(new_got)
+    assert {u for u in new if by_url[u].forced} <= set(new_got)
+    for u in set(new) - set(new_got):  # a cut new page: the repairs and new pages before it filled the budget
+        assert r + sum(1 for v in new_got if v < u) >= cap
+    # then every forced known page by URL, then every starved page: never dropped
+    k = r + len(new_got)
+    assert got[k : k + len(forced)] == forced
+    m = k + len(forced)
+    assert set(got[m : m + len(starved)]) == starved
+    # then due pages by priority, filling what is left of the budget
+    chosen = got[m + len(starved) :]
+    assert set(chosen) <= due
+    assert len(got) == max(m + len(starved), min(cap, m + len(starved) + len(due)))
     pri = {u: policy.priority(by_url[u].visits, by_url[u].since_last_visit_s) for u in due}
-    chosen = [u for u in rest if u in due]
     assert all(pri[a] >= pri[b] for a, b in zip(chosen, chosen[1:]))
     if chosen:
         assert max((pri[u] for u in due - set(chosen)), default=-math.inf) <= pri[chosen[-1]]
@@ -449,8 +478,30 @@ def test_selection_rules(cands, policy, budget, rnd):
     assert select_visits(shuffled, policy, budget) == got
 
 
-def c(url, since, *, due=True, forced=False, visits=()):
-    return Candidate(url, tuple(visits), since, due, forced)
+@settings(max_examples=200, deadline=None)
+@given(candidate_sets(), policies, st.one_of(st.none(), st.integers(0, 35)))
+def test_new_pages_are_never_cut_for_a_known_page(cands, policy, budget):
+    """In any selection: while a new page is cut, the budget holds only repairs and new
+    pages (forced and starved pages may still go, past it) and no ordinary due page is
+    chosen; repairs, forced and starved pages are always chosen; only they take the pass
+    past the budget."""
+    got = select_visits(cands, policy, budget)
+    repairs, new, forced, starved, due = _tiers(cands)
+    chosen = set(got)
+    if set(new) - chosen:
+        assert all(u in set(repairs) | set(new) for u in got[: budget])
+        assert not (chosen & due)
+    assert set(repairs) | set(forced) | starved <= chosen
+    assert {c.url for c in cands if c.forced and not c.repair} <= chosen
+    if budget is not None:
+        # a page that may not exceed the budget (unforced new, due) is chosen only within it
+        by_url = {c.url: c for c in cands}
+        capped = {u for u in new if not by_url[u].forced} | due
+        assert all(i < budget for i, u in enumerate(got) if u in capped)
+
+
+def c(url, since, *, due=True, forced=False, repair=False, visits=()):
+    return Candidate(url, tuple(visits), since, due, forced, repair)
 
 
 def test_selection_example():
@@ -461,15 +512,46 @@ def test_selection_example():
         c("new-b", None, due=False),
         c("new-a", None),
         c("forced", 1.0, due=False, forced=True),
+        c("repair", 2 * D, due=False, repair=True),
         c("starved", MAX_S + 1),
         c("backing-off", MAX_S + 1, due=False),  # failing page past 60 d: its backoff wins
     ]
     p = HalveDoublePolicy()
-    assert select_visits(cands, p, None) == ["forced", "starved", "new-a", "new-b", "due-old", "due-young"]
-    assert select_visits(cands, p, 4) == ["forced", "starved", "new-a", "new-b"]
-    assert select_visits(cands, p, 5) == ["forced", "starved", "new-a", "new-b", "due-old"]
-    assert select_visits(cands, p, 0) == ["forced", "starved"]  # never dropped
+    order = ["repair", "new-a", "new-b", "forced", "starved", "due-old", "due-young"]
+    assert select_visits(cands, p, None) == order
+    # the budget counts every visit; repairs, forced and starved pages may exceed it
+    assert select_visits(cands, p, 6) == order[:6]
+    assert select_visits(cands, p, 5) == order[:5]
+    assert select_visits(cands, p, 4) == order[:5]
+    assert select_visits(cands, p, 3) == order[:5]  # new pages fill the budget first
+    assert select_visits(cands, p, 2) == ["repair", "new-a", "forced", "starved"]  # new-b waits
+    assert select_visits(cands, p, 1) == ["repair", "forced", "starved"]
+    assert select_visits(cands, p, 0) == ["repair", "forced", "starved"]  # never dropped
     assert select_visits([], p, 3) == []
+
+
+@pytest.mark.parametrize(
+    "cands, budget, expected",
+    [
+        # a lastmod-forced page no longer takes a new page's place
+        ([c("lm", 1 * D, forced=True), c("new", None)], 1, ["new", "lm"]),
+        # repairs are never postponed, even for new pages
+        ([c("rep", 1 * D, repair=True), c("new", None)], 1, ["rep"]),
+        ([c("rep", 1 * D, repair=True), c("new", None)], 2, ["rep", "new"]),
+        # a repair of a page never visited (its first write failed) is a repair, not a new page
+        ([c("rep-new", None, repair=True), c("new", None)], 1, ["rep-new"]),
+        # --full on a page never visited: new, never cut
+        ([c("new-b", None, forced=True), c("new-a", None)], 1, ["new-a", "new-b"]),
+        # starved pages go after new pages, even past the budget
+        ([c("old", MAX_S + 5), c("new", None)], 1, ["new", "old"]),
+        ([c("old", MAX_S + 5), c("due", 5 * D)], 1, ["old"]),
+        # due pages only in what is left
+        ([c("due", 5 * D), c("lm", 1.0, forced=True)], 1, ["lm"]),
+        ([c("due", 5 * D), c("lm", 1.0, forced=True)], 2, ["lm", "due"]),
+    ],
+)
+def test_selection_table(cands, budget, expected):
+    assert select_visits(cands, HalveDoublePolicy(), budget) == expected
 
 
 def test_selection_prefers_what_saves_most_staleness():
@@ -651,3 +733,197 @@ def test_change_rate_is_less_stale_than_uniform_at_equal_budgets():
     cr = simulate(_CachedChangeRate(), 4)
     assert 4 * 720 >= un["fetches"] >= 0.99 * 4 * 720
     assert cr["stale"] < 0.85 * un["stale"]
+
+
+# ---------------------------------------------------------------------- bulk edits
+
+
+@pytest.mark.parametrize(
+    "k, mu, expected",
+    [
+        (0, 3.0, 1.0),
+        (-1, 3.0, 1.0),
+        (1, 0.0, 0.0),
+        (0, 0.0, 1.0),
+        (1, 0.5, 1 - math.exp(-0.5)),
+        (2, 0.5, 1 - math.exp(-0.5) * 1.5),
+        (3, 0.5, 1 - math.exp(-0.5) * (1 + 0.5 + 0.125)),
+        (3, 10.0, 1 - math.exp(-10) * (1 + 10 + 50)),
+        (50, 1.0, math.exp(-1) / math.factorial(50) * (1 + 1 / 51 + 1 / (51 * 52) + 1 / (51 * 52 * 53) + 1 / (51 * 52 * 53 * 54))),  # far tail
+    ],
+)
+def test_poisson_tail_examples(k, mu, expected):
+    assert poisson_tail(k, mu) == pytest.approx(expected, rel=1e-7, abs=1e-300)
+
+
+@given(st.integers(0, 60), st.floats(0, 40))
+def test_poisson_tail_is_the_pmf_sum(k, mu):
+    pmf = [math.exp(-mu + i * math.log(mu) - math.lgamma(i + 1)) if mu > 0 else float(i == 0) for i in range(k)]
+    assert poisson_tail(k, mu) == pytest.approx(max(0.0, 1 - math.fsum(pmf)), abs=1e-12)
+    assert 0.0 <= poisson_tail(k, mu) <= 1.0
+    assert poisson_tail(k + 1, mu) <= poisson_tail(k, mu)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 0.6), min_size=1, max_size=40), st.data())
+def test_poisson_tail_is_conservative_for_the_exact_law(ps, data):
+    """Above mean + 1, the Poisson tail is at least the exact Poisson-binomial one, so the
+    test declares a bulk edit no more often than it would with the exact law."""
+    mu = math.fsum(ps)
+    k = data.draw(st.integers(math.ceil(mu + 1), len(ps) + 1))
+    dist = [1.0]  # exact law of the number of changes, by convolution
+    for p in ps:
+        dist = [a * (1 - p) + b * p for a, b in zip(dist + [0.0], [0.0] + dist)]
+    exact = math.fsum(dist[k:])
+    assert poisson_tail(k, mu) >= exact - 1e-12
+
+
+def test_change_probability():
+    assert change_probability(0.0, 5.0) == 0.0
+    assert change_probability(1 / D, D) == pytest.approx(1 - math.exp(-1))
+    with pytest.raises(ValueError):
+        change_probability(-1.0, 1.0)
+
+
+def ev(at_d, visits, changes, expected):
+    return PassEvidence(at_d * D, visits, changes, expected)
+
+
+@pytest.mark.parametrize(
+    "before, new, now_d, detected, share",
+    [
+        # changes as the rates predict: nothing
+        ((), ev(10, 10, 1, 1.0), 10, False, None),
+        # a pass finding 4 of 10 pages changed where 0.5 were expected: P(X >= 4) = 0.0018
+        ((), ev(10, 10, 4, 0.5), 10, True, 0.35),
+        # the same over two passes of one window
+        ((ev(9.75, 5, 2, 0.25),), ev(10, 5, 2, 0.25), 10, True, 0.35),
+        # ... but not when the first pass left the window
+        ((ev(7.9, 5, 2, 0.25),), ev(10, 5, 2, 0.25), 10, False, None),
+        # too few changes, however unlikely: 2 of 2 with 0.01 expected
+        ((), ev(10, 2, 2, 0.01), 10, False, None),
+        # many changes but as many expected (hot pages)
+        ((), ev(10, 20, 12, 11.0), 10, False, None),
+        # 3 changes where 1.3 were expected: p = 0.14, not a bulk edit
+        ((), ev(10, 10, 3, 1.3), 10, False, None),
+    ],
+)
+def test_bulk_detection_table(before, new, now_d, detected, share):
+    got = update_bulk_state(BulkState(tuple(before)), new, now_d * D)
+    if detected:
+        assert got.edit == BulkEdit(now_d * D, now_d * D + BULK_HOLD_S, pytest.approx(share))
+        assert got.evidence == ()  # consumed
+    else:
+        assert got.edit is None
+        assert got.evidence == tuple(e for e in (*before, new) if now_d * D - e.at_s < BULK_WINDOW_S)
+
+
+def test_bulk_edit_lasts_its_hold_then_is_dropped():
+    st0 = update_bulk_state(BulkState(), ev(10, 10, 5, 0.5), 10 * D)
+    edit = st0.edit
+    end = 10 * D + BULK_HOLD_S
+    assert edit is not None and edit.active(10 * D) and edit.active(end - 1) and not edit.active(end)
+    quiet = ev(12, 5, 0, 0.5)
+    st1 = update_bulk_state(st0, quiet, 12 * D)
+    assert st1.edit == edit and st1.evidence == (quiet,)  # carried on, evidence kept
+    assert update_bulk_state(st1, None, end).edit is None
+    # a new detection while one is under way replaces it: later start, longer hold
+    st2 = update_bulk_state(st1, ev(13, 10, 6, 0.5), 13 * D)
+    assert st2.edit.since_s == 13 * D and st2.edit.until_s == 13 * D + BULK_HOLD_S and st2.evidence == ()
+
+
+def test_bulk_edit_suspects_and_bonus():
+    e = BulkEdit(since_s=10 * D, until_s=17 * D, share=0.3)
+    assert e.suspect(2 * D, 11 * D) and e.bonus(2 * D, 11 * D) == pytest.approx(0.3 * 8 * D)
+    assert not e.suspect(10 * D, 11 * D) and e.bonus(10 * D, 11 * D) == 0.0  # seen at detection
+    assert not e.suspect(None, 11 * D) and e.bonus(None, 11 * D) == 0.0  # new pages are new pages
+    assert not e.suspect(2 * D, 17 * D) and e.bonus(2 * D, 17 * D) == 0.0  # over
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), max_size=50), st.floats(0, 1e9))
+def test_pass_evidence_counts(obs, at):
+    e = pass_evidence(at, obs)
+    assert (e.at_s, e.visits, e.changes) == (at, len(obs), sum(ch for _, ch in obs))
+    assert e.expected == pytest.approx(math.fsum(p for p, _ in obs))
+
+
+evidence_st = st.builds(
+    lambda at, n, frac, exp: PassEvidence(at * H, n, round(n * frac), n * exp),
+    st.integers(0, 24 * 30), st.integers(0, 30), st.floats(0, 1), st.floats(0, 1),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(evidence_st, max_size=12), st.integers(0, 24 * 30))
+def test_bulk_state_properties(evidence, now_h):
+    now = now_h * H
+    state = BulkState()
+    for e in sorted(evidence, key=lambda e: e.at_s):
+        state = update_bulk_state(state, e, e.at_s)
+        assert all(0 <= e.at_s - x.at_s < BULK_WINDOW_S for x in state.evidence)
+        if state.edit is not None:
+            assert 0 < state.edit.share <= 1 and state.edit.until_s - state.edit.since_s == BULK_HOLD_S
+        # no more changes than the rates predict never declares an edit
+        if sum(x.changes for x in state.evidence) <= math.fsum(x.expected for x in state.evidence):
+            assert update_bulk_state(state, None, e.at_s + 1e-3).edit == (
+                state.edit if state.edit is not None and state.edit.active(e.at_s) else None)
+    assert bulk_state_from_json(bulk_state_to_json(state)) == BulkState(
+        tuple(PassEvidence(x.at_s, x.visits, x.changes, round(x.expected, 6)) for x in state.evidence),
+        None if state.edit is None else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6),
+                                                 state.edit.sections))
+
+
+@pytest.mark.parametrize("raw", [None, [], "x", {"evidence": "nope"}, {"evidence": [[1, 2]]},
+                                 {"evidence": [], "since_s": 1.0}, {"since_s": 1, "until_s": 2, "share": 7}])
+def test_unreadable_bulk_state_is_empty(raw):
+    got = bulk_state_from_json(raw)
+    assert got.edit is None and (got.evidence == () or raw == {"since_s": 1, "until_s": 2, "share": 7})
+
+
+def test_selection_adds_the_bonus_to_the_priority():
+    cands = [c("plain", 5 * D), c("suspect", 4 * D, ), c("hot", 1 * D)]
+    p = HalveDoublePolicy()  # priority = seconds since the last visit
+    assert select_visits(cands, p, 1) == ["plain"]
+    boosted = [c("plain", 5 * D), Candidate("suspect", (), 4 * D, True, False, bonus_s=2 * D), c("hot", 1 * D)]
+    assert select_visits(boosted, p, 1) == ["suspect"]
+    assert select_visits(boosted, p, None) == ["suspect", "plain", "hot"]
+
+
+@pytest.mark.parametrize(
+    "url, section",
+    [
+        ("https://d.test/tutorial/body/", "tutorial"),
+        ("https://d.test/tutorial/body/nested/deeper.html", "tutorial"),
+        ("https://d.test/tutorial/", ""),  # a section's own index sits at the top level
+        ("https://d.test/features/", ""),
+        ("https://d.test/index.html", ""),
+        ("https://d.test/", ""),
+        ("https://d.test", ""),
+        ("https://d.test/a/b?x=/c/d#e/f", "a"),
+    ],
+)
+def test_url_section(url, section):
+    assert url_section(url) == section
+
+
+def test_bulk_edit_learns_its_share_per_section():
+    e = BulkEdit(since_s=10 * D, until_s=17 * D, share=0.3)
+    assert e.share_for("tutorial") == 0.3
+    e2 = e.with_visits([("tutorial", True), ("tutorial", True), ("reference", False), ("reference", False),
+                        ("reference", False), ("tutorial", False)])
+    assert e2.sections == (("reference", 3, 0), ("tutorial", 3, 2))
+    assert e2.share_for("tutorial") == pytest.approx((2 + 2 * 0.3) / (3 + 2))
+    assert e2.share_for("reference") == pytest.approx((0 + 2 * 0.3) / (3 + 2))
+    assert e2.share_for("other") == 0.3
+    assert e2.bonus(2 * D, 11 * D, "tutorial") > e2.bonus(2 * D, 11 * D, "other") > e2.bonus(2 * D, 11 * D, "reference")
+    assert e2.with_visits([("reference", True)]).sections == (("reference", 4, 1), ("tutorial", 3, 2))
+    state = BulkState((), e2)
+    assert bulk_state_from_json(bulk_state_to_json(state)) == state
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", "a", "b"]), st.booleans()), max_size=40), st.floats(0, 1))
+def test_section_shares_stay_probabilities(seen, share):
+    e = BulkEdit(0.0, D, share).with_visits(seen)
+    for name in ("", "a", "b", "c"):
+        assert 0.0 <= e.share_for(name) <= 1.0
+    assert sum(v for _, v, _ in e.sections) == len(seen)
