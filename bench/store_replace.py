@@ -16,10 +16,16 @@ import random
 import shutil
 import tempfile
 import time
+import sys
 from pathlib import Path
 
-from sync.ids import chunk_id, point_id
-from sync.store import ClientStore, EdgeStore, PageWrite, StoredPoint
+REPO = Path(__file__).resolve().parent.parent
+# The checkout first: run as a file, bench/ is sys.path[0] and bench/embedders.py would shadow
+# the embedders package that sync imports.
+sys.path.insert(0, str(REPO))
+
+from sync.ids import chunk_id, point_id  # noqa: E402
+from sync.store import ClientStore, EdgeStore, PageWrite, StoredPoint  # noqa: E402
 
 DIM = 384
 CHUNKS = 10
