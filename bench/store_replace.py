@@ -1,8 +1,9 @@
 """Per-page replace cost vs collection size, embedded stores side by side.
 
 For each size N: fill a collection with N points (10 chunks a page, 384-d random unit
-vectors), then time replacing `--replaces` random pages one at a time (delete-by-url +
-insert 10 points, as the engine does). The figure that matters is the ratio
+vectors); then time replacing `--replaces` random pages a size, one at a time
+(delete-by-url + insert 10 points, as the engine does), in rounds that visit every size in
+turn, all stores open. The figure that matters is the ratio
 cost(N_large) / cost(N_small): a store whose replace scans the collection grows with N.
 Mean, median and p90 are reported: on a shared 2-core machine a few replaces in a hundred
 wait milliseconds for the CPU, so a mean over a few dozen replaces is mostly that noise.
@@ -79,43 +80,60 @@ def _edge_steps(store: EdgeStore, w: PageWrite) -> tuple[float, float, float]:
     return t1 - t0, t2 - t1, time.perf_counter() - t2
 
 
-def run(backend: str, n_points: int, rng: random.Random, replaces: int = 500, search_threads: int | None = 1) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix=f"bench-{backend}-"))
-    store = open_store(backend, tmp, search_threads)
+def fill(store, n_points: int, rng: random.Random) -> float:
+    """N points into `store`; the seconds spent inside the store (not making test vectors)."""
     store.ensure_collection(DIM)
-    pages = n_points // CHUNKS
-    fill = 0.0  # only time spent inside the store counts, not making test vectors
-    batch = []
+    spent, batch, pages = 0.0, [], n_points // CHUNKS
     for p in range(pages):
         batch.extend(page(f"https://docs.example/p{p}", rng, 0).points)
         if len(batch) >= 5000 or p == pages - 1:
             t = time.perf_counter()
             store.upsert(batch)
-            fill += time.perf_counter() - t
+            spent += time.perf_counter() - t
             batch = []
-    sample = [rng.randrange(pages) for _ in range(replaces)]
-    writes = [page(f"https://docs.example/p{p}", rng, 1) for p in sample]
-    times = []
-    for w in writes:
-        t = time.perf_counter()
-        store.replace_pages([w])
-        times.append(time.perf_counter() - t)
-    row = {"backend": backend, "points": n_points, **({"search_threads": search_threads} if backend == "edge" else {}), "fill_points_per_s": n_points / fill, "replaces": replaces,
-           "replace_ms": statistics.mean(times) * 1000, "replace": _stats(times)}
-    if backend == "edge":
-        steps = [_edge_steps(store, page(f"https://docs.example/p{rng.randrange(pages)}", rng, 2)) for _ in range(replaces)]
-        row["steps_ms"] = {name: _stats([s[i] for s in steps]) for i, name in enumerate(("count", "delete", "upsert"))}
-    assert store.count() == pages * CHUNKS
-    store.close()
-    shutil.rmtree(tmp, ignore_errors=True)
-    return row
+    return spent
+
+
+def run(backend: str, sizes: list[int], rng: random.Random, replaces: int = 500,
+        search_threads: int | None = 1) -> list[dict]:
+    """Fill one store per size, all kept open, then replace pages in rounds that visit every
+    size in turn: the sizes share the machine's load of the moment, so their ratio is not
+    one size's bad minute (the machine is shared; a 1M fill takes minutes)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-{backend}-"))
+    stores, rows = [], []
+    try:
+        for n in sizes:
+            store = open_store(backend, tmp / str(n), search_threads)
+            stores.append(store)
+            rows.append({"backend": backend, "points": n, **({"search_threads": search_threads} if backend == "edge" else {}),
+                         "fill_points_per_s": n / fill(store, n, rng), "replaces": replaces})
+        times: list[list[float]] = [[] for _ in sizes]
+        steps: list[list[tuple[float, float, float]]] = [[] for _ in sizes]
+        for _ in range(replaces):
+            for i, (n, store) in enumerate(zip(sizes, stores)):
+                w = page(f"https://docs.example/p{rng.randrange(n // CHUNKS)}", rng, 1)
+                t = time.perf_counter()
+                store.replace_pages([w])
+                times[i].append(time.perf_counter() - t)
+                if backend == "edge":
+                    steps[i].append(_edge_steps(store, page(f"https://docs.example/p{rng.randrange(n // CHUNKS)}", rng, 2)))
+        for i, (n, store) in enumerate(zip(sizes, stores)):
+            rows[i].update(replace_ms=statistics.mean(times[i]) * 1000, replace=_stats(times[i]))
+            if backend == "edge":
+                rows[i]["steps_ms"] = {k: _stats([s[j] for s in steps[i]]) for j, k in enumerate(("count", "delete", "upsert"))}
+            assert store.count() == n
+    finally:
+        for store in stores:
+            store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--backends", default="edge,local")
-    ap.add_argument("--replaces", type=int, default=500, help="pages replaced (one at a time) per size")
+    ap.add_argument("--replaces", type=int, default=500, help="pages replaced (one at a time) a size")
     ap.add_argument("--edge-search-threads", type=int, default=1,
                     help="EdgeStore(search_threads=...); 0: Qdrant's default (one per CPU, as before 2026-11-30)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here (make bench's summary reads it)")
@@ -127,18 +145,18 @@ def main() -> None:
           "(mean / median) | edge steps, median ms: count / delete / upsert |")
     print("|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
-        base = None
-        for n in sizes:
-            r = run(backend, n, rng, args.replaces, args.edge_search_threads or None)
-            base = base or r
+        got = run(backend, sizes, rng, args.replaces, args.edge_search_threads or None)
+        base = got[0]
+        for r in got:
             rows.append({**r, "ratio_vs_first": r["replace_ms"] / base["replace_ms"],
                          "median_ratio_vs_first": r["replace"]["median"] / base["replace"]["median"]})
-            if args.json:
-                args.json.write_text(json.dumps(rows, indent=1))
             q, st = r["replace"], r.get("steps_ms")
             steps = " / ".join(f"{st[k]['median']:.3f}" for k in ("count", "delete", "upsert")) if st else ""
-            print(f"| {backend} | {n:,} | {r['fill_points_per_s']:,.0f} | {q['mean']:.2f} / {q['median']:.2f} / {q['p90']:.2f} "
-                  f"| {rows[-1]['ratio_vs_first']:.2f} / {rows[-1]['median_ratio_vs_first']:.2f} | {steps} |", flush=True)
+            print(f"| {backend} | {r['points']:,} | {r['fill_points_per_s']:,.0f} | {q['mean']:.2f} / {q['median']:.2f} / "
+                  f"{q['p90']:.2f} | {rows[-1]['ratio_vs_first']:.2f} / {rows[-1]['median_ratio_vs_first']:.2f} | {steps} |",
+                  flush=True)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
