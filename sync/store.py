@@ -150,7 +150,7 @@ class EdgeStore:
     segment; the default of one thread keeps the per-page reads of a pass (the count
     before a delete, the stored vectors of a changed page) at tens of microseconds: with
     a pool of two on a busy two-core machine, one read in ten waited 2-5 ms for a pool
-    thread, which was most of a page replace's cost (bench/store_replace.py). A shard of
+    thread (count median 0.15 ms against 0.03, bench/store_replace.py). A shard of
     one segment (what bulk loads make: Edge runs no background optimizer) searches no
     faster with more threads. `None`: Qdrant's default, one per CPU.
     """
