@@ -19,6 +19,11 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+# The checkout first: run as a file, bench/ is sys.path[0] and bench/embedders.py would shadow
+# the embedders package that sync imports.
+sys.path.insert(0, str(REPO))
+
 CHUNKS = 10
 DIM = 384
 

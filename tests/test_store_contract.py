@@ -442,6 +442,34 @@ def test_payload_indexes_exist_after_reopening_edge(tmp_path):
         again.close()
 
 
+def test_edge_search_pool_size_is_set_on_create_and_on_reopening_an_older_shard(tmp_path):
+    import json
+
+    s = EdgeStore(tmp_path, "c", search_threads=None)  # as shards were made before: Qdrant's default
+    s.ensure_collection(DIM)
+    s.upsert(page(A, 3))
+    s.close()
+    config = tmp_path / "c" / "edge_config.json"
+    assert "max_search_threads" not in json.loads(config.read_text())
+    again = EdgeStore(tmp_path, "c")  # default: one search thread, written when the shard opens
+    try:
+        assert again.count(A) == 3
+        assert again.replace_pages([PageWrite(A, page(A, 2))]) == 3
+    finally:
+        again.close()
+    cfg = json.loads(config.read_text())
+    assert cfg["max_search_threads"] == 1 and cfg["vectors"][""]["size"] == DIM
+    third = EdgeStore(tmp_path, "c")
+    try:
+        assert third.count() == 2 and third._load_config(third._qe, third.dir) is None  # nothing left to rewrite
+    finally:
+        third.close()
+    fresh = EdgeStore(tmp_path, "d")
+    fresh.ensure_collection(DIM)
+    fresh.close()
+    assert json.loads((tmp_path / "d" / "edge_config.json").read_text())["max_search_threads"] == 1
+
+
 # -- errors -----------------------------------------------------------------------------------
 def test_store_error_never_contains_the_api_key():
     key = "sekret-key-123"
