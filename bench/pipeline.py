@@ -42,8 +42,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# bench/ after the checkout: bench/embedders.py must not shadow the `embedders` package.
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.append(str(REPO / "bench"))
 
 from replay_docs_history import (DEFAULT_GIT_DIR, NGINX, Git, Lastmods, Nginx, Page, Renderer,  # noqa: E402
                                  page_url, write_site, write_sitemap)

@@ -23,6 +23,16 @@ moment they are queued (before any write of theirs), so a pass with nothing to w
 never opens the store. A failed read costs only the reuse (every chunk is embedded); a
 crash between 3 and 4 leaves either no points (nothing to reuse: all re-embedded) or the
 new ones (all reused).
+
+Overlap: a pass where everything changed is bound by the model, so the model call of a
+batch runs in a worker thread while the consumer goes on fetching, extracting and
+chunking the next pages (`_flush` starts it, `_drain` finishes it). One batch is in flight
+at most: before the next one starts, the one in flight is finished, vectors then writes
+(steps 2-4 above, unchanged). Writes therefore keep batch order and each page is written
+only after its own vectors exist; a failed model call fails its batch's pages only (old
+points and state kept), as before. A chunk whose text is in the batch in flight waits for
+that batch's vector instead of being embedded twice; should that batch fail, the waiting
+batch embeds the text itself.
 """
 
 from __future__ import annotations
@@ -254,6 +264,10 @@ class _Pass:
         self.queued_chunks = 0
         # This batch's model inputs, each text once: reuse key -> text.
         self.to_embed: dict[str, str] = {}
+        # The batch whose model call is in flight (see `_flush`): its pages, its inputs, the call.
+        self.inflight: tuple[list[_Pending], dict[str, str], asyncio.Future | None] | None = None
+        self.inflight_keys: dict[str, str] = {}  # that batch's model inputs (reuse key -> text)
+        self.last_fresh: dict[str, Sequence[float]] = {}  # the vectors of the batch finished last
         # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
         self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
         self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
@@ -673,11 +687,17 @@ class _Pass:
                 page, result = item
                 await self._handle(page, result)
                 if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
-                    await self._flush()
+                    await self._flush()  # returns while the model works on the batch
             await self._flush()
+            await self._drain()
         finally:
             for w in workers:
                 w.cancel()
+            if self.inflight is not None:  # an error left a batch in flight: nothing of it was written
+                _, _, call = self.inflight
+                self.inflight, self.inflight_keys = None, {}
+                if call is not None:
+                    call.cancel()
         self._flush_skips()
 
     async def _moved(self, page: PageState, target: str, result: FetchResult) -> None:
@@ -820,8 +840,8 @@ class _Pass:
                 vec = self.cache.get(key)
             item.keys.append(key)
             item.vectors.append(vec)
-            if vec is not None or (dedup and key in self.to_embed):
-                item.reused += 1
+            if vec is not None or (dedup and (key in self.to_embed or key in self.inflight_keys)):
+                item.reused += 1  # None until its batch starts (in flight) or ends (this batch)
             else:
                 # Without reuse every chunk is a model input of its own (the old behaviour).
                 self.to_embed[key if dedup else f"{key}#{len(self.to_embed)}"] = text
@@ -831,23 +851,48 @@ class _Pass:
         self.skips = []
 
     async def _flush(self) -> None:
-        """Embed the queued pages' new texts (one model call spanning pages, each text once),
-        then write the pages."""
+        """Start the model call of the queued pages' new texts (one call spanning pages, each
+        text once) in a worker thread, and return: the consumer extracts and chunks the next
+        pages meanwhile. The batch in flight before is finished first (`_drain`), so one
+        batch at most is in flight and writes keep queue order."""
         if not self.queue:
             return
+        await self._drain()
         batch, self.queue, self.queued_chunks = self.queue, [], 0
         to_embed, self.to_embed = self.to_embed, {}
-        reused = sum(item.reused for item in batch)
         if self.cfg.dry_run:
-            self.report.chunks_reused += reused  # would be reused; nothing is embedded
+            self.report.chunks_reused += sum(item.reused for item in batch)  # would be reused; nothing is embedded
             for key in to_embed:  # later batches count these as a real pass would
                 self.cache.put(key, array("f"))
             for item in batch:
                 self._record(item.page, item.decision, len(item.chunks), item.reused)
             return
+        if self.cfg.reuse_vectors:
+            # Chunks that waited on the batch just finished (its texts were in flight when they
+            # were queued): its vectors now, or, if its model call failed, inputs of this batch.
+            for item in batch:
+                for i, (key, vec) in enumerate(zip(item.keys, item.vectors)):
+                    if vec is None and key not in to_embed:
+                        known = self.last_fresh.get(key)
+                        if known is None:
+                            to_embed[key] = item.chunks[i]
+                            item.reused -= 1
+                        else:
+                            item.vectors[i] = known
+        texts = list(to_embed.values())
+        call = asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, texts)) if texts else None
+        self.inflight, self.inflight_keys = (batch, to_embed, call), to_embed
+
+    async def _drain(self) -> None:
+        """Finish the batch in flight: wait for its vectors, then write its pages (steps 2-4 of
+        the module docstring, in queue order)."""
+        if self.inflight is None:
+            return
+        batch, to_embed, call = self.inflight
+        self.inflight, self.inflight_keys, self.last_fresh = None, {}, {}
         texts = list(to_embed.values())
         try:
-            vectors = await asyncio.to_thread(self.embedder.embed, texts) if texts else []
+            vectors = await call if call is not None else []
             if len(vectors) != len(texts):
                 raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
         except Exception as exc:
@@ -856,10 +901,11 @@ class _Pass:
                 self._fail(item.page, f"embedding failed: {exc}")
             return
         self.report.chunks_embedded += len(texts)
-        self.report.chunks_reused += reused
+        self.report.chunks_reused += sum(item.reused for item in batch)
         fresh = dict(zip(to_embed, vectors))
         for key, vec in fresh.items():
             self.cache.put(key, vec)
+        self.last_fresh = fresh if self.cfg.reuse_vectors else {}
         pos = 0
         for item in batch:
             if self.cfg.reuse_vectors:
