@@ -44,7 +44,7 @@ from .decision import Action, Decision, Outcome, decide, needs_unconditional_fet
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
-from .httpcache import FetchCache, ReadOnlyCache
+from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
@@ -332,7 +332,8 @@ class _Pass:
         if cfg.repair:
             await self._repair()
             return self._finish(t0)
-        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check)
+        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
+                                    parse=memo_parser(self.fetcher.cache))
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
