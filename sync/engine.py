@@ -361,8 +361,8 @@ class _Pass:
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
         # lastmod is what the state already holds changes nothing (membership included),
         # so a pass over 20,000 unchanged pages reads a handful of rows, not 20,000.
-        changed = {u for u, lm in sitemap_now.items() if u not in before or before[u] != lm}
-        candidates = changed | (set(before) - set(sitemap_now)) | set(extra) | set(due)
+        changed = {u for u, _ in sitemap_now.items() - before.items()}  # new, or another lastmod
+        candidates = changed | (before.keys() - sitemap_now.keys()) | set(extra) | set(due)
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(

@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import zlib
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -316,6 +317,21 @@ def test_lastmod_trusted_table(lastmods, trusted):
     assert lastmod_trusted(iter(lastmods)) is trusted  # any iterable, e.g. dict.values()
 
 
+def _lastmod_trusted_reference(lastmods):
+    """The rule as first written (list comprehensions), to check the set-based version against."""
+    values = [v for v in lastmods]
+    stamped = [v for v in values if v]
+    if len(values) < 2 or not stamped:
+        return bool(stamped)
+    return not (len(stamped) == len(values) and len(set(stamped)) == 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([None, "", "2024-01-01", "2024-01-02", "x"]), max_size=12))
+def test_lastmod_trusted_matches_the_reference_rule(lastmods):
+    assert lastmod_trusted(lastmods) is _lastmod_trusted_reference(lastmods)
+
+
 # -- kept parses: parse_key, pack_parsed, unpack_parsed --------------------------------------------
 
 def test_parse_key_follows_the_body_and_the_parser_version(monkeypatch):
@@ -428,6 +444,7 @@ def test_diff_sitemap_properties(previous, current):
     if d.lastmod_trusted:
         expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u])
         assert d.lastmod_changed == expected
+    assert diff_sitemap(MappingProxyType(previous), MappingProxyType(current)) == d  # any Mapping
 
 
 @settings(max_examples=200, deadline=None)
