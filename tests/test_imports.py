@@ -33,6 +33,11 @@ def test_cli_help_loads_nothing_heavy():
     assert [m for m, v in loaded_after(code).items() if v and m not in ("rich", "pygments")] == []
 
 
+def test_httpx_after_the_cli_works_without_its_command_line():
+    loaded = loaded_after("import sync.cli, httpx\nassert httpx.AsyncClient and httpx.Limits")
+    assert loaded["httpx"] and not loaded["rich"] and not loaded["pygments"]
+
+
 @pytest.mark.parametrize("name", sync.__all__)
 def test_every_exported_name_resolves_to_its_module_object(name):
     value = getattr(sync, name)
