@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Iterable, Mapping
 
-from lxml import etree
-
 from .errors import FetchError, SitemapError
 from .ids import canonical_url
 
@@ -96,6 +94,7 @@ def _local(tag: object) -> str:
 
 def parse_sitemap(data: bytes) -> ParsedSitemap:
     """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
+    from lxml import etree  # here, not at the top: a pass whose sitemaps are all kept parses never loads lxml
     if data[:2] == b"\x1f\x8b":
         try:
             data = _gunzip(data)

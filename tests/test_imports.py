@@ -33,6 +33,12 @@ def test_cli_help_loads_nothing_heavy():
     assert [m for m, v in loaded_after(code).items() if v and m not in ("rich", "pygments")] == []
 
 
+def test_a_kept_parse_needs_no_xml_parser():
+    code = ("from sync.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
+            "assert unpack_parsed(pack_parsed(ParsedSitemap([SitemapEntry('https://e.com/a', None)]))).entries")
+    assert not loaded_after(code)["lxml"]
+
+
 def test_httpx_after_the_cli_works_without_its_command_line():
     loaded = loaded_after("import sync.cli, httpx\nassert httpx.AsyncClient and httpx.Limits")
     assert loaded["httpx"] and not loaded["rich"] and not loaded["pygments"]
