@@ -19,6 +19,12 @@ import typer
 
 from .errors import ConfigError, PagesyncError
 
+# httpx, when first imported, imports its own command line (httpx._main: rich, click and
+# pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
+# command's process it gets the stand-in httpx itself uses when those extras are missing.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(

@@ -54,7 +54,7 @@ from .decision import Action, Decision, Outcome, decide, needs_unconditional_fet
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
-from .httpcache import FetchCache, ReadOnlyCache
+from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
 from .report import Report
 from .scope import Scope
@@ -366,7 +366,8 @@ class _Pass:
         if cfg.repair:
             await self._repair()
             return self._finish(t0)
-        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check)
+        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
+                                    parse=memo_parser(self.fetcher.cache))
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
@@ -394,8 +395,8 @@ class _Pass:
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
         # lastmod is what the state already holds changes nothing (membership included),
         # so a pass over 20,000 unchanged pages reads a handful of rows, not 20,000.
-        changed = {u for u, lm in sitemap_now.items() if u not in before or before[u] != lm}
-        candidates = changed | (set(before) - set(sitemap_now)) | set(extra) | set(due)
+        changed = {u for u, _ in sitemap_now.items() - before.items()}  # new, or another lastmod
+        candidates = changed | (before.keys() - sitemap_now.keys()) | set(extra) | set(due)
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(

@@ -11,6 +11,12 @@ the kept body exactly as if it had been downloaded again. Bodies are stored
 zlib-compressed; a copy that cannot be unpacked within the sitemap size limit reads as
 no copy at all.
 
+Parsed sitemaps: a cache may also keep, per sitemap URL, the last parse result filed under
+`sitemaps.parse_key(body)` (an optional extra: `cached_parse` / `cache_parse`, see
+`ParseCache`). `memo_parser` reads a body through it: a kept parse is used only when its
+key is today's body's, so a changed body (or parser) is always parsed afresh; a kept parse
+that cannot be read is parsed afresh too, never taken as an empty sitemap.
+
 Pure: the records, the freshness rule and the packing. `StateDB` implements `FetchCache`
 in SQLite; `ReadOnlyCache` wraps one for dry runs, which must write nothing.
 """
@@ -20,13 +26,15 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
-from .sitemaps import MAX_SITEMAP_BYTES
+from .sitemaps import MAX_SITEMAP_BYTES, ParsedSitemap, pack_parsed, parse_key, parse_sitemap, unpack_parsed
 
 __all__ = [
     "FetchCache",
+    "ParseCache",
     "ReadOnlyCache",
+    "memo_parser",
     "RobotsAnswer",
     "SitemapCopy",
     "ROBOTS_MAX_AGE",
@@ -81,6 +89,39 @@ class FetchCache(Protocol):
     def forget_sitemap(self, url: str) -> None: ...
 
 
+@runtime_checkable
+class ParseCache(Protocol):
+    """An optional extra of a FetchCache: the last parse of each sitemap URL, under its key."""
+
+    def cached_parse(self, url: str) -> tuple[str, bytes] | None:
+        """(key, pack_parsed bytes) kept for this sitemap URL, or None."""
+
+    def cache_parse(self, url: str, key: str, packed: bytes) -> None: ...
+
+
+def memo_parser(cache: object) -> Callable[[str, bytes], ParsedSitemap]:
+    """`parse(url, body)` for `collect_sitemaps`: `parse_sitemap(body)`, remembered in `cache`
+    when it is a `ParseCache` (else plain parsing).
+
+    Raises what `parse_sitemap` raises; an unreadable body is never remembered.
+    """
+    if not isinstance(cache, ParseCache):
+        return lambda url, body: parse_sitemap(body)
+
+    def parse(url: str, body: bytes) -> ParsedSitemap:
+        key = parse_key(body)
+        kept = cache.cached_parse(url)
+        if kept is not None and kept[0] == key:
+            parsed = unpack_parsed(kept[1])
+            if parsed is not None:
+                return parsed
+        parsed = parse_sitemap(body)
+        cache.cache_parse(url, key, pack_parsed(parsed))
+        return parsed
+
+    return parse
+
+
 class ReadOnlyCache:
     """A cache that answers from `inner` and keeps nothing new (dry runs write no state)."""
 
@@ -100,6 +141,13 @@ class ReadOnlyCache:
         pass
 
     def forget_sitemap(self, url: str) -> None:
+        pass
+
+    def cached_parse(self, url: str) -> tuple[str, bytes] | None:
+        get = getattr(self.inner, "cached_parse", None)
+        return get(url) if get is not None else None
+
+    def cache_parse(self, url: str, key: str, packed: bytes) -> None:
         pass
 
 

@@ -7,12 +7,18 @@ Pure apart from name resolution, which is injected (`resolve(host) -> list of IP
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-__all__ = ["Scope", "system_resolve", "is_private_address"]
+__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key"]
+
+# scheme "://" netloc, where urlsplit would find them: the scheme's characters, then the
+# netloc up to the first / ? or # (or the end). No control character or space up to there:
+# urlsplit strips or deletes those, and the prefix would no longer be what it reads.
+_ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\x00-\x20\x7f]*(?=[/?#]|\Z)")
 
 
 def system_resolve(host: str) -> list[str]:
@@ -21,6 +27,13 @@ def system_resolve(host: str) -> list[str]:
         return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
     except (socket.gaierror, UnicodeError, OSError):
         return []
+
+
+def origin_key(url: str) -> str | None:
+    """The `scheme://netloc` prefix that alone decides `urlsplit(url)`'s scheme and hostname,
+    or None for a URL without one (no `//` authority, or a control character or space in it)."""
+    m = _ORIGIN.match(url)
+    return m.group() if m else None
 
 
 def is_private_address(ip: str) -> bool:
@@ -45,6 +58,7 @@ class Scope:
     resolve: Callable[[str], list[str]] = system_resolve
     _private_ok: bool | None = field(default=None, init=False)
     _cache: dict[str, list[str]] = field(default_factory=dict, init=False)
+    _verdicts: dict[str, str | None] = field(default_factory=dict, init=False)  # origin_key -> check()
 
     @classmethod
     def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
@@ -74,7 +88,21 @@ class Scope:
         return self._private_ok
 
     def check(self, url: str) -> str | None:
-        """None when the URL may be fetched, else the reason it may not."""
+        """None when the URL may be fetched, else the reason it may not.
+
+        The answer depends only on the URL's scheme and host, so it is worked out once per
+        `origin_key` (a 20,000-URL sitemap of one site costs one urlsplit, not 20,000).
+        """
+        key = origin_key(url)
+        if key is None:
+            return self._check(url)
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            verdict = self._verdicts[key] = self._check(key)
+            return verdict
+
+    def _check(self, url: str) -> str | None:
         try:
             parts = urlsplit(url)
             host = (parts.hostname or "").lower()

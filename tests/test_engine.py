@@ -526,6 +526,37 @@ def test_sitemap_index_children_are_cached_per_file(site, harness):
     assert rep.sitemaps_not_modified == 2 and rep.pages_changed == 1 and rep.pages_in_sitemaps == 4
 
 
+def test_unchanged_sitemap_is_not_parsed_again_and_a_damaged_kept_parse_is_redone(site, harness, monkeypatch):
+    import sqlite3
+
+    import sync.httpcache
+
+    build(site, n=4)
+    harness.run()
+    parsed = []
+    real = sync.httpcache.parse_sitemap
+    monkeypatch.setattr(sync.httpcache, "parse_sitemap", lambda body: parsed.append(1) or real(body))
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1 and parsed == []  # the 304 cost a lookup, no XML parsing
+    assert rep.pages_in_sitemaps == 4 and rep.pages_removed == 0 and rep.pages_added == 0 and rep.ok
+    con = sqlite3.connect(harness.state_path)
+    assert con.execute("UPDATE sitemap_parses SET parsed = x'00'").rowcount == 1
+    con.commit()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1 and parsed == [1]  # parsed in full, never read as empty
+    assert rep.pages_in_sitemaps == 4 and rep.pages_removed == 0 and rep.ok
+    con.execute("DELETE FROM sitemap_parses")
+    con.commit()
+    con.close()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert parsed == [1, 1] and rep.pages_in_sitemaps == 4 and rep.pages_removed == 0
+    # The sitemap changes: the new body is parsed (its key is new) and its new page is found.
+    site.set("/p4.html", page_html("Page 4", [para("p4")]))
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 0 and parsed == [1, 1, 1] and rep.pages_added == 1
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1 and parsed == [1, 1, 1] and rep.pages_in_sitemaps == 5
+
 def test_dry_run_reads_the_cache_and_keeps_nothing(site, harness):
     import sqlite3
 

@@ -1,5 +1,6 @@
 """The cache across passes, pure: robots.txt freshness (24 h at the pass clock), what may
-be cached, sitemap bodies packed and unpacked within the size limit; and StateDB as its store."""
+be cached, sitemap bodies packed and unpacked within the size limit, kept sitemap parses
+(used only for the body they came from); and StateDB as its store."""
 
 from __future__ import annotations
 
@@ -11,15 +12,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import sync.httpcache as httpcache_mod
+from sync.errors import SitemapError
 from sync.httpcache import (
     ROBOTS_MAX_AGE,
+    ParseCache,
+    ReadOnlyCache,
     RobotsAnswer,
     SitemapCopy,
+    memo_parser,
     pack_body,
     robots_cacheable,
     robots_fresh,
     unpack_body,
 )
+from sync.sitemaps import pack_parsed, parse_key, parse_sitemap, unpack_parsed
 from sync.state import StateDB
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -139,3 +146,147 @@ def test_old_state_files_gain_the_cache_tables(tmp_path):
         db.cache_robots("https://e.com", RobotsAnswer(404, b"", T0))
         assert db.cached_robots("https://e.com") == RobotsAnswer(404, b"", T0)
         assert db.cached_sitemap("https://e.com/s.xml") is None
+
+
+# -- kept sitemap parses: memo_parser over a ParseCache ---------------------------------------------
+
+SM = "https://e.com/sitemap.xml"
+
+
+def _urlset(*paths: str) -> bytes:
+    items = "".join(f"<url><loc>https://E.com{p}</loc><lastmod>2024-01-0{i % 9 + 1}</lastmod></url>"
+                    for i, p in enumerate(paths))
+    return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{items}</urlset>'.encode()
+
+
+class DictParses:
+    """A ParseCache in a dict, counting writes."""
+
+    def __init__(self):
+        self.kept: dict[str, tuple[str, bytes]] = {}
+        self.writes = 0
+
+    def cached_parse(self, url):
+        return self.kept.get(url)
+
+    def cache_parse(self, url, key, packed):
+        self.writes += 1
+        self.kept[url] = (key, packed)
+
+
+@pytest.fixture
+def count_parses(monkeypatch):
+    calls = []
+
+    def counting(body):
+        calls.append(body)
+        return parse_sitemap(body)
+
+    monkeypatch.setattr(httpcache_mod, "parse_sitemap", counting)
+    return calls
+
+
+def test_an_unchanged_body_is_parsed_once(count_parses):
+    cache = DictParses()
+    parse = memo_parser(cache)
+    body = _urlset("/a", "/b", "/c")
+    first = parse(SM, body)
+    assert first == parse_sitemap(body) and len(count_parses) == 1
+    assert cache.kept[SM][0] == parse_key(body)
+    again = memo_parser(cache)(SM, body)  # the next pass
+    assert again == first and len(count_parses) == 1 and cache.writes == 1
+
+
+def test_a_changed_body_is_parsed_afresh_and_replaces_the_kept_parse(count_parses):
+    cache = DictParses()
+    memo_parser(cache)(SM, _urlset("/a", "/b"))
+    changed = _urlset("/a", "/b", "/new")
+    parsed = memo_parser(cache)(SM, changed)
+    assert [e.url for e in parsed.entries] == ["https://e.com/a", "https://e.com/b", "https://e.com/new"]
+    assert len(count_parses) == 2 and cache.kept[SM][0] == parse_key(changed)
+    assert memo_parser(cache)(SM, changed) == parsed and len(count_parses) == 2
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "wrong shape"])
+def test_a_damaged_kept_parse_means_a_full_parse_never_an_empty_sitemap(count_parses, damage):
+    cache = DictParses()
+    body = _urlset("/a", "/b")
+    memo_parser(cache)(SM, body)
+    key, packed = cache.kept[SM]
+    cache.kept[SM] = (key, {"garbage": b"\x00junk", "truncated": packed[: len(packed) // 2],
+                            "wrong shape": zlib.compress(b'{"urls": [], "lastmods": []}')}[damage])
+    parsed = memo_parser(cache)(SM, body)
+    assert parsed == parse_sitemap(body) and len(parsed.entries) == 2
+    assert len(count_parses) == 2 and unpack_parsed(cache.kept[SM][1]) == parsed  # kept again, readable
+
+
+def test_a_parse_kept_for_another_body_is_not_used(count_parses):
+    cache = DictParses()
+    other = parse_sitemap(_urlset("/x"))
+    cache.kept[SM] = ("v1:" + "0" * 64, pack_parsed(other))  # not this body's key
+    parsed = memo_parser(cache)(SM, _urlset("/a"))
+    assert [e.url for e in parsed.entries] == ["https://e.com/a"] and len(count_parses) == 1
+
+
+def test_parses_are_kept_per_sitemap_url(count_parses):
+    cache = DictParses()
+    a, b = _urlset("/a"), _urlset("/b")
+    parse = memo_parser(cache)
+    parse("https://e.com/s1.xml", a)
+    parse("https://e.com/s2.xml", b)
+    parse("https://e.com/s1.xml", a)
+    parse("https://e.com/s2.xml", b)
+    assert len(count_parses) == 2
+
+
+def test_an_unreadable_body_raises_and_is_not_kept():
+    cache = DictParses()
+    with pytest.raises(SitemapError):
+        memo_parser(cache)(SM, b"<html>not a sitemap</html>")
+    assert cache.kept == {}
+
+
+def test_without_a_parse_cache_every_body_is_parsed(count_parses):
+    class RobotsOnly:
+        def cached_robots(self, origin):
+            return None
+
+    for cache in (None, RobotsOnly()):
+        parse = memo_parser(cache)
+        parse(SM, _urlset("/a"))
+        parse(SM, _urlset("/a"))
+    assert len(count_parses) == 4
+
+
+def test_read_only_cache_reads_kept_parses_and_keeps_none(count_parses, db):
+    body = _urlset("/a", "/b")
+    ro = ReadOnlyCache(db)
+    assert isinstance(ro, ParseCache)
+    memo_parser(ro)(SM, body)
+    assert db.cached_parse(SM) is None  # a dry run keeps nothing
+    memo_parser(db)(SM, body)
+    memo_parser(ro)(SM, body)
+    assert len(count_parses) == 2  # the dry run used what the real pass kept
+
+
+def test_state_db_keeps_parses_upserts_and_clears(db, tmp_path):
+    assert isinstance(db, ParseCache) and db.cached_parse(SM) is None
+    db.cache_parse(SM, "k1", b"p1")
+    db.cache_parse(SM, "k2", b"p2")
+    assert db.cached_parse(SM) == ("k2", b"p2")
+    db.clear()
+    assert db.cached_parse(SM) is None
+
+
+def test_old_state_files_gain_the_parse_table(tmp_path):
+    path = tmp_path / "old.db"
+    with StateDB(path) as db:
+        db.cache_sitemap(SM, SitemapCopy.of(b"b", '"e"', None, T0))
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE sitemap_parses")
+    con.commit()
+    con.close()
+    with StateDB(path) as db:
+        assert db.cached_parse(SM) is None
+        db.cache_parse(SM, "k", b"p")
+        assert db.cached_parse(SM) == ("k", b"p")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import zlib
 from datetime import datetime, timezone
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -14,12 +16,17 @@ import sync.sitemaps as sitemaps_mod
 from sync.errors import FetchError, SitemapError
 from sync.sitemaps import (
     MAX_SITEMAP_URLS,
+    ParsedSitemap,
     SitemapDiff,
+    SitemapEntry,
     collect_sitemaps,
     diff_sitemap,
     lastmod_trusted,
+    pack_parsed,
+    parse_key,
     parse_lastmod,
     parse_sitemap,
+    unpack_parsed,
 )
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
@@ -310,6 +317,82 @@ def test_lastmod_trusted_table(lastmods, trusted):
     assert lastmod_trusted(iter(lastmods)) is trusted  # any iterable, e.g. dict.values()
 
 
+def _lastmod_trusted_reference(lastmods):
+    """The rule as first written (list comprehensions), to check the set-based version against."""
+    values = [v for v in lastmods]
+    stamped = [v for v in values if v]
+    if len(values) < 2 or not stamped:
+        return bool(stamped)
+    return not (len(stamped) == len(values) and len(set(stamped)) == 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([None, "", "2024-01-01", "2024-01-02", "x"]), max_size=12))
+def test_lastmod_trusted_matches_the_reference_rule(lastmods):
+    assert lastmod_trusted(lastmods) is _lastmod_trusted_reference(lastmods)
+
+
+# -- kept parses: parse_key, pack_parsed, unpack_parsed --------------------------------------------
+
+def test_parse_key_follows_the_body_and_the_parser_version(monkeypatch):
+    body = urlset(("https://e.com/a", "2024-01-01"))
+    key = parse_key(body)
+    assert key == parse_key(bytes(body))  # a function of the bytes alone
+    assert parse_key(body + b" ") != key and parse_key(body.replace(b"/a", b"/b")) != key
+    monkeypatch.setattr(sitemaps_mod, "PARSE_VERSION", sitemaps_mod.PARSE_VERSION + 1)
+    assert parse_key(body) != key  # a new parser never reads an old parser's results
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_parsed = st.builds(
+    ParsedSitemap,
+    st.lists(st.builds(SitemapEntry, _text, st.one_of(st.none(), _text)), max_size=20),
+    st.lists(_text, max_size=5),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_parsed)
+def test_pack_parsed_round_trip(parsed):
+    assert unpack_parsed(pack_parsed(parsed)) == parsed
+
+
+def test_pack_parsed_round_trip_of_real_parses():
+    for body in (urlset(("https://e.com/a", "2024-01-02T03:04:05+01:00"), ("HTTPS://E.com:443/b#x", None),
+                        ("https://e.com/c", "someday")),
+                 index("https://e.com/s1.xml", "https://e.com/s2.xml.gz")):
+        parsed = parse_sitemap(body)
+        assert unpack_parsed(pack_parsed(parsed)) == parsed
+
+
+def test_a_packed_parse_is_small():
+    parsed = parse_sitemap(urlset(*((f"https://e.com/docs/page-{i}.html", f"2024-01-{i % 28 + 1:02d}") for i in range(2000))))
+    assert len(pack_parsed(parsed)) < 40 * 2000 // 4
+
+
+@pytest.mark.parametrize("packed", [
+    b"",
+    b"not zlib",
+    zlib.compress(b"not json"),
+    zlib.compress(b"\xff\xfe"),
+    zlib.compress(b"[]"),
+    zlib.compress(b'{"urls": [], "lastmods": []}'),  # no "sitemaps"
+    zlib.compress(b'{"urls": ["a"], "lastmods": [], "sitemaps": []}'),  # lengths differ
+    zlib.compress(b'{"urls": [1], "lastmods": [null], "sitemaps": []}'),
+    zlib.compress(b'{"urls": ["a"], "lastmods": [2], "sitemaps": []}'),
+    zlib.compress(b'{"urls": ["a"], "lastmods": [null], "sitemaps": [null]}'),
+    zlib.compress(b'{"urls": "a", "lastmods": "b", "sitemaps": []}'),
+    zlib.compress(b'{"entries": [["a", null]], "sitemaps": []}'),  # another layout
+    pack_parsed(ParsedSitemap([SitemapEntry("https://e.com/a", None)]))[:-3],  # truncated
+])
+def test_damaged_or_foreign_packed_parses_unpack_to_none(packed):
+    assert unpack_parsed(packed) is None
+
+
+def test_an_empty_parse_round_trips_as_empty_not_as_none():
+    assert unpack_parsed(pack_parsed(ParsedSitemap())) == ParsedSitemap()
+
+
 # -- diff_sitemap --------------------------------------------------------------------------------
 
 A, B, C, D = (f"https://e.com/{x}" for x in "abcd")
@@ -361,6 +444,7 @@ def test_diff_sitemap_properties(previous, current):
     if d.lastmod_trusted:
         expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u])
         assert d.lastmod_changed == expected
+    assert diff_sitemap(MappingProxyType(previous), MappingProxyType(current)) == d  # any Mapping
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,0 +1,61 @@
+"""What importing pagesync costs: `sync` exports its names lazily, and the CLI alone loads
+neither the engine nor httpx, the stores or the model (a pass that fetches nothing stays fast)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+import sync
+
+HEAVY = ("sync.engine", "sync.fetcher", "sync.store", "sync.audit", "sync.qdrant_state", "httpx", "lxml",
+         "qdrant_client", "qdrant_edge", "torch", "sentence_transformers", "onnxruntime", "trafilatura",
+         "langchain_text_splitters", "rich", "pygments")
+
+
+def loaded_after(code: str) -> dict[str, bool]:
+    probe = f"import sys, json\n{code}\nprint(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_sync_cli_loads_nothing_heavy():
+    assert [m for m, v in loaded_after("import sync.cli").items() if v] == []
+
+
+def test_cli_help_loads_nothing_heavy():
+    code = "from sync.cli import app\ntry:\n    app(['run', '--help'])\nexcept SystemExit:\n    pass"
+    # (typer formats help with rich: that is the help's cost, not a pass's)
+    assert [m for m, v in loaded_after(code).items() if v and m not in ("rich", "pygments")] == []
+
+
+def test_a_kept_parse_needs_no_xml_parser():
+    code = ("from sync.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
+            "assert unpack_parsed(pack_parsed(ParsedSitemap([SitemapEntry('https://e.com/a', None)]))).entries")
+    assert not loaded_after(code)["lxml"]
+
+
+def test_httpx_after_the_cli_works_without_its_command_line():
+    loaded = loaded_after("import sync.cli, httpx\nassert httpx.AsyncClient and httpx.Limits")
+    assert loaded["httpx"] and not loaded["rich"] and not loaded["pygments"]
+
+
+@pytest.mark.parametrize("name", sync.__all__)
+def test_every_exported_name_resolves_to_its_module_object(name):
+    value = getattr(sync, name)
+    module = importlib.import_module(f"sync.{sync._EXPORTS[name]}")
+    assert value is getattr(module, name)
+    assert name in dir(sync)
+
+
+def test_from_sync_import_and_unknown_names():
+    from sync import PassConfig, StateDB, run_pass  # noqa: F401
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        sync.nope  # noqa: B018
+    with pytest.raises(ImportError):
+        from sync import nope  # noqa: F401
