@@ -55,7 +55,7 @@ bench-local: install
 # torch vs ONNX Runtime throughput, padding waste by batch size, cold start (~10 min on a
 # busy 2-core machine; bench/results/embedders.md).
 bench-embedders: install
-	$(BIN)/python bench/embedders.py
+	$(BIN)/python bench/embedder_speed.py
 
 # Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
 bench-audit: install

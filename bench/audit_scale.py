@@ -20,8 +20,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# The checkout first: run as a file, bench/ is sys.path[0] and bench/embedders.py would shadow
-# the embedders package that sync imports.
+# The checkout this script lives in, before any installed copy.
 sys.path.insert(0, str(REPO))
 
 CHUNKS = 10

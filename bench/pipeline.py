@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-# bench/ after the checkout: bench/embedders.py must not shadow the `embedders` package.
+# the checkout this script lives in first; bench/ after it (its scripts are modules too)
 sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "bench"))
 

@@ -19,7 +19,7 @@ only ratios taken side by side mean anything):
      has more room in a bigger call), both backends, in CPU time on one thread;
   5. cold start: a fresh process importing the backend and embedding one text.
 
-    .venv/bin/python bench/embedders.py [--chunks 300] [--rounds 3] [--sweep-chunks 128]
+    .venv/bin/python bench/embedder_speed.py [--chunks 300] [--rounds 3] [--sweep-chunks 128]
 
 Writes bench/results/embedders.md and .json.
 """
@@ -253,7 +253,7 @@ def render(res: dict, args) -> str:
     lines = [
         "# torch vs ONNX Runtime: all-MiniLM-L6-v2 on CPU",
         "",
-        f"`python bench/embedders.py --chunks {args.chunks} --rounds {args.rounds} --sweep-chunks {args.sweep_chunks}`; "
+        f"`python bench/embedder_speed.py --chunks {args.chunks} --rounds {args.rounds} --sweep-chunks {args.sweep_chunks}`; "
         f"{m['cpus']} CPUs shared with other jobs (load {m['load_before'][0]:.1f} before, {m['load_after'][0]:.1f} after); "
         f"torch {m['torch']}, onnxruntime {m['onnxruntime']}, sentence-transformers {m['sentence-transformers']}.",
         "",
