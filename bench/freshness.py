@@ -905,7 +905,7 @@ def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
 def add_partial_args(ap: argparse.ArgumentParser) -> None:
     """--strategies and --refs-from, shared with replay_policies.py."""
     ap.add_argument("--strategies", default="", type=lambda s: [x for x in s.split(",") if x],
-                    help=f"run only these strategy keys ({', '.join(ORDER)}); default: all")
+                    help=f"run only these strategy keys ({', '.join(ORDER).replace('%', '%%')}); default: all")
     ap.add_argument("--refs-from", type=Path, default=None,
                     help="take the halve-double and nightly references (the budgets) from this earlier "
                          "results JSON instead of running them")
