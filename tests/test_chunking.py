@@ -76,6 +76,33 @@ def test_title_extracted(extracted):
     assert extracted.title == "Install Guide"
 
 
+_TITLE_CASES = [
+    b"<html><head><title>Install Guide | Widget Docs</title></head><body><h1>Install</h1><p>x</p></body></html>",
+    b'<html><head><meta property="og:title" content="From OG"><title>T</title></head><body><p>x</p></body></html>',
+    b'<html><head><script type="application/ld+json">{"@context": "https://schema.org", "@type": "Article", '
+    b'"headline": "From JSON-LD", "name": "From JSON-LD"}</script><title>T</title></head><body><p>x</p></body></html>',
+    b'<html><head><script type="application/ld+json">{broken json</script><title>Still here</title></head></html>',
+    b"<html><body><h1>Only a heading</h1><p>text</p></body></html>",
+    b"<html><head><title>  spaced \n  out  </title></head><body></body></html>",
+    b"<html><head><title>" + b"Long " * 200 + b"</title></head><body></body></html>",
+    b"<html><body><p>no title at all</p></body></html>",
+    b"",
+]
+
+
+@pytest.mark.parametrize("html", _TITLE_CASES)
+def test_title_only_path_agrees_with_trafilaturas_extract_metadata(html):
+    # chunking.extract._title skips extract_metadata's dates, authors, licence...; it must
+    # still give the title that call gives (this fails if a trafilatura release drifts).
+    import trafilatura
+
+    from chunking.extract import _title
+
+    meta = trafilatura.extract_metadata(html, default_url="https://docs.example.com/p") if html else None
+    expected = (meta.title or "").strip() if meta is not None else ""
+    assert _title(html, "https://docs.example.com/p") == expected
+
+
 def test_nav_and_footer_changes_keep_the_content_hash():
     base = extract_page(docs_page(), "text/html")
     other = extract_page(docs_page(nav=["Home", "Pricing", "Brand new menu"], footer="(c) 2027 Someone Else"),
