@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 import zlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -140,7 +140,9 @@ class PageState:
         return self.status == LIVE and self.content_hash is not None
 
     def to_row(self) -> dict:
-        d = asdict(self)
+        # Every field is a scalar (str, number, datetime, timedelta): a shallow read, not
+        # dataclasses.asdict's recursive deep copy (15 % of a 20,000 x 304 pass's CPU).
+        d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["in_sitemap"] = int(self.in_sitemap)
         d["lastmod_pending"] = int(self.lastmod_pending)
         d["interval_s"] = self.interval.total_seconds() if self.interval is not None else None
@@ -161,7 +163,8 @@ class PageState:
         return cls(**d)
 
 
-_COLUMNS = [f.name for f in fields(PageState) if f.name != "interval"] + ["interval_s"]
+_FIELD_NAMES = tuple(f.name for f in fields(PageState))
+_COLUMNS = [name for name in _FIELD_NAMES if name != "interval"] + ["interval_s"]
 
 
 class StateDB:
