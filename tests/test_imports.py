@@ -52,6 +52,18 @@ def test_every_exported_name_resolves_to_its_module_object(name):
     assert name in dir(sync)
 
 
+def test_type_checking_imports_match_the_lazy_table():
+    # sync/__init__.py names each export twice: static imports for type checkers, and the
+    # table __getattr__ reads. They must not drift apart.
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(sync.__file__).read_text())
+    guard = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    static = {alias.name: node.module for node in guard.body for alias in node.names}
+    assert static == sync._EXPORTS
+
+
 def test_from_sync_import_and_unknown_names():
     from sync import PassConfig, StateDB, run_pass  # noqa: F401
 
