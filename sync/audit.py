@@ -98,6 +98,7 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
     scanned = 0
     # The hot loop: one pass of plain tuples and dicts, the per-url work (page lookup, url
     # digest) done once per url; per point only the point id's uuid5 is computed.
+    seen_get, live_get, point_id = seen.get, live.get, make_point_id
     for rows in _payload_pages(store, batch):
         scanned += len(rows)
         for pid, pl in rows:
@@ -106,9 +107,9 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                 rep.note("foreign", 1, {"id": pid}, examples)
                 rep.foreign_ids.append(pid)
                 continue
-            summary = seen.get(url)
+            summary = seen_get(url)
             if summary is None:
-                page = live.get(url)
+                page = live_get(url)
                 if page is None:
                     rep.note("orphans", 1, {"id": pid, "url": url}, examples)
                     rep.delete_ids.append(pid)
@@ -119,7 +120,7 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                 continue
             idx = pl.get("chunk_index")
             if (not isinstance(idx, int) or idx < 0 or pl.get("chunk_id") != f"{summary.chunk_prefix}{idx}"
-                    or pid != make_point_id(pl["chunk_id"])):
+                    or pid != point_id(pl["chunk_id"])):
                 summary.bad_ids.append(pid)
                 continue
             indexes = summary.indexes
