@@ -18,10 +18,10 @@ when asked), and re-index broken and missing pages through a normal pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from .ids import chunk_id as make_chunk_id
 from .ids import point_id as make_point_id
+from .ids import url_digest
 from .state_protocol import State
 from .store import Store
 
@@ -31,12 +31,17 @@ CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign")
 _FIELDS = ["url", "chunk_id", "chunk_index", "content_hash"]
 
 
-@dataclass
 class _UrlSummary:
-    points: int = 0
-    indexes: dict[int, int] = field(default_factory=dict)  # chunk_index -> count (current generation)
-    bad_ids: list[str] = field(default_factory=list)
-    stale_ids: list[str] = field(default_factory=list)
+    """What the scan saw of one live url's points."""
+
+    __slots__ = ("content_hash", "chunk_prefix", "indexes", "bad_ids", "stale_ids")
+
+    def __init__(self, url: str, content_hash: str | None):
+        self.content_hash = content_hash
+        self.chunk_prefix = f"{url_digest(url)}_c"  # chunk_id(url, i) is this + f"{i}": one sha256 a url
+        self.indexes: dict[int, int] = {}  # chunk_index -> count (current generation)
+        self.bad_ids: list[str] = []
+        self.stale_ids: list[str] = []
 
 
 @dataclass
@@ -90,38 +95,45 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
     live = {p.url: p for p in state.all_pages() if p.indexed}
     rep.pages_live = len(live)
     seen: dict[str, _UrlSummary] = {}
-    for point in store.scroll(batch=batch, payload_fields=_FIELDS):
-        rep.points_scanned += 1
-        pl = point.payload
-        url = pl.get("url")
-        if not isinstance(url, str):
-            rep.note("foreign", 1, {"id": point.id}, examples)
-            rep.foreign_ids.append(point.id)
-            continue
-        page = live.get(url)
-        if page is None:
-            rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
-            rep.delete_ids.append(point.id)
-            continue
-        summary = seen.setdefault(url, _UrlSummary())
-        summary.points += 1
-        if pl.get("content_hash") != page.content_hash:
-            summary.stale_ids.append(point.id)
-            continue
-        idx = pl.get("chunk_index")
-        cid = pl.get("chunk_id")
-        if not isinstance(idx, int) or idx < 0 or cid != make_chunk_id(url, idx) or point.id != make_point_id(cid):
-            summary.bad_ids.append(point.id)
-            continue
-        summary.indexes[idx] = summary.indexes.get(idx, 0) + 1
+    scanned = 0
+    # The hot loop: one pass of plain tuples and dicts, the per-url work (page lookup, url
+    # digest) done once per url; per point only the point id's uuid5 is computed.
+    seen_get, live_get, point_id = seen.get, live.get, make_point_id
+    for rows in _payload_pages(store, batch):
+        scanned += len(rows)
+        for pid, pl in rows:
+            url = pl.get("url")
+            if not isinstance(url, str):
+                rep.note("foreign", 1, {"id": pid}, examples)
+                rep.foreign_ids.append(pid)
+                continue
+            summary = seen_get(url)
+            if summary is None:
+                page = live_get(url)
+                if page is None:
+                    rep.note("orphans", 1, {"id": pid, "url": url}, examples)
+                    rep.delete_ids.append(pid)
+                    continue
+                summary = seen[url] = _UrlSummary(url, page.content_hash)
+            if pl.get("content_hash") != summary.content_hash:
+                summary.stale_ids.append(pid)
+                continue
+            idx = pl.get("chunk_index")
+            if (not isinstance(idx, int) or idx < 0 or pl.get("chunk_id") != f"{summary.chunk_prefix}{idx}"
+                    or pid != point_id(pl["chunk_id"])):
+                summary.bad_ids.append(pid)
+                continue
+            indexes = summary.indexes
+            indexes[idx] = indexes.get(idx, 0) + 1
+    rep.points_scanned = scanned
 
     for url, page in live.items():
         s = seen.get(url)
         if s is not None and s.stale_ids:
             rep.note("stale", len(s.stale_ids), {"url": url, "points": len(s.stale_ids)}, examples)
             rep.delete_ids.extend(s.stale_ids)
-        current = sum(s.indexes.values()) if s else 0
-        if current < page.chunk_count and not (s and (s.bad_ids or _has_gaps_or_dupes(s.indexes))):
+        current = sum(s.indexes.values()) if s is not None else 0
+        if current < page.chunk_count and not (s is not None and (s.bad_ids or _has_gaps_or_dupes(s.indexes))):
             rep.note("missing", 1, {"url": url, "points": current, "expected": page.chunk_count}, examples)
             rep.reindex_urls.append(url)
         elif s is not None and (s.bad_ids or _has_gaps_or_dupes(s.indexes) or current > page.chunk_count):
@@ -130,6 +142,17 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             rep.reindex_urls.append(url)
     rep.seconds = round(time.monotonic() - t0, 3)
     return rep
+
+
+def _payload_pages(store: Store, batch: int) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Pages of (point id, audit payload fields): the store's lean scan, or its plain scroll
+    for a Store written before `scroll_payloads` existed."""
+    lean = getattr(store, "scroll_payloads", None)
+    if lean is not None:
+        yield from lean(_FIELDS, batch=batch)
+        return
+    for p in store.scroll(batch=batch, payload_fields=_FIELDS):
+        yield [(p.id, p.payload)]
 
 
 def _has_gaps_or_dupes(indexes: dict[int, int]) -> bool:

@@ -80,6 +80,12 @@ class Store(Protocol):
                payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
         """Every point, in pages of `batch`; only `payload_fields` of the payload when given."""
 
+    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        """Every point's id and `fields` of its payload, no vectors: one list of
+        `(id, payload)` per page of `batch` points. The lean read for whole-collection
+        scans (the audit): no `StoredPoint` and no payload copy per point. A point
+        without those fields has an empty payload dict. No collection: nothing."""
+
     def delete_points(self, ids: Sequence[str]) -> None:
         """Delete points by id (audit repairs)."""
 
@@ -334,6 +340,24 @@ class EdgeStore:
             if offset is None:
                 return
 
+    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        if not self.exists():
+            return
+        shard = self._open()
+        qe = self._qe
+        offset = None
+        with_payload = list(fields)
+        while True:
+            with self._guard("scroll"):
+                recs, offset = shard.scroll(
+                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=with_payload, with_vector=False)
+                )
+                # Each `payload` read builds a fresh dict: no copy needed. Ids come as UUID or int.
+                page = [(str(r.id), r.payload or {}) for r in recs]
+            yield page
+            if offset is None:
+                return
+
     def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
         if not self.exists():
             return {}
@@ -549,6 +573,20 @@ class ClientStore:
                 if isinstance(vec, dict):
                     vec = vec.get("")
                 yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
+            if offset is None:
+                return
+
+    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        if not self.exists():
+            return
+        offset = None
+        with_payload = list(fields)
+        while True:
+            with self._guard("scroll"):
+                recs, offset = self.client.scroll(
+                    self.collection, limit=batch, offset=offset, with_payload=with_payload, with_vectors=False
+                )
+            yield [(str(r.id), r.payload or {}) for r in recs]
             if offset is None:
                 return
 

@@ -151,6 +151,13 @@ def test_point_id_is_uuid5_of_chunk_id():
     assert point_id(cid) == pid  # deterministic
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200))
+def test_point_id_equals_the_standard_librarys_uuid5_for_any_name(name):
+    # point_id computes uuid5 by hand (no UUID objects): it must agree on any string, not just chunk ids.
+    assert point_id(name) == str(uuid.uuid5(POINT_ID_NAMESPACE, name))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=100), st.integers(0, 1000))
 def test_point_id_valid_and_deterministic(url, n):

@@ -305,6 +305,24 @@ def test_upsert_of_more_points_than_one_request_batch(store):
     assert ids(store.scroll(batch=256)) == ids(pts)
 
 
+def test_scroll_payloads_pages_ids_and_only_the_asked_fields(store):
+    assert list(store.scroll_payloads(["url"])) == []  # no collection: nothing, nothing created
+    assert store.exists() is False
+    store.ensure_collection(DIM)
+    pts = [pt(f"https://docs.example.com/p{i}", j) for i in range(8) for j in range(3)]  # 24 points
+    foreign = StoredPoint("00000000-0000-4000-8000-000000000009", {"note": "someone else's"}, vec("foreign"))
+    store.upsert([*pts, foreign])
+    fields = ["url", "chunk_index", "absent"]
+    pages = list(store.scroll_payloads(fields, batch=5))
+    assert [len(p) for p in pages] == [5, 5, 5, 5, 5]
+    got = [row for p in pages for row in p]
+    assert all(isinstance(pid, str) and isinstance(pl, dict) for pid, pl in got)
+    assert len({pid for pid, _ in got}) == 25
+    assert dict(got) == {**{p.id: {"url": p.payload["url"], "chunk_index": p.payload["chunk_index"]} for p in pts},
+                         foreign.id: {}}
+    assert dict(got) == {p.id: p.payload for p in store.scroll(payload_fields=fields)}
+
+
 def test_count_by_url(store):
     store.ensure_collection(DIM)
     store.upsert([*page(A, 3), *page(B, 2)])
