@@ -107,6 +107,30 @@ class Store(Protocol):
 REUSE_FIELDS = ("text", "embedder")
 
 
+class _PagedScroll:
+    """`scroll` and `scroll_payloads` for a store whose `_pages(with_payload, with_vectors,
+    batch)` yields the collection's records a page at a time (Edge's and qdrant-client's
+    records have the same shape: id, payload, vector)."""
+
+    def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
+        raise NotImplementedError
+
+    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
+               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+        with_payload = list(payload_fields) if payload_fields is not None else True
+        for recs in self._pages(with_payload, with_vectors, batch):
+            for r in recs:
+                vec = r.vector if with_vectors else None
+                if isinstance(vec, dict):  # the unnamed vector of a named-vectors answer
+                    vec = vec.get("")
+                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
+
+    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+        # Payloads are handed out uncopied (callers only read them). Ids come as UUID, str or int.
+        for recs in self._pages(list(fields), False, batch):
+            yield [(str(r.id), r.payload or {}) for r in recs]
+
+
 def _reuse_entry(payload: Any, vector: Any) -> tuple[str, list[float]] | None:
     """(reuse key, vector) of one stored point, or None when it cannot be reused."""
     if isinstance(vector, dict):
@@ -142,7 +166,7 @@ def _check_name(collection: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-class EdgeStore:
+class EdgeStore(_PagedScroll):
     """Qdrant Edge shard at `<path>/<collection>/`, or at the shard an alias names.
 
     `collection` may be an alias kept in `<path>/aliases.json` (`sync.aliasfile`, written
@@ -319,42 +343,19 @@ class EdgeStore:
             for i in range(0, len(points), 512):
                 shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
-               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+    def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
+        """The collection's records, one list per page of `batch` (nothing without a collection)."""
         if not self.exists():
             return
         shard = self._open()
         qe = self._qe
         offset = None
-        with_payload = list(payload_fields) if payload_fields is not None else True
         while True:
             with self._guard("scroll"):
                 recs, offset = shard.scroll(
                     qe.ScrollRequest(offset=offset, limit=batch, with_payload=with_payload, with_vector=with_vectors)
                 )
-            for r in recs:
-                vec = r.vector if with_vectors else None
-                if isinstance(vec, dict):
-                    vec = vec.get("")
-                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
-            if offset is None:
-                return
-
-    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-        if not self.exists():
-            return
-        shard = self._open()
-        qe = self._qe
-        offset = None
-        with_payload = list(fields)
-        while True:
-            with self._guard("scroll"):
-                recs, offset = shard.scroll(
-                    qe.ScrollRequest(offset=offset, limit=batch, with_payload=with_payload, with_vector=False)
-                )
-                # Each `payload` read builds a fresh dict: no copy needed. Ids come as UUID or int.
-                page = [(str(r.id), r.payload or {}) for r in recs]
-            yield page
+            yield recs
             if offset is None:
                 return
 
@@ -454,7 +455,7 @@ class RetryingClient:
         return call
 
 
-class ClientStore:
+class ClientStore(_PagedScroll):
     """A collection on a Qdrant server (or qdrant-client's `:memory:` mode) via qdrant-client."""
 
     def __init__(self, client: Any, collection: str, *, api_key: str | None = None):
@@ -557,36 +558,17 @@ class ClientStore:
                     wait=True,
                 )
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
-               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+    def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
+        """The collection's records, one list per page of `batch` (nothing without a collection)."""
         if not self.exists():
             return
         offset = None
-        with_payload = list(payload_fields) if payload_fields is not None else True
         while True:
             with self._guard("scroll"):
                 recs, offset = self.client.scroll(
                     self.collection, limit=batch, offset=offset, with_payload=with_payload, with_vectors=with_vectors
                 )
-            for r in recs:
-                vec = r.vector if with_vectors else None
-                if isinstance(vec, dict):
-                    vec = vec.get("")
-                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
-            if offset is None:
-                return
-
-    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-        if not self.exists():
-            return
-        offset = None
-        with_payload = list(fields)
-        while True:
-            with self._guard("scroll"):
-                recs, offset = self.client.scroll(
-                    self.collection, limit=batch, offset=offset, with_payload=with_payload, with_vectors=False
-                )
-            yield [(str(r.id), r.payload or {}) for r in recs]
+            yield recs
             if offset is None:
                 return
 

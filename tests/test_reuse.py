@@ -205,16 +205,22 @@ def test_chunker_change_reuses_every_text_that_survives(site, tmp_path):
     assert_equals_fresh_index(h, tmp_path)
 
 
-def test_crash_between_delete_and_insert_re_embeds_everything_next_pass(site, tmp_path):
+def _edit_then_crash(site, tmp_path, crash: str, edit: str):
+    """Index the ten-section guide, edit one section, and run a pass whose store write
+    crashes at `crash`; (harness, recording embedder, that pass's report)."""
     emb = RecordingEmbedder()
     h = Harness(site, tmp_path, embedder=emb)
     sections = ten_sections()
     site.set(PAGE, guide(sections))
     h.run()
-    sections[3][1][0] = para("s3 edited before the crash", 40)
+    sections[3][1][0] = para(edit, 40)
     site.set(PAGE, guide(sections))
-    CountingStore.crash = "after-delete"
-    rep = h.run(full=True, store=CountingStore(h.store_path, "pages"))
+    CountingStore.crash = crash
+    return h, emb, h.run(full=True, store=CountingStore(h.store_path, "pages"))
+
+
+def test_crash_between_delete_and_insert_re_embeds_everything_next_pass(site, tmp_path):
+    h, emb, rep = _edit_then_crash(site, tmp_path, "after-delete", "s3 edited before the crash")
     assert rep.pages_failed == 1
     assert page_texts(h) == []  # the old points are gone: nothing left to reuse
     with StateDB(h.state_path) as st:
@@ -227,15 +233,7 @@ def test_crash_between_delete_and_insert_re_embeds_everything_next_pass(site, tm
 
 
 def test_crash_after_the_write_landed_reuses_everything_next_pass(site, tmp_path):
-    emb = RecordingEmbedder()
-    h = Harness(site, tmp_path, embedder=emb)
-    sections = ten_sections()
-    site.set(PAGE, guide(sections))
-    h.run()
-    sections[3][1][0] = para("s3 edited", 40)
-    site.set(PAGE, guide(sections))
-    CountingStore.crash = "after-write"
-    rep = h.run(full=True, store=CountingStore(h.store_path, "pages"))
+    h, emb, rep = _edit_then_crash(site, tmp_path, "after-write", "s3 edited")
     assert rep.pages_failed == 1
     emb.inputs.clear()
     rep = h.run()  # pending: revisited; its new points are already there
