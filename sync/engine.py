@@ -567,7 +567,9 @@ class _Pass:
             if self.cfg.bulk_edits and self._bulk_observe(page, visits, elapsed, changed):
                 changed = False  # put down to the bulk edit: neither the rate nor the interval moves
             else:
-                visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed))
+                # Announced: a trusted lastmod advance sent the pass here (the rate leaves such changes out).
+                announced = page.lastmod_pending and self._lastmod_due(page.url)
+                visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed, announced=announced))
                 page.history = history_to_json(visits)
         else:
             changed = None

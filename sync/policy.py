@@ -20,6 +20,8 @@ Three policies:
 
 A change is counted only when the extracted text's hash changed: ETag or
 Last-Modified churn on an unchanged text is not a change, so it never raises a rate.
+Nor does a change a trusted `lastmod` advance announced (`Visit.announced`): the rate is
+that of the changes the feed misses, which only revisits can catch.
 
 Sitemap `lastmod` serves as a change feed only once it has earned trust: the share of
 a host's `lastmod` advances that a text-hash change confirmed (`lastmod_trust`); a
@@ -97,11 +99,15 @@ class Visit:
     `elapsed_s` is the time since the page's previous such visit; a page's first visit
     has no predecessor and is not recorded as a `Visit`. `changed` is whether the
     extracted text's hash differs from the previous visit's (never ETag churn).
-    Failed fetches are not visits: they observe nothing about the text.
+    `announced` is whether a trusted sitemap `lastmod` advance had said the page changed
+    (the pass visited it for that): such a change is the feed's catch, not the revisit
+    policy's, so `estimate_rate` leaves it out. Failed fetches are not visits: they
+    observe nothing about the text.
     """
 
     elapsed_s: float
     changed: bool
+    announced: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.elapsed_s) and self.elapsed_s >= 0):
@@ -109,17 +115,20 @@ class Visit:
 
 
 def history_to_json(visits: Sequence[Visit]) -> str:
-    """Compact JSON for the state DB: `[[elapsed_s, 0|1], ...]`, oldest first."""
+    """Compact JSON for the state DB: `[[elapsed_s, 0|1], ...]`, oldest first; an
+    announced visit has a third field, `[elapsed_s, 0|1, 1]` (older rows read as before)."""
     return json.dumps(
-        [[float(v.elapsed_s), 1 if v.changed else 0] for v in visits], separators=(",", ":")
+        [[float(v.elapsed_s), 1 if v.changed else 0, *((1,) if v.announced else ())] for v in visits],
+        separators=(",", ":"),
     )
 
 
 def history_from_json(s: str | None) -> list[Visit]:
     """Inverse of `history_to_json`; `None` or `''` (no history yet) gives `[]`.
 
-    Raises `StateError` on anything else that is not a list of `[seconds, 0|1]` pairs,
-    so a corrupted row is reported rather than silently scheduled as a new page.
+    Raises `StateError` on anything else that is not a list of `[seconds, 0|1]` pairs
+    (or `[seconds, 0|1, 0|1]` triples), so a corrupted row is reported rather than
+    silently scheduled as a new page.
     """
     if not s:
         return []
@@ -129,12 +138,14 @@ def history_from_json(s: str | None) -> list[Visit]:
             raise ValueError("not a list")
         out = []
         for item in raw:
-            elapsed, changed = item  # exactly two fields
+            if not isinstance(item, list) or len(item) not in (2, 3):
+                raise ValueError(f"bad visit {item!r}")
+            elapsed, changed, announced = (*item, 0) if len(item) == 2 else item
             if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)):
                 raise ValueError(f"bad elapsed {elapsed!r}")
-            if changed not in (0, 1):  # also accepts true/false
-                raise ValueError(f"bad changed flag {changed!r}")
-            out.append(Visit(float(elapsed), bool(changed)))
+            if changed not in (0, 1) or announced not in (0, 1):  # also accepts true/false
+                raise ValueError(f"bad flag in {item!r}")
+            out.append(Visit(float(elapsed), bool(changed), bool(announced)))
         return out
     except (ValueError, TypeError) as e:
         raise StateError(f"unreadable visit history {s[:80]!r}: {e}") from e
@@ -201,6 +212,14 @@ def estimate_rate(
     - more changes observed (a visit flipped to changed, or a changed visit added)
       never lowers the estimate; more unchanged time never raises it.
 
+    The rate is that of the changes a trusted sitemap `lastmod` does not announce: a
+    visit that such an advance caused (`Visit.announced`) counts as an unchanged
+    interval whatever it found, since the feed, not the revisit policy, will catch the
+    page's next announced change. On a site with an honest lastmod the revisits then go where it is
+    silent (a page whose included code sample changed, say) rather than to the pages it
+    already covers. Should the host lose the feed's trust, its pages' non-announced
+    changes count again from their next visits on.
+
     The prior is worth `prior_seconds` of observation, so it fades once the unchanged
     time in the history is much longer than that (within a few percent for pages
     changing daily or slower). For pages changing several times a day the unchanged
@@ -211,8 +230,12 @@ def estimate_rate(
     k, big_t = float(prior_changes), float(prior_seconds)
     if not (math.isfinite(k) and k > 0 and math.isfinite(big_t) and big_t > 0):
         raise ValueError("prior_changes and prior_seconds must be finite and > 0")
-    changed = [v.elapsed_s for v in visits if v.changed]
-    exposure = math.fsum(v.elapsed_s for v in visits if not v.changed) + big_t
+    # A change a trusted lastmod advance announced (`Visit.announced`) is the feed's
+    # catch: for the rate of the changes it misses, its interval counts as unchanged. (An
+    # unannounced change in that interval too is invisible, but the announced visit
+    # caught it anyway.)
+    changed = [v.elapsed_s for v in visits if v.changed and not v.announced]
+    exposure = math.fsum(v.elapsed_s for v in visits if not v.changed or v.announced) + big_t
     lo, hi = k / exposure, (len(changed) + k) / exposure
     if not changed:
         return lo

@@ -9,6 +9,7 @@ import pytest
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
 from sync.ids import chunk_id, point_id
+from sync.policy import history_from_json
 from sync.state import StateDB
 from sync.store import EdgeStore
 from tests.helpers import page_html, para
@@ -249,6 +250,22 @@ def test_trusted_lastmod_advance_makes_page_due(site, harness):
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=site.resources["/p0.html"].mtime + 100)
     rep = harness.run(advance=timedelta(minutes=5))
     assert rep.pages_fetched == 1 and rep.pages_changed == 1
+
+
+def test_visits_a_trusted_advance_caused_are_recorded_as_announced(site, harness):
+    """The change-rate policy leaves announced changes out of a page's rate, so the
+    history must say which visits a trusted lastmod advance caused."""
+    build(site, n=2)
+    harness.run()
+    harness.run(advance=timedelta(days=4))  # both due: visited, unchanged, not announced
+    site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=site.resources["/p0.html"].mtime + 100)
+    rep = harness.run(advance=timedelta(minutes=5))
+    assert rep.pages_changed == 1
+    with StateDB(harness.state_path) as st:
+        hist = history_from_json(st.get(site.server.url("/p0.html")).history)
+        other = history_from_json(st.get(site.server.url("/p1.html")).history)
+    assert [(v.changed, v.announced) for v in hist] == [(False, False), (True, True)]
+    assert [(v.changed, v.announced) for v in other] == [(False, False)]
 
 
 def test_extra_urls_tracked_without_sitemap(site, harness):

@@ -57,7 +57,7 @@ D = 86400.0
 MAX_S = MAX_INTERVAL.total_seconds()
 
 elapsed = st.floats(min_value=0.0, max_value=400 * D, allow_nan=False, allow_infinity=False)
-visits_st = st.builds(Visit, elapsed, st.booleans())
+visits_st = st.builds(Visit, elapsed, st.booleans(), st.booleans())
 histories = st.lists(visits_st, max_size=HISTORY_LIMIT)
 
 
@@ -87,6 +87,10 @@ def test_history_json_is_compact():
     s = history_to_json([Visit(3600.0, True), Visit(7200.5, False)])
     assert s == "[[3600.0,1],[7200.5,0]]"
     assert history_from_json(s) == [Visit(3600.0, True), Visit(7200.5, False)]
+    s = history_to_json([Visit(60.0, True, announced=True), Visit(5.0, False)])
+    assert s == "[[60.0,1,1],[5.0,0]]"  # the third field only when announced
+    assert history_from_json(s) == [Visit(60.0, True, True), Visit(5.0, False, False)]
+    assert history_from_json("[[60,1,0]]") == [Visit(60.0, True)]
 
 
 @given(st.lists(visits_st, max_size=200))
@@ -100,7 +104,8 @@ def test_empty_history(s):
 
 
 @pytest.mark.parametrize(
-    "s", ["nope", "{}", "[1]", "[[1]]", "[[1,2]]", "[[-1,0]]", '[["a",0]]', "[[1,0,3]]", "[[true,1]]"]
+    "s", ["nope", "{}", "[1]", "[[1]]", "[[1,2]]", "[[-1,0]]", '[["a",0]]', "[[1,0,3]]", "[[true,1]]",
+          "[[1,0,1,0]]", '[[1,0,"1"]]', '["ab"]', '[{"a":1,"b":0}]']
 )
 def test_corrupt_history_is_a_state_error(s):
     with pytest.raises(StateError):
@@ -167,8 +172,8 @@ def test_everything_changed_is_large_but_finite(t, n):
 def test_estimate_solves_the_regularised_equation_within_its_bracket(visits):
     k, big_t = 0.5, 7 * D
     rate = estimate_rate(visits)
-    changed = [v.elapsed_s for v in visits if v.changed]
-    exposure = sum(v.elapsed_s for v in visits if not v.changed) + big_t
+    changed = [v.elapsed_s for v in visits if v.changed and not v.announced]
+    exposure = sum(v.elapsed_s for v in visits if not v.changed or v.announced) + big_t
     assert k / exposure * (1 - 1e-12) <= rate <= (len(changed) + k) / exposure * (1 + 1e-12)
     # Σ λt/(e^λt - 1) + k = λ·exposure (the documented equation, times λ)
     lhs = sum(rate * t / math.expm1(rate * t) if rate * t > 0 else 1.0 for t in changed) + k
@@ -217,6 +222,31 @@ def test_more_changes_never_lower_the_rate(visits, data):
     t = data.draw(elapsed)
     assert estimate_rate([*visits, Visit(t, True)]) >= base * tol
     assert estimate_rate([*visits, Visit(t, False)]) <= base / tol
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories, st.lists(st.tuples(st.integers(0, HISTORY_LIMIT), elapsed), max_size=10))
+def test_announced_visits_count_as_unchanged_intervals(visits, inserts):
+    """A change a trusted lastmod advance announced is the feed's catch: to the rate of
+    the changes it misses, an announced visit is an unchanged interval, changed or not."""
+    as_unchanged = [Visit(v.elapsed_s, False) if v.announced else v for v in visits]
+    assert estimate_rate(visits) == estimate_rate(as_unchanged)
+    grown, grown_unchanged = list(visits), list(as_unchanged)
+    for i, t in inserts:
+        grown.insert(i, Visit(t, True, announced=True))
+        grown_unchanged.insert(i, Visit(t, False))
+    assert estimate_rate(grown) == estimate_rate(grown_unchanged) <= estimate_rate(visits)
+
+
+def test_announced_changes_leave_a_page_on_a_long_interval():
+    """A page whose every change the feed announced looks like a page that never changed
+    to the revisit policy (a long interval, low priority); unannounced, the same changes
+    make it a fast page."""
+    policy = ChangeRatePolicy()
+    announced = [Visit(D, True, announced=True)] * 30
+    quiet = policy.next_interval(announced, None, True)
+    assert quiet == policy.next_interval([Visit(D, False)] * 30, None, False) and quiet > timedelta(days=5)
+    assert policy.next_interval([Visit(D, True)] * 30, None, True) < timedelta(days=1)
 
 
 def test_more_changes_strictly_raise_the_rate():
