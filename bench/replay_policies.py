@@ -317,7 +317,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pass-hours", type=float, default=6.0)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS), type=lambda s: [x for x in s.split(",") if x])
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--calibrate", type=int, default=2, help="budget corrections per capped run, at most")
+    ap.add_argument("--calibrate", type=int, default=4, help="budget corrections per capped run, at most")
     ap.add_argument("--work", default="/tmp/pagesync-replay-policies", help="cache of the built timeline")
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/replay_policies.md")
     ap.add_argument("--plot", type=Path, default=REPO / "notebooks/replay_policies.png")
