@@ -411,17 +411,21 @@ class _Pass:
 
         # New URLs become rows first (status NEW, no points claimed), so a crash later in
         # the pass still leaves them due; sitemap membership and lastmod are refreshed.
+        # Only rows that are new or altered here are written (a --full pass over 20,000
+        # known pages writes none of them twice).
         pages: dict[str, PageState] = {}
+        dirty: dict[str, PageState] = {}
         for ev in visits:
-            page = known.get(ev.url) or PageState(url=ev.url, status=NEW, first_seen_at=self.now,
-                                                   source="sitemap" if ev.url in sitemap_now else "url")
+            page = known.get(ev.url)
+            if page is None:
+                page = dirty[ev.url] = PageState(url=ev.url, status=NEW, first_seen_at=self.now,
+                                                 source="sitemap" if ev.url in sitemap_now else "url")
             pages[ev.url] = page
-        membership = []
         for url in advanced:  # counted toward the host's lastmod trust at the page's next visit
             page = pages.get(url) or known.get(url)
             if page is not None and not page.lastmod_pending:
                 page.lastmod_pending = True
-                membership.append(page)
+                dirty[url] = page
         for url in sorted(changed):
             lastmod = sitemap_now[url]
             page = pages.get(url) or known.get(url)
@@ -429,12 +433,13 @@ class _Pass:
                 continue
             if not page.in_sitemap or page.sitemap_lastmod != lastmod:
                 page.in_sitemap, page.sitemap_lastmod = True, lastmod
-                membership.append(page)
+                dirty[url] = page
         for u in extra:
             page = pages.get(u)
-            if page is not None and page.url not in sitemap_now:
+            if page is not None and page.url not in sitemap_now and page.source != "url":
                 page.source = "url"
-        self._save(list({p.url: p for p in [*pages.values(), *membership]}.values()))
+                dirty[u] = page
+        self._save(list(dirty.values()))
 
         for ev in removals:
             if ev.url in known:
@@ -540,12 +545,14 @@ class _Pass:
             page = known.get(ev.url)
             last = page.last_fetched_at if page is not None else None
             edit = self._edit_for(ev.url)
+            # Forced visits go regardless of priority: their histories need not be read.
+            forced = ev.reason in ("lastmod", "full")
             cands.append(Candidate(
                 url=ev.url,
-                visits=tuple(history_from_json(page.history)) if page is not None else (),
+                visits=tuple(history_from_json(page.history)) if page is not None and not forced else (),
                 since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
                 due=True,
-                forced=ev.reason in ("lastmod", "full"),
+                forced=forced,
                 repair=ev.reason == "pending" or (page is not None and page.pending_hash is not None),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),

@@ -268,6 +268,25 @@ def test_visits_a_trusted_advance_caused_are_recorded_as_announced(site, harness
     assert [(v.changed, v.announced) for v in other] == [(False, False)]
 
 
+def test_a_full_pass_writes_each_unchanged_page_once(site, harness, monkeypatch):
+    """Rows are written before the visits only when new or altered there: a --full pass
+    over known, unchanged pages writes each row once, after its visit."""
+    build(site, n=5)
+    harness.run()
+    writes: list[str] = []
+    put_many = StateDB.put_many
+    monkeypatch.setattr(StateDB, "put_many", lambda self, pages: (writes.extend(p.url for p in pages),
+                                                                   put_many(self, pages))[1])
+    rep = harness.run(full=True, advance=timedelta(hours=1))
+    assert rep.pages_fetched == 5 and rep.pages_changed == 0
+    assert sorted(writes) == sorted(site.server.url(f"/p{i}.html") for i in range(5))
+    writes.clear()
+    site.set("/new.html", page_html("New", [para("new page")]))
+    harness.run(advance=timedelta(minutes=5))
+    # its NEW row, the pending mark before its points are written, then its recorded hash
+    assert writes.count(site.server.url("/new.html")) == 3
+
+
 def test_extra_urls_tracked_without_sitemap(site, harness):
     site.set("/solo.html", page_html("Solo", [para("solo")]), in_sitemap=False)
     rep = harness.run(sitemaps=[], urls=[site.server.url("/solo.html")])
