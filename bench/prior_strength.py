@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""How strong should change-rate's prior be? (issue 3, a side question of the benchmarks)
+
+The default policy estimates each page's change rate with a prior worth `k` changes in
+`T` days (`ChangeRatePolicy.prior_changes` / `prior_seconds`; default 0.5 in 7 d). A
+stronger prior pulls every page towards the same rate, i.e. towards uniform revisits.
+This script answers two questions with the benchmarks' own machinery:
+
+1. `run`: freshness at one fixed budget (`--budget`, the mean `max_fetches` per pass) for
+   several priors, on the FastAPI replay (`--site replay`, scenarios git-lastmod /
+   same-lastmod) or the simulated site (`--site sim`, honest / lying). Same engine,
+   store, clock and meter as `freshness.py`; uniform revisits at an interval can be added
+   (`--uniform-days`) as the reference.
+2. `fit`: what an empirical-Bayes prior fitted per host would pick: a Gamma(shape,
+   rate)-Poisson fit (maximum marginal likelihood, on a log grid) to every page's text
+   changes and watched days up to a given day of the site's history.
+
+    .venv/bin/python bench/prior_strength.py run --site replay --scenario same-lastmod --budget 2.79 --priors 0.5:7,2:60
+    .venv/bin/python bench/prior_strength.py run --site sim --scenario lying --budget 7.9375 --priors 0.5:7,2:60
+    .venv/bin/python bench/prior_strength.py fit --days 15,30,45
+
+The replay's timeline comes from `replay_policies.py`'s cache (`--work`), built on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import math
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import freshness as fr  # noqa: E402
+import replay_policies as rp  # noqa: E402
+from sync.policy import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
+
+D = fr.D
+
+
+def load_events(site: str, pool: ProcessPoolExecutor, work: str) -> list:
+    if site == "sim":
+        timeline = fr.build_timeline(fr.SiteSpec())
+        return fr.hash_timeline(timeline.events, pool)
+    timeline, _ = rp.load_timeline(rp.parse_args(["--work", work]), pool)
+    return timeline.events
+
+
+def _register(kind: str, a: float, b: float = 0.0) -> str:
+    """A policy name the engine can build (`POLICIES`), in this process."""
+    name = f"{kind}-{a:g}-{b:g}"
+    if kind == "cr":
+        POLICIES[name] = functools.partial(ChangeRatePolicy, prior_changes=a, prior_seconds=b * D)
+    else:
+        POLICIES[name] = functools.partial(UniformPolicy, interval_s=a * D)
+    return name
+
+
+def run_one(job: tuple, events: list) -> dict:
+    """One run in a worker process (policies are registered there, not inherited)."""
+    scenario, kind, a, b, budget, label = job
+    strategy = fr.Strategy(label, policy=_register(kind, a, b), budget=budget, key=label)
+    res = fr.run_one(fr.RunSpec(scenario, strategy, 6 * fr.H, 60 * D), events)
+    return {"label": label, "requests": res["page_requests"], "freshness": res["freshness"],
+            "by_kind": res["freshness_by_kind"]}
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    jobs = []
+    for item in args.priors.split(","):
+        k, days = (float(x) for x in item.split(":"))
+        jobs.append((args.scenario, "cr", k, days, args.budget, f"change-rate, prior {k:g} changes / {days:g} d"))
+    for days in [float(x) for x in args.uniform_days.split(",") if x]:
+        jobs.append((args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d"))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        events = load_events(args.site, pool, args.work)
+        print(f"{args.site} / {args.scenario}, budget {args.budget} per pass\n")
+        print("| strategy | page requests | freshness | static / weekly / hot |\n|---|---|---|---|")
+        for r in pool.map(functools.partial(run_one, events=events), jobs):
+            kinds = " / ".join("–" if v is None else f"{v:.4f}" for v in r["by_kind"].values())
+            print(f"| {r['label']} | {r['requests']:,} | {r['freshness']:.4f} | {kinds} |", flush=True)
+
+
+def page_counts(events: list, upto_s: float) -> list[tuple[int, float]]:
+    """(text changes, days watched) per page seen up to `upto_s`."""
+    last: dict[str, str] = {}
+    first: dict[str, float] = {}
+    changes: collections.Counter = collections.Counter()
+    for ev in events:
+        if ev.t > upto_s:
+            break
+        if ev.op == "set":
+            if ev.path in last and last[ev.path] != ev.text_hash:
+                changes[ev.path] += 1
+            last[ev.path] = ev.text_hash
+            first.setdefault(ev.path, ev.t)
+    return [(changes[p], (upto_s - first[p]) / D) for p in last]
+
+
+def gamma_poisson_fit(data: list[tuple[int, float]]) -> tuple[float, float]:
+    """(shape, rate per day) of the Gamma prior maximising the negative-binomial marginal
+    likelihood of the pages' change counts, on a grid of 0.1 decades."""
+    def loglik(a: float, b: float) -> float:
+        return sum(math.lgamma(a + c) - math.lgamma(a) + a * math.log(b / (b + e))
+                   + (c * math.log(e / (b + e)) if c else 0.0) for c, e in data)
+
+    grid = [(10 ** (i / 10), 10 ** (j / 10)) for i in range(-30, 31) for j in range(-10, 41)]
+    return max(grid, key=lambda ab: loglik(*ab))
+
+
+def cmd_fit(args: argparse.Namespace) -> None:
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        sites = {"replay": load_events("replay", pool, args.work), "sim": load_events("sim", pool, args.work)}
+    print("| site | day | pages | changes | fitted shape | fitted rate (d) | prior mean (changes / d) |\n|---|---|---|---|---|---|---|")
+    for name, events in sites.items():
+        for day in [float(x) for x in args.days.split(",")]:
+            data = page_counts(events, day * D)
+            a, b = gamma_poisson_fit(data)
+            print(f"| {name} | {day:g} | {len(data)} | {sum(c for c, _ in data)} | {a:.3g} | {b:.3g} | {a / b:.4f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="freshness at one budget for several priors")
+    run.add_argument("--site", choices=("replay", "sim"), default="replay")
+    run.add_argument("--scenario", default="same-lastmod")
+    run.add_argument("--budget", type=float, required=True, help="mean max_fetches per pass")
+    run.add_argument("--priors", default="0.5:7,1:30,2:60,4:120", help="k:days,... (prior changes : prior days)")
+    run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
+    run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
+    fit = sub.add_parser("fit", help="the empirical-Bayes prior of both sites at some days")
+    fit.add_argument("--days", default="15,30,45")
+    for p in (run, fit):
+        p.add_argument("--jobs", type=int, default=2)
+        p.add_argument("--work", default="/tmp/pagesync-replay-policies", help="replay_policies.py's timeline cache")
+    args = ap.parse_args(argv)
+    {"run": cmd_run, "fit": cmd_fit}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
