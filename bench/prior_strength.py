@@ -43,11 +43,11 @@ from sync.policy import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
 D = fr.D
 
 
-def load_events(site: str, pool: ProcessPoolExecutor, work: str) -> list:
+def load_events(site: str, pool: ProcessPoolExecutor, work: str, start: str = "2024-06-20") -> list:
     if site == "sim":
         timeline = fr.build_timeline(fr.SiteSpec())
         return fr.hash_timeline(timeline.events, pool)
-    timeline, _ = rp.load_timeline(rp.parse_args(["--work", work]), pool)
+    timeline, _ = rp.load_timeline(rp.parse_args(["--work", work, "--start", start]), pool)
     return timeline.events
 
 
@@ -78,8 +78,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     for days in [float(x) for x in args.uniform_days.split(",") if x]:
         jobs.append((args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d"))
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        events = load_events(args.site, pool, args.work)
-        print(f"{args.site} / {args.scenario}, budget {args.budget} per pass\n")
+        events = load_events(args.site, pool, args.work, args.start)
+        window = f" from {args.start}" if args.site == "replay" else ""
+        print(f"{args.site}{window} / {args.scenario}, budget {args.budget} per pass\n")
         print("| strategy | page requests | freshness | static / weekly / hot |\n|---|---|---|---|")
         for r in pool.map(functools.partial(run_one, events=events), jobs):
             kinds = " / ".join("–" if v is None else f"{v:.4f}" for v in r["by_kind"].values())
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--site", choices=("replay", "sim"), default="replay")
     run.add_argument("--scenario", default="same-lastmod")
     run.add_argument("--budget", type=float, required=True, help="mean max_fetches per pass")
+    run.add_argument("--start", default="2024-06-20", help="the replay's window (as replay_policies.py --start)")
     run.add_argument("--priors", default="0.5:7,1:30,2:60,4:120", help="k:days,... (prior changes : prior days)")
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
