@@ -182,7 +182,7 @@ def run(
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
-    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (fixed 3 d)."),
+    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (fixed 3 d; the better choice measured for a sitemap without a usable lastmod)."),
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
