@@ -215,10 +215,11 @@ def estimate_rate(
     The rate is that of the changes a trusted sitemap `lastmod` does not announce: a
     visit that such an advance caused (`Visit.announced`) counts as an unchanged
     interval whatever it found, since the feed, not the revisit policy, will catch the
-    page's next announced change. On a site with an honest lastmod the revisits then go where it is
-    silent (a page whose included code sample changed, say) rather than to the pages it
-    already covers. Should the host lose the feed's trust, its pages' non-announced
-    changes count again from their next visits on.
+    page's next announced change. On a site with an honest lastmod the revisits then go
+    where it is silent (a page whose included code sample changed, say) rather than to
+    the pages it already covers. Should the host lose the feed's trust, its pages'
+    changes count again from their next visits on (their announced past stays as
+    unchanged time, so they are slow to look fast again).
 
     The prior is worth `prior_seconds` of observation, so it fades once the unchanged
     time in the history is much longer than that (within a few percent for pages
