@@ -10,7 +10,9 @@ This script answers two questions with the benchmarks' own machinery:
    several priors, on the FastAPI replay (`--site replay`, scenarios git-lastmod /
    same-lastmod) or the simulated site (`--site sim`, honest / lying). Same engine,
    store, clock and meter as `freshness.py`; uniform revisits at an interval can be added
-   (`--uniform-days`) as the reference.
+   (`--uniform-days`) as the reference, and each run repeated under other visit orders
+   (`--orders N`: `select_visits`' ties broken by salted URL hashes instead of URLs) to
+   see how much of a difference is the luck of the order.
 2. `fit`: what an empirical-Bayes prior fitted per host would pick: a Gamma(shape,
    rate)-Poisson fit (maximum marginal likelihood, on a log grid) to every page's text
    changes and watched days up to a given day of the site's history.
@@ -27,9 +29,11 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import hashlib
 import math
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +57,8 @@ def load_events(site: str, pool: ProcessPoolExecutor, work: str, start: str = "2
 
 def _register(kind: str, a: float, b: float = 0.0) -> str:
     """A policy name the engine can build (`POLICIES`), in this process."""
+    if kind == "hd":
+        return "halve-double"
     name = f"{kind}-{a:g}-{b:g}"
     if kind == "cr":
         POLICIES[name] = functools.partial(ChangeRatePolicy, prior_changes=a, prior_seconds=b * D)
@@ -61,30 +67,62 @@ def _register(kind: str, a: float, b: float = 0.0) -> str:
     return name
 
 
+def _visit_order(salt: str) -> None:
+    """Break `select_visits`' ties by a salted hash of the URL instead of the URL (this
+    process only). Ties are common: pages visited in one pass share their waiting time,
+    and under uniform revisits their priority. By URL, a capped pass sweeps the site
+    section by section; another salt is another, equally valid, order. The spread over
+    salts is the benchmark's noise from visit order alone."""
+    import sync.engine as engine
+    from sync.policy import select_visits
+
+    def salted(cands, policy, max_fetches):
+        key = {c.url: hashlib.sha256(f"{salt}|{c.url}".encode()).hexdigest() for c in cands}
+        back = {k: u for u, k in key.items()}
+        order = select_visits([replace(c, url=key[c.url]) for c in cands], policy, max_fetches)
+        return [back[k] for k in order]
+
+    engine.select_visits = salted
+
+
 def run_one(job: tuple, events: list) -> dict:
     """One run in a worker process (policies are registered there, not inherited)."""
-    scenario, kind, a, b, budget, label = job
+    scenario, kind, a, b, budget, label, salt = job
+    if salt:
+        _visit_order(salt)
     strategy = fr.Strategy(label, policy=_register(kind, a, b), budget=budget, key=label)
     res = fr.run_one(fr.RunSpec(scenario, strategy, 6 * fr.H, 60 * D), events)
-    return {"label": label, "requests": res["page_requests"], "freshness": res["freshness"],
+    return {"label": label, "salt": salt, "requests": res["page_requests"], "freshness": res["freshness"],
             "by_kind": res["freshness_by_kind"]}
 
 
 def cmd_run(args: argparse.Namespace) -> None:
     jobs = []
-    for item in args.priors.split(","):
+    for item in filter(None, args.priors.split(",")):
         k, days = (float(x) for x in item.split(":"))
         jobs.append((args.scenario, "cr", k, days, args.budget, f"change-rate, prior {k:g} changes / {days:g} d"))
+    if args.halve_double:  # uncapped, as in the benchmarks: its requests set their budgets
+        jobs.append((args.scenario, "hd", 0.0, 0.0, None, "halve-double (uncapped)"))
     for days in [float(x) for x in args.uniform_days.split(",") if x]:
         jobs.append((args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d"))
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    salts = [""] + [f"order{i}" for i in range(1, args.orders)]
+    jobs = [(*job, salt) for job in jobs for salt in salts]
+    with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1) as pool:
         events = load_events(args.site, pool, args.work, args.start)
         window = f" from {args.start}" if args.site == "replay" else ""
         print(f"{args.site}{window} / {args.scenario}, budget {args.budget} per pass\n")
-        print("| strategy | page requests | freshness | static / weekly / hot |\n|---|---|---|---|")
+        print("| strategy | visit order (ties by) | page requests | freshness | static / weekly / hot |\n"
+              "|---|---|---|---|---|")
+        by_label: dict[str, list[float]] = collections.defaultdict(list)
         for r in pool.map(functools.partial(run_one, events=events), jobs):
             kinds = " / ".join("–" if v is None else f"{v:.4f}" for v in r["by_kind"].values())
-            print(f"| {r['label']} | {r['requests']:,} | {r['freshness']:.4f} | {kinds} |", flush=True)
+            order = f"hash, salt {r['salt']}" if r["salt"] else "URL"
+            print(f"| {r['label']} | {order} | {r['requests']:,} | {r['freshness']:.4f} | {kinds} |", flush=True)
+            by_label[r["label"]].append(r["freshness"])
+    if args.orders > 1:
+        print("\n| strategy | freshness: mean over orders | min | max |\n|---|---|---|---|")
+        for label, xs in by_label.items():
+            print(f"| {label} | {sum(xs) / len(xs):.4f} | {min(xs):.4f} | {max(xs):.4f} |")
 
 
 def page_counts(events: list, upto_s: float) -> list[tuple[int, float]]:
@@ -133,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--scenario", default="same-lastmod")
     run.add_argument("--budget", type=float, required=True, help="mean max_fetches per pass")
     run.add_argument("--start", default="2024-06-20", help="the replay's window (as replay_policies.py --start)")
+    run.add_argument("--orders", type=int, default=1,
+                     help="visit orders per strategy: ties by URL (the engine's), then by salted URL hashes")
     run.add_argument("--priors", default="0.5:7,1:30,2:60,4:120", help="k:days,... (prior changes : prior days)")
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
+    run.add_argument("--halve-double", action="store_true", help="also the seed's rule, uncapped")
     fit = sub.add_parser("fit", help="the empirical-Bayes prior of both sites at some days")
     fit.add_argument("--days", default="15,30,45")
     for p in (run, fit):
