@@ -20,7 +20,10 @@ from pipeline import render, T0
 import sync.engine as eng, chunking, sync.store as st, sync.fetcher as fe
 from embedders import make_embedder
 
-max_pages = int(sys.argv[1]) if len(sys.argv) > 1 else None
+import argparse
+_ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+_ap.add_argument("max_pages", nargs="?", type=int, default=None, help="profile the first N pages only")
+max_pages = _ap.parse_args().max_pages
 work = Path(tempfile.mkdtemp(prefix="ovlprof-"))
 T = {}
 lock = threading.Lock()
