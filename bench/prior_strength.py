@@ -127,18 +127,12 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def page_counts(events: list, upto_s: float) -> list[tuple[int, float]]:
     """(text changes, days watched) per page seen up to `upto_s`."""
-    last: dict[str, str] = {}
     first: dict[str, float] = {}
     changes: collections.Counter = collections.Counter()
-    for ev in events:
-        if ev.t > upto_s:
-            break
-        if ev.op == "set":
-            if ev.path in last and last[ev.path] != ev.text_hash:
-                changes[ev.path] += 1
-            last[ev.path] = ev.text_hash
-            first.setdefault(ev.path, ev.t)
-    return [(changes[p], (upto_s - first[p]) / D) for p in last]
+    for ev, changed in rp.text_change_events([e for e in events if e.t <= upto_s]):
+        first.setdefault(ev.path, ev.t)
+        changes[ev.path] += changed
+    return [(changes[p], (upto_s - first[p]) / D) for p in first]
 
 
 def gamma_poisson_fit(data: list[tuple[int, float]]) -> tuple[float, float]:

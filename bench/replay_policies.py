@@ -37,6 +37,7 @@ The timeline (rendering and hashing every commit's pages, the slow part) is cach
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import json
 import math
@@ -50,6 +51,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -183,19 +185,23 @@ def _initial_lastmods(git: Git, commit: str, docs_dir: str, srcs: set[str], star
     return {s: out.get(s, -365 * D) for s in srcs}
 
 
+def text_change_events(events: list[SiteEvent]) -> Iterator[tuple[SiteEvent, bool]]:
+    """(event, changed) for every "set" event in order: changed when the page's text hash
+    differs from the one it last had (a page removed or moved away starts afresh)."""
+    last: dict[str, str | None] = {}
+    for e in events:
+        if e.op == "set":
+            yield e, e.path in last and last[e.path] != e.text_hash
+            last[e.path] = e.text_hash
+        else:
+            last.pop(e.path, None)
+
+
 def classify(events: list[SiteEvent], horizon: float) -> tuple[list[SiteEvent], dict[str, int], list[float]]:
     """Each page's class by its observed text changes over the window: hot (>= 1 every 2
     days), weekly (>= 1 every 2 weeks), static. Returns the events relabelled, the class
     sizes among the initial pages, and the initial pages' observed change rates (per s)."""
-    changes: dict[str, int] = {}
-    last: dict[str, str | None] = {}
-    for e in events:
-        if e.op == "set":
-            if e.path in last and last[e.path] != e.text_hash:
-                changes[e.path] = changes.get(e.path, 0) + 1
-            last[e.path] = e.text_hash
-        else:
-            last.pop(e.path, None)
+    changes = collections.Counter(e.path for e, changed in text_change_events(events) if changed)
 
     def kind(path: str) -> str:
         per_day = changes.get(path, 0) / (horizon / D)
@@ -232,15 +238,7 @@ def load_timeline(args: argparse.Namespace, pool: ProcessPoolExecutor) -> tuple[
 
 
 def _text_changes(events: list[SiteEvent]) -> int:
-    last: dict[str, str | None] = {}
-    n = 0
-    for e in events:
-        if e.op == "set":
-            n += e.path in last and last[e.path] != e.text_hash
-            last[e.path] = e.text_hash
-        else:
-            last.pop(e.path, None)
-    return n
+    return sum(changed for _, changed in text_change_events(events))
 
 
 # ==========================================================================================
