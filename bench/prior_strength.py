@@ -62,6 +62,8 @@ def _register(kind: str, a: float, b: float = 0.0) -> str:
     name = f"{kind}-{a:g}-{b:g}"
     if kind == "cr":
         POLICIES[name] = functools.partial(ChangeRatePolicy, prior_changes=a, prior_seconds=b * D)
+    elif kind == "target":  # the default prior, another staleness target (hours)
+        POLICIES[name] = functools.partial(ChangeRatePolicy, target_staleness_s=a * fr.H)
     else:
         POLICIES[name] = functools.partial(UniformPolicy, interval_s=a * D)
     return name
@@ -85,11 +87,70 @@ def _visit_order(salt: str) -> None:
     engine.select_visits = salted
 
 
+def _oracle(events: list, mode: str) -> None:
+    """Order due pages by Olston & Pandey's utility with rates the policy cannot know (this
+    process only): `whole`, each page's text changes over the whole window ÷ the time it
+    existed (the true mean rates, future included); `past`, its changes so far ÷ its time
+    so far (every change seen as it happens, none missed between visits, no prior). Every
+    page is due at every pass (uniform revisits at the 6 h floor), so the budget alone
+    decides, by the oracle's utility. What change-rate loses against `past` is the cost of
+    seeing changes only at visits; what `past` loses against `whole` is the cost of rates
+    that move (a quiet month, then a busy one)."""
+    from urllib.parse import urlsplit
+
+    import sync.engine as engine
+    from sync.policy import expected_staleness
+
+    prior = ChangeRatePolicy()
+    order = engine.select_visits  # ties as `_visit_order` set them, if it did
+
+    born: dict[str, float] = {}
+    changes: dict[str, list[float]] = collections.defaultdict(list)
+    for ev, changed in rp.text_change_events(events):
+        born.setdefault(ev.path, ev.t)
+        if changed:
+            changes[ev.path].append(ev.t)
+    end = 60 * D  # the runs' horizon (`run_one`)
+    clock = {"now": 0.0}
+
+    def rate(path: str, visits: tuple) -> float:
+        if mode == "visits":
+            return prior.rate(visits)
+        if mode == "whole":
+            return len(changes[path]) / max(end - born[path], fr.H)  # KeyError: a URL the timeline lacks
+        now = clock["now"]
+        seen = sum(1 for t in changes[path] if t <= now)
+        return (seen + prior.prior_changes) / (max(now - born[path], 0.0) + prior.prior_seconds)
+
+    class ByBonus:  # the oracle's utility travels in `bonus_s`
+        name = "oracle"
+
+        def priority(self, visits, since_last_visit_s):
+            return 0.0
+
+    def oracle(cands, policy, max_fetches):
+        cands = [replace(c, bonus_s=expected_staleness(rate(urlsplit(c.url).path, c.visits), c.since_last_visit_s or 0.0))
+                 for c in cands]
+        return order(cands, ByBonus(), max_fetches)
+
+    within = engine._Pass._within_budget
+
+    def within_budget(self, visits, known):
+        clock["now"] = (self.now - fr.T0).total_seconds()
+        return within(self, visits, known)
+
+    engine.select_visits = oracle
+    engine._Pass._within_budget = within_budget
+
+
 def run_one(job: tuple, events: list) -> dict:
     """One run in a worker process (policies are registered there, not inherited)."""
     scenario, kind, a, b, budget, label, salt = job
     if salt:
         _visit_order(salt)
+    if kind.startswith("oracle-"):
+        _oracle(events, kind.removeprefix("oracle-"))
+        kind, a = "uniform", 0.25
     strategy = fr.Strategy(label, policy=_register(kind, a, b), budget=budget, key=label)
     res = fr.run_one(fr.RunSpec(scenario, strategy, 6 * fr.H, 60 * D), events)
     return {"label": label, "salt": salt, "requests": res["page_requests"], "freshness": res["freshness"],
@@ -103,6 +164,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         jobs.append((args.scenario, "cr", k, days, args.budget, f"change-rate, prior {k:g} changes / {days:g} d"))
     if args.halve_double:  # uncapped, as in the benchmarks: its requests set their budgets
         jobs.append((args.scenario, "hd", 0.0, 0.0, None, "halve-double (uncapped)"))
+    for hours in [float(x) for x in args.targets.split(",") if x]:  # uncapped: the target sets the cost
+        jobs.append((args.scenario, "target", hours, 0.0, None, f"change-rate, target {hours:g} h, uncapped"))
+    for mode in filter(None, args.oracle.split(",")):
+        jobs.append((args.scenario, f"oracle-{mode}", 0.0, 0.0, args.budget, f"rate oracle ({mode})"))
     for days in [float(x) for x in args.uniform_days.split(",") if x]:
         jobs.append((args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d"))
     salts = [""] + [f"order{i}" for i in range(1, args.orders)]
@@ -171,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
     run.add_argument("--halve-double", action="store_true", help="also the seed's rule, uncapped")
+    run.add_argument("--targets", default="", help="also change-rate uncapped at these staleness targets "
+                     "(hours; the default is 6), to trade requests for freshness")
+    run.add_argument("--oracle", default="", help="also rate oracles at --budget: whole (true window rates), "
+                     "past (every change seen so far), visits (change-rate's own rates), comma-separated")
     fit = sub.add_parser("fit", help="the empirical-Bayes prior of both sites at some days")
     fit.add_argument("--days", default="15,30,45")
     for p in (run, fit):
