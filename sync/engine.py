@@ -570,7 +570,9 @@ class _Pass:
         """
         visits = history_from_json(page.history)
         if changed is not None and page.last_fetched_at is not None:
-            elapsed = max(0.0, (self.now - page.last_fetched_at).total_seconds())
+            # Whole seconds: far below what a rate in changes per day can resolve, and the
+            # history (parsed again at every visit of the page) stays short and quick to read.
+            elapsed = float(max(0, round((self.now - page.last_fetched_at).total_seconds())))
             if self.cfg.bulk_edits and self._bulk_observe(page, visits, elapsed, changed):
                 changed = False  # put down to the bulk edit: neither the rate nor the interval moves
             else:

@@ -268,6 +268,18 @@ def test_visits_a_trusted_advance_caused_are_recorded_as_announced(site, harness
     assert [(v.changed, v.announced) for v in other] == [(False, False)]
 
 
+def test_visit_history_records_whole_seconds(site, harness):
+    """Elapsed times are kept to the second (a rate in changes per day cannot use more),
+    so the history row, read and rewritten at every visit, stays short."""
+    build(site, n=1)
+    harness.run()
+    harness.run(advance=timedelta(days=4, milliseconds=600))
+    with StateDB(harness.state_path) as st:
+        raw = st.get(site.server.url("/p0.html")).history
+    assert raw == f"[[{4 * 86400 + 1},0]]"
+    assert history_from_json(raw)[0].elapsed_s == 4 * 86400 + 1.0
+
+
 def test_a_full_pass_writes_each_unchanged_page_once(site, harness, monkeypatch):
     """Rows are written before the visits only when new or altered there: a --full pass
     over known, unchanged pages writes each row once, after its visit."""

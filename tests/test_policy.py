@@ -85,10 +85,12 @@ def oracle(rate: float) -> ChangeRatePolicy:
 
 def test_history_json_is_compact():
     s = history_to_json([Visit(3600.0, True), Visit(7200.5, False)])
-    assert s == "[[3600.0,1],[7200.5,0]]"
+    assert s == "[[3600,1],[7200.5,0]]"  # whole seconds (what the engine records) as integers
     assert history_from_json(s) == [Visit(3600.0, True), Visit(7200.5, False)]
+    assert [type(v.elapsed_s) for v in history_from_json(s)] == [float, float]
     s = history_to_json([Visit(60.0, True, announced=True), Visit(5.0, False)])
-    assert s == "[[60.0,1,1],[5.0,0]]"  # the third field only when announced
+    assert s == "[[60,1,1],[5,0]]"  # the third field only when announced
+    assert history_from_json("[[60.0,1,1],[5.0,0]]") == history_from_json(s)  # rows written before
     assert history_from_json(s) == [Visit(60.0, True, True), Visit(5.0, False, False)]
     assert history_from_json("[[60,1,0]]") == [Visit(60.0, True)]
 
@@ -105,7 +107,8 @@ def test_empty_history(s):
 
 @pytest.mark.parametrize(
     "s", ["nope", "{}", "[1]", "[[1]]", "[[1,2]]", "[[-1,0]]", '[["a",0]]', "[[1,0,3]]", "[[true,1]]",
-          "[[1,0,1,0]]", '[[1,0,"1"]]', '["ab"]', '[{"a":1,"b":0}]']
+          "[[1,0,1,0]]", '[[1,0,"1"]]', '["ab"]', '[{"a":1,"b":0}]', "[[NaN,0]]", "[[Infinity,0]]",
+          "[[1e999,0]]", "[[1" + "0" * 400 + ",0]]", "[[null,0]]", "[[1,null]]", "[[1,0.5]]"]
 )
 def test_corrupt_history_is_a_state_error(s):
     with pytest.raises(StateError):
