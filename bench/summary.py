@@ -54,8 +54,12 @@ def rows(results: Path) -> list[str]:
                          f["pages_fetched"] / f["pass_seconds"], scale["pages"] / f["plain_s"]) for f in scale["fetch"])
         ratio, ps, plain = rounds[(len(rounds) - 1) // 2]
         each = ", ".join(f"{r:.2f}" for r, _, _ in rounds)
+        # CPU per page (results from 2026-11-30 on): steadier than pages/s on a shared machine.
+        cpu = sorted((f["plain_cpu_s"] / scale["pages"]) / (f["pass"]["cpu_s"] / f["pages_fetched"])
+                     for f in scale["fetch"] if "plain_cpu_s" in f)
+        cpu_note = f"; CPU per page {cpu[(len(cpu) - 1) // 2]:.2f} (median)" if cpu else ""
         out.append(f"| 4 | fetch-bound pass, {scale['pages']:,} x 304 from nginx | {ps:.0f} pages/s (median of "
-                   f"{len(rounds)} rounds) | plain httpx loop {plain:.0f} pages/s | {ratio:.2f} (rounds: {each}) | close to 1 |")
+                   f"{len(rounds)} rounds) | plain httpx loop {plain:.0f} pages/s | {ratio:.2f} (rounds: {each}){cpu_note} | close to 1 |")
     else:
         out.append("| 3-4 | no-op pass; fetch-bound pass | not run | | | |")
     store = _load(results / "store_replace.json")
