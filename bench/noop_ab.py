@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Row 3 before/after: no-op passes of two checkouts, interleaved, on one kept site.
+"""Rows 3 and 4 before/after: passes of two checkouts, interleaved, on one kept site.
 
 Runs `bench/scale_passes.py`'s probe (the pagesync command in-process, peak RSS, heavy
 modules) for checkout A, then B, then A ... on the work directory a run of
@@ -7,7 +7,14 @@ modules) for checkout A, then B, then A ... on the work directory a run of
 both see the same site, state, load and sitemap 304. Reports wall, CPU (user+sys), the
 report's `seconds` and peak RSS per run, and the best of each.
 
+Row 3 by default (no-op passes). `--full` makes them row 4's fetch-bound passes (every
+page a conditional GET answered 304) and adds CPU ms per page and pages/s, as medians.
+`--fill-history N` first gives every tracked page an N-visit history (random elapsed
+times with fractions of a second, as a wall-clock cron writes them, 10 % changed), the
+state of a site pagesync has followed for a long time; the state file is changed.
+
     .venv/bin/python bench/noop_ab.py --work DIR --a /path/to/old/checkout --b . [--runs 5]
+    .venv/bin/python bench/noop_ab.py --work DIR --a OLD --full --fill-history 64 --runs 6
 """
 
 from __future__ import annotations
@@ -15,10 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import resource
 import signal
 import socket
+import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -39,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=Path, default=REPO, help="checkout B (default: this one)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--hours", type=float, default=24.0, help="pass clock: T0 + this many hours (+1 min per run)")
+    ap.add_argument("--full", action="store_true", help="row 4: --full passes (every page a conditional GET)")
+    ap.add_argument("--fill-history", type=int, default=0, metavar="N", help="first give every page an N-visit history")
     args = ap.parse_args(argv)
     args.work = args.work.resolve()
+    if args.fill_history:
+        fill_history(args.work / "state.db", args.fill_history)
     conf = args.work / "nginx" / "nginx.conf"
     port = int(re.search(r"listen 127.0.0.1:(\d+)", conf.read_text()).group(1))
     nginx = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(args.work / "nginx"), "-e", str(args.work / "nginx/error.log")],
@@ -61,14 +75,17 @@ def main(argv: list[str] | None = None) -> int:
                 os.chdir(repo)  # `python -c` puts the working directory first on sys.path
                 base = sp.run_probe(sp.BASELINE, [], env)
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-                r = sp.run_probe(sp.PROBE, sp.pagesync_args(args.work, sitemap, sp.T0 + timedelta(hours=args.hours, minutes=k)), env)
+                extra = ("--full", "--embedder", "fake-384", "--workers", "8", "--per-host", "8") if args.full else ()
+                r = sp.run_probe(sp.PROBE, sp.pagesync_args(args.work, sitemap, sp.T0 + timedelta(hours=args.hours, minutes=k),
+                                                            *extra), env)
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 k += 1
                 rep = sp.report(args.work)
                 row = {"wall_s": r["wall_s"], "cpu_s": r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime,
                        "pass_seconds": rep["seconds"], "hwm_mb": r["hwm_mb"], "import_cli_s": base["wall_s"],
                        "import_cli_mb": base["hwm_mb"], "pages_fetched": rep["pages_fetched"],
-                       "sitemaps_not_modified": rep.get("sitemaps_not_modified"), "loadavg": os.getloadavg()[0]}
+                       "sitemaps_not_modified": rep.get("sitemaps_not_modified"), "loadavg": os.getloadavg()[0],
+                       "pass_cpu_s": r.get("cpu_s")}
                 out[name].append(row)
                 print(name, json.dumps({x: round(v, 3) if isinstance(v, float) else v for x, v in row.items()}), flush=True)
     finally:
@@ -78,7 +95,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: best wall {min(r['wall_s'] for r in rows):.2f} s, best CPU {min(r['cpu_s'] for r in rows):.2f} s, "
               f"best in the pass {min(r['pass_seconds'] for r in rows):.2f} s, peak {max(r['hwm_mb'] for r in rows):.0f} MB, "
               f"import sync.cli best {min(r['import_cli_s'] for r in rows):.2f} s")
+        if args.full:
+            cpu = statistics.median(1000 * r["pass_cpu_s"] / r["pages_fetched"] for r in rows)
+            rate = statistics.median(r["pages_fetched"] / r["pass_seconds"] for r in rows)
+            print(f"{name}: median CPU {cpu:.3f} ms per page (the command's own), median {rate:.0f} pages/s")
     return 0
+
+
+def fill_history(state: Path, n: int, seed: int = 3) -> None:
+    """Give every tracked page an `n`-visit history in the stored JSON form."""
+    rng = random.Random(seed)
+    with sqlite3.connect(state) as db:
+        urls = [u for (u,) in db.execute("SELECT url FROM pages")]
+        rows = [(json.dumps([[rng.uniform(6 * 3600, 20 * 86400), int(rng.random() < 0.1)] for _ in range(n)],
+                            separators=(",", ":")), u) for u in urls]
+        db.executemany("UPDATE pages SET history = ? WHERE url = ?", rows)
+    print(f"{len(rows)} pages given {n}-visit histories", flush=True)
 
 
 if __name__ == "__main__":
