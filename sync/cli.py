@@ -8,10 +8,11 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 import warnings
 from contextlib import ExitStack
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -110,6 +111,20 @@ def _parse_now(value: Optional[str]) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhm])")
+_DURATION_UNIT_S = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60}
+
+
+def _parse_duration(value: str, flag: str) -> timedelta:
+    """`12h`, `3d`, `1w`, `90m`, `1d12h` (weeks, days, hours, minutes) as a timedelta;
+    `ConfigError` naming `flag` for anything else."""
+    text = value.strip().lower()
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ConfigError(f"{flag} {value!r} is not a duration (e.g. 12h, 3d, 1w, 1d12h)")
+    return timedelta(seconds=sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts))
+
+
 def _check_url(u: str, flag: str) -> str:
     if not u.lower().startswith(("http://", "https://")):
         raise ConfigError(f"{flag} {u!r} must be an http(s) URL")
@@ -182,7 +197,8 @@ def run(
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
-    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (fixed 3 d; the better choice measured for a sitemap without a usable lastmod)."),
+    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
+    revisit_interval: Optional[str] = typer.Option(None, "--revisit-interval", help="With --policy uniform: visit every page this often (12h, 3d, 1w; within [6h, 60d]; default 3d)."),
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
@@ -204,10 +220,11 @@ def run(
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
-                         reuse_vectors=not no_reuse)
+                         reuse_vectors=not no_reuse,
+                         revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
         from .policy import make_policy
 
-        make_policy(policy)  # an unknown name is exit 2 before anything opens
+        make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         emb = make_embedder(embedder)
         nothing = None if sitemap or url else "nothing to sync: give --sitemap or --url (no page state {where} yet)"
         with ExitStack() as stack:

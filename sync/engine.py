@@ -113,6 +113,7 @@ class PassConfig:
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
     policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (the seed's), "uniform"
+    revisit_interval: timedelta | None = None  # uniform's one interval (default 3 d); only with policy "uniform"
     max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
     bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
@@ -277,7 +278,7 @@ class _Pass:
         self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
         self.visiting: set[str] = set()
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
-        self.policy = make_policy(cfg.policy)
+        self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
         self.trust_seen = state.host_trust_counts()
         self.trust_delta: dict[str, list[int]] = {}
         # Bulk edits: per host, the state carried in the last run report, and this pass's

@@ -537,14 +537,28 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 }
 
 
-def make_policy(name: str) -> Policy:
-    """The policy called `name` with its defaults; `ConfigError` for an unknown name."""
+def make_policy(name: str, *, interval: timedelta | None = None) -> Policy:
+    """The policy called `name` with its defaults; `ConfigError` for an unknown name.
+
+    `interval` is uniform revisits' one interval (`--revisit-interval`; default 3 d). It
+    must lie within the clamps, [6 h, 60 d], and means nothing to the other policies,
+    which choose each page's interval themselves: giving it with them is a `ConfigError`
+    rather than silently ignored.
+    """
     try:
         cls = POLICIES[name]
     except KeyError:
         known = ", ".join(sorted(POLICIES))
         raise ConfigError(f"unknown policy {name!r} (choose one of: {known})") from None
-    return cls()
+    if interval is None:
+        return cls()
+    if cls is not UniformPolicy:
+        raise ConfigError(f"a revisit interval applies to the uniform policy only, not {name!r} "
+                          "(which sets each page's interval itself)")
+    try:
+        return UniformPolicy(interval_s=interval.total_seconds())
+    except ValueError:
+        raise ConfigError(f"revisit interval {interval} is outside [{MIN_INTERVAL}, {MAX_INTERVAL}]") from None
 
 
 # ------------------------------------------------------------------------- selection

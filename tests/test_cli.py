@@ -13,11 +13,13 @@ import sqlite3
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
+from sync.cli import _parse_duration
+from sync.errors import ConfigError
 from sync.ids import chunk_id, point_id
 from sync.store import EdgeStore
 from tests.helpers import page_html, para
@@ -188,6 +190,43 @@ def test_bad_now_exits_2_with_one_line_and_writes_nothing(site, work):
     assert "--now" in one_error_line(r)
     assert list(work.iterdir()) == []
     assert site.count() == 0  # nothing was fetched either
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("12h", timedelta(hours=12)), ("3d", timedelta(days=3)), ("1w", timedelta(weeks=1)), ("90m", timedelta(minutes=90)),
+    ("1d12h", timedelta(hours=36)), ("1.5d", timedelta(hours=36)), (" 2D ", timedelta(days=2)),
+])
+def test_durations(text, expected):
+    assert _parse_duration(text, "--x") == expected
+
+
+@pytest.mark.parametrize("text", ["", "3", "d", "3 d", "3x", "-1d", "1d-", "1e3h", "1h 2m", "P3D"])
+def test_bad_durations_name_the_flag(text):
+    with pytest.raises(ConfigError, match="--x"):
+        _parse_duration(text, "--x")
+
+
+@pytest.mark.parametrize("extra", [
+    ["--policy", "uniform", "--revisit-interval", "2x"],  # not a duration
+    ["--revisit-interval", "1d"],  # the default policy sets each page's interval itself
+    ["--policy", "uniform", "--revisit-interval", "1h"],  # below the 6 h floor
+])
+def test_bad_revisit_interval_exits_2_with_one_line_and_writes_nothing(site, work, extra):
+    build(site)
+    r = run(site, work, *extra)
+    assert r.returncode == 2
+    assert "interval" in one_error_line(r)
+    assert list(work.iterdir()) == []
+    assert site.count() == 0
+
+
+def test_uniform_revisit_interval_schedules_every_page_that_far_ahead(site, work):
+    build(site)
+    r = run(site, work, "--now", T0, "--policy", "uniform", "--revisit-interval", "12h")
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(work / "s.db") as db:
+        due = {row[0] for row in db.execute("SELECT due_at FROM pages")}
+    assert due == {datetime(2026, 1, 1, 12, tzinfo=timezone.utc).timestamp()}, due  # T0 + 12 h
 
 
 @pytest.mark.parametrize("bad", ["ftp://example.com/sitemap.xml", "sitemap.xml"])

@@ -437,6 +437,24 @@ def test_registry():
         make_policy("round-robin")
 
 
+@pytest.mark.parametrize("interval", [timedelta(hours=6), timedelta(hours=12), timedelta(days=60)])
+def test_make_policy_gives_uniform_its_interval(interval):
+    p = make_policy("uniform", interval=interval)
+    assert isinstance(p, UniformPolicy) and p.next_interval([], None, None) == interval
+
+
+@pytest.mark.parametrize("name,interval,match", [
+    ("change-rate", timedelta(days=1), "uniform policy only"),  # would be silently ignored
+    ("halve-double", timedelta(days=1), "uniform policy only"),
+    ("uniform", timedelta(hours=5), "outside"),  # below the 6 h floor
+    ("uniform", timedelta(days=61), "outside"),
+    ("uniform", timedelta(0), "outside"),
+])
+def test_make_policy_refuses_an_interval_it_cannot_honour(name, interval, match):
+    with pytest.raises(ConfigError, match=match):
+        make_policy(name, interval=interval)
+
+
 # ----------------------------------------------------------------- select_visits
 
 
