@@ -553,12 +553,19 @@ def make_policy(name: str, *, interval: timedelta | None = None) -> Policy:
     if interval is None:
         return cls()
     if cls is not UniformPolicy:
-        raise ConfigError(f"a revisit interval applies to the uniform policy only, not {name!r} "
-                          "(which sets each page's interval itself)")
+        raise ConfigError(f"a revisit interval (--revisit-interval) is for --policy uniform only: "
+                          f"{name!r} sets each page's interval itself")
     try:
         return UniformPolicy(interval_s=interval.total_seconds())
     except ValueError:
-        raise ConfigError(f"revisit interval {interval} is outside [{MIN_INTERVAL}, {MAX_INTERVAL}]") from None
+        raise ConfigError(f"revisit interval {_span(interval)} is outside "
+                          f"[{_span(MIN_INTERVAL)}, {_span(MAX_INTERVAL)}]") from None
+
+
+def _span(t: timedelta) -> str:
+    """`36 h`, `3 d`, `1.5 d`: a duration as a user would write it."""
+    s = t.total_seconds()
+    return f"{s / _DAY_S:g} d" if abs(s) >= _DAY_S else f"{s / 3600:g} h"
 
 
 # ------------------------------------------------------------------------- selection

@@ -444,9 +444,9 @@ def test_make_policy_gives_uniform_its_interval(interval):
 
 
 @pytest.mark.parametrize("name,interval,match", [
-    ("change-rate", timedelta(days=1), "uniform policy only"),  # would be silently ignored
-    ("halve-double", timedelta(days=1), "uniform policy only"),
-    ("uniform", timedelta(hours=5), "outside"),  # below the 6 h floor
+    ("change-rate", timedelta(days=1), "uniform only"),  # would be silently ignored
+    ("halve-double", timedelta(days=1), "uniform only"),
+    ("uniform", timedelta(hours=5), r"5 h is outside \[6 h, 60 d\]"),  # below the 6 h floor
     ("uniform", timedelta(days=61), "outside"),
     ("uniform", timedelta(0), "outside"),
 ])
