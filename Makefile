@@ -40,13 +40,15 @@ clean:
 # git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
 # rows 3-4 need nginx (apt-get install nginx-light).
 BENCH_RESULTS := bench/results
+# When this make started: summary.py marks the rows whose results are older (not re-measured).
+BENCH_T0 := $(shell date +%s)
 bench: install
 	-$(BIN)/pip install -q -e '.[bench]'
 	-$(BIN)/python bench/pipeline.py
 	$(BIN)/python bench/scale_passes.py --pages 20000
 	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000,1000000 --json $(BENCH_RESULTS)/store_replace.json
 	$(BIN)/python bench/audit_scale.py --points 10000,100000,1000000 --json $(BENCH_RESULTS)/audit_scale.json
-	$(BIN)/python bench/summary.py
+	$(BIN)/python bench/summary.py --since $(BENCH_T0)
 
 # qdrant-client's local mode beside the embedded store (why Edge is the default).
 bench-local: install

@@ -2,9 +2,12 @@
 """`make bench`'s table: the five rows of issue 5, each a ratio against a baseline measured
 in the same run, read from the JSON files the row scripts wrote in bench/results/.
 
-    .venv/bin/python bench/summary.py [--results bench/results]
+    .venv/bin/python bench/summary.py [--results bench/results] [--since EPOCH]
 
-A row whose script did not run (e.g. rows 1-2 without a FastAPI clone) says so.
+A row with no results says so. With `--since` (`make bench` passes the time it started),
+a row whose results file is older, i.e. the figures kept in the repository because its
+script failed or did not run here (rows 1-2 without a FastAPI clone), is marked as not
+measured by this run, so old figures never pass for new ones.
 """
 
 from __future__ import annotations
@@ -24,18 +27,31 @@ def _load(path: Path):
         return None
 
 
-def rows(results: Path) -> list[str]:
+KEPT = " (KEPT: not measured by this run)"
+
+
+def _kept(path: Path, since: float | None) -> str:
+    """The mark of a results file this run did not write."""
+    try:
+        return KEPT if since is not None and path.stat().st_mtime < since else ""
+    except OSError:
+        return ""
+
+
+def rows(results: Path, since: float | None = None) -> list[str]:
     out = ["| # | what | figure | baseline (same run) | ratio | goal |", "|---|---|---|---|---|---|"]
     pipe = _load(results / "pipeline.json")
+    kept = {name: _kept(results / name, since)
+            for name in ("pipeline.json", "scale_passes.json", "store_replace.json", "audit_scale.json")}
     if pipe:
         p, raw = pipe["row1"]["pass"], pipe["row1"]["raw"]
         rate, raw_rate = p["chunks_embedded"] / p["seconds"], raw["n"] / raw["embed_s"]
-        out.append(f"| 1 | initial index, {pipe['pages']} FastAPI pages, {p['chunks_embedded']:,} chunks embedded | "
+        out.append(f"| 1 | initial index, {pipe['pages']} FastAPI pages, {p['chunks_embedded']:,} chunks embedded{kept['pipeline.json']} | "
                    f"{rate:.1f} chunks/s, peak {p.get('hwm_mb') or 0:.0f} MB | raw {raw['embedder']}: {raw_rate:.1f} chunks/s "
                    f"| {rate / raw_rate:.2f} | >= 0.9 |")
         r2 = pipe["row2"]
         ps, lc = r2["pagesync"], r2["langchain"]["v2"]
-        out.append(f"| 2 | a day of edits (changelog entry, 3 paragraphs, +1 page, -1 page) | pagesync embeds "
+        out.append(f"| 2 | a day of edits (changelog entry, 3 paragraphs, +1 page, -1 page){kept['pipeline.json']} | pagesync embeds "
                    f"{ps['chunks_embedded']:,} ({ps.get('chunks_reused') or 0:,} reused) | page-level {r2['page_level']:,}; "
                    f"LangChain index() {lc['embedded']:,} | {ps['chunks_embedded'] / max(1, r2['page_level']):.3f} of "
                    f"page-level, {ps['chunks_embedded'] / max(1, lc['embedded']):.3f} of LangChain | fewer |")
@@ -45,7 +61,7 @@ def rows(results: Path) -> list[str]:
     if scale:
         n = min(scale["noop"], key=lambda r: r["pass"]["wall_s"])  # the best of the runs (a shared machine)
         loaded = [m for m, v in n["pass"]["modules"].items() if v] or ["nothing heavy"]
-        out.append(f"| 3 | no-op pass, {scale['pages']:,} tracked pages | best of {len(scale['noop'])}: {n['pass']['wall_s']:.2f} s process "
+        out.append(f"| 3 | no-op pass, {scale['pages']:,} tracked pages{kept['scale_passes.json']} | best of {len(scale['noop'])}: {n['pass']['wall_s']:.2f} s process "
                    f"({n['pass_seconds']:.2f} s pass), {n['pass']['hwm_mb']:.0f} MB; loaded: {', '.join(loaded)} | "
                    f"`import sync.cli`: {n['baseline']['wall_s']:.2f} s, {n['baseline']['hwm_mb']:.0f} MB | "
                    f"{n['pass']['wall_s'] / n['baseline']['wall_s']:.2f} (time) | <= 1 s, <= 200 MB |")
@@ -58,7 +74,7 @@ def rows(results: Path) -> list[str]:
         cpu = sorted((f["plain_cpu_s"] / scale["pages"]) / (f["pass"]["cpu_s"] / f["pages_fetched"])
                      for f in scale["fetch"] if "plain_cpu_s" in f)
         cpu_note = f"; CPU per page {cpu[(len(cpu) - 1) // 2]:.2f} (median)" if cpu else ""
-        out.append(f"| 4 | fetch-bound pass, {scale['pages']:,} x 304 from nginx | {ps:.0f} pages/s (median of "
+        out.append(f"| 4 | fetch-bound pass, {scale['pages']:,} x 304 from nginx{kept['scale_passes.json']} | {ps:.0f} pages/s (median of "
                    f"{len(rounds)} rounds) | plain httpx loop {plain:.0f} pages/s | {ratio:.2f} (rounds: {each}){cpu_note} | close to 1 |")
     else:
         out.append("| 3-4 | no-op pass; fetch-bound pass | not run | | | |")
@@ -74,11 +90,11 @@ def rows(results: Path) -> list[str]:
         else:
             fig = lambda r: f"{r['replace_ms']:.2f} ms"  # noqa: E731
             ratio = f"{last['replace_ms'] / first['replace_ms']:.2f}"
-        out.append(f"| 5a | page replace, embedded store | {fig(last)} at {last['points']:,} points | "
+        out.append(f"| 5a | page replace, embedded store{kept['store_replace.json']} | {fig(last)} at {last['points']:,} points | "
                    f"{fig(first)} at {first['points']:,} | {ratio} | flat (~1) |")
     if audit:
         first, last = audit[0], audit[-1]
-        out.append(f"| 5b | audit, embedded store | {last['seconds']} s, {last['peak_rss_mb']} MB at {last['points']:,} points "
+        out.append(f"| 5b | audit, embedded store{kept['audit_scale.json']} | {last['seconds']} s, {last['peak_rss_mb']} MB at {last['points']:,} points "
                    f"| {first['seconds']} s, {first['peak_rss_mb']} MB at {first['points']:,} | "
                    f"{(last['seconds'] / last['points']) / (first['seconds'] / first['points']):.2f} (per point) | linear "
                    "(~1 per point) |")
@@ -90,8 +106,10 @@ def rows(results: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=REPO / "bench/results")
+    ap.add_argument("--since", type=float, default=None,
+                    help="epoch seconds: mark rows whose results file is older (not written by this run)")
     args = ap.parse_args(argv)
-    table = rows(args.results)
+    table = rows(args.results, args.since)
     (args.results / "bench.md").write_text("# make bench\n\n" + "\n".join(table) + "\n\nDetails: pipeline.md, "
                                            "scale_passes.md, store_replace.json, audit_scale.json.\n")
     print("\n".join(table))
