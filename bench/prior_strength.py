@@ -164,6 +164,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         jobs.append((args.scenario, "cr", k, days, args.budget, f"change-rate, prior {k:g} changes / {days:g} d"))
     if args.halve_double:  # uncapped, as in the benchmarks: its requests set their budgets
         jobs.append((args.scenario, "hd", 0.0, 0.0, None, "halve-double (uncapped)"))
+    if args.hd_budget:  # capped like the others: due pages longest-waiting first
+        jobs.append((args.scenario, "hd", 0.0, 0.0, args.hd_budget, f"halve-double @ {args.hd_budget:g} a pass"))
     for hours in [float(x) for x in args.targets.split(",") if x]:  # uncapped: the target sets the cost
         jobs.append((args.scenario, "target", hours, 0.0, None, f"change-rate, target {hours:g} h, uncapped"))
     for mode in filter(None, args.oracle.split(",")):
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
     run.add_argument("--halve-double", action="store_true", help="also the seed's rule, uncapped")
+    run.add_argument("--hd-budget", type=float, default=None, help="also the seed's rule capped at this budget")
     run.add_argument("--targets", default="", help="also change-rate uncapped at these staleness targets "
                      "(hours; the default is 6), to trade requests for freshness")
     run.add_argument("--oracle", default="", help="also rate oracles at --budget: whole (true window rates), "
