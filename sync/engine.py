@@ -74,7 +74,7 @@ from .policy import (
     history_from_json,
     history_to_json,
     lastmod_makes_due,
-    lastmod_trust,
+    host_lastmod_trust,
     make_policy,
     select_visits,
 )
@@ -122,9 +122,6 @@ class PassConfig:
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
 
 
-# A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
-# been confirmed); a couple of advances that no text change confirms take it away.
-LASTMOD_PRIOR = (2.0, 3.0)
 
 
 def plan_events(
@@ -259,7 +256,7 @@ class _Pass:
         self.now = cfg.now
         self.now_iso = cfg.now.isoformat()
         self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
-                             embedder=embedder.model_id)
+                             embedder=embedder.model_id, policy=cfg.policy)
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
         self.queue: list[_Pending] = []
         self.queued_chunks = 0
@@ -478,9 +475,7 @@ class _Pass:
     # -- scheduling -------------------------------------------------------------------------
     def _lastmod_due(self, url: str) -> bool:
         host = urlsplit(url).hostname or ""
-        adv, conf = self.trust_seen.get(host, (0, 0))
-        return lastmod_makes_due(lastmod_trust(conf, adv, prior_confirmed=LASTMOD_PRIOR[0],
-                                               prior_advances=LASTMOD_PRIOR[1]))
+        return lastmod_makes_due(host_lastmod_trust(*self.trust_seen.get(host, (0, 0))))
 
     def _edit_for(self, url: str):
         """The bulk edit under way on the url's host, or None."""

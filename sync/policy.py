@@ -66,6 +66,8 @@ __all__ = [
     "Candidate",
     "select_visits",
     "lastmod_trust",
+    "LASTMOD_PRIOR",
+    "host_lastmod_trust",
     "lastmod_makes_due",
     "change_probability",
     "poisson_tail",
@@ -676,6 +678,17 @@ def lastmod_trust(
     if not (0 <= prior_confirmed <= prior_advances and prior_advances > 0):
         raise ValueError("need 0 <= prior_confirmed <= prior_advances and prior_advances > 0")
     return (confirmed + prior_confirmed) / (advances + prior_advances)
+
+
+# A host's sitemap lastmod starts with the benefit of the doubt (as if 2 of 3 advances had
+# been confirmed); a couple of advances that no text change confirms take it away.
+LASTMOD_PRIOR = (2.0, 3.0)
+
+
+def host_lastmod_trust(advances: int, confirmed: int) -> float:
+    """A host's `lastmod_trust` from its recorded counts, under the engine's prior
+    (`LASTMOD_PRIOR`): what a pass and `pagesync status` both go by."""
+    return lastmod_trust(confirmed, advances, prior_confirmed=LASTMOD_PRIOR[0], prior_advances=LASTMOD_PRIOR[1])
 
 
 def lastmod_makes_due(trust: float, threshold: float = 0.5) -> bool:

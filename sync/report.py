@@ -35,6 +35,7 @@ class Report:
     now: str = ""
     collection: str = ""
     embedder: str = ""
+    policy: str = ""  # the revisit policy the pass scheduled with (--policy)
     pages_tracked: int = 0
     pages_due: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass

@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from .policy import host_lastmod_trust, lastmod_makes_due
 from .state import GONE
 from .state_protocol import State
 from .store import Store
@@ -44,6 +45,12 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "intervals": dict(sorted(buckets.items())),
         "last_pass": state.last_run(),
     }
+    # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
+    info["hosts"] = []
+    for host, (adv, conf) in sorted(state.host_trust_counts().items()):
+        trust = host_lastmod_trust(adv, conf)
+        info["hosts"].append({"host": host, "lastmod_advances": adv, "lastmod_confirmed": conf,
+                              "lastmod_trust": round(trust, 3), "lastmod_followed": lastmod_makes_due(trust)})
     if info["last_pass"]:
         info["last_pass"].pop("changes", None)
     if with_pages:
@@ -77,8 +84,16 @@ def render_status(info: dict[str, Any]) -> str:
             f"added {lp['pages_added']}, changed {lp['pages_changed']}, removed {lp['pages_removed']}, "
             f"failed {lp['pages_failed']}, chunks embedded {lp['chunks_embedded']}, reused {lp.get('chunks_reused', 0)}"
         )
+        if lp.get("lastmod_trusted") is False and lp.get("policy") != "uniform":
+            lines.append("sitemap lastmod: the same stamp on every URL at the last pass, so it is ignored and the "
+                         "revisit policy alone decides; without a usable lastmod, --policy uniform with a "
+                         "--revisit-interval measured better than the default (README, Measured)")
     else:
         lines.append("last pass: none")
+    for h in info.get("hosts", []):
+        lines.append(f"host {h['host']}: {h['lastmod_advances']} sitemap lastmod advances, {h['lastmod_confirmed']} "
+                     f"confirmed by a text change: trust {h['lastmod_trust']:.2f}, "
+                     + ("advances make a page due now" if h["lastmod_followed"] else "advances not followed"))
     for p in info.get("page_list", []):
         lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} {p['chunks']:>4} chunks  {p['url']}"
                      + (f"  [{p['failures']} failures: {p['last_error']}]" if p["failures"] else ""))

@@ -292,6 +292,37 @@ def test_status_shows_tracked_and_due_counts(site, work):
     assert info["collection"] == "pages"
 
 
+def test_status_says_when_the_sitemap_lastmod_is_one_stamp(site, work):
+    """The one case where the revisit policy alone decides, and the README's advice for it."""
+    build(site)
+    site.sitemap_mode = "same-lastmod"
+    assert run(site, work, "--now", T0).returncode == 0
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert r.returncode == 0, r.stderr
+    assert "the same stamp on every URL" in r.stdout and "--policy uniform" in r.stdout
+    assert run(site, work, "--now", "2026-01-05T00:00:00Z", "--policy", "uniform").returncode == 0
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-05T00:00:00Z")
+    assert "same stamp" not in r.stdout  # the advice is taken
+
+
+def test_status_shows_each_hosts_lastmod_trust(site, work):
+    build(site)
+    for i in range(3):  # distinct stamps: a usable lastmod
+        site.touch(f"/p{i}.html", 1_700_000_000 + 3600 * i)
+    assert run(site, work, "--now", T0).returncode == 0
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert "same stamp" not in r.stdout and "host " not in r.stdout  # no advance seen yet
+    site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=1_700_000_000 + 86400)
+    assert run(site, work, "--now", "2026-01-01T01:00:00Z").returncode == 0  # the advance is visited, confirmed
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
+    host = site.server.url("/").split("//")[1].split(":")[0]
+    assert (f"host {host}: 1 sitemap lastmod advances, 1 confirmed by a text change: trust 0.75, "
+            "advances make a page due now") in r.stdout, r.stdout
+    r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
+    assert json.loads(r.stdout)["hosts"] == [{"host": host, "lastmod_advances": 1, "lastmod_confirmed": 1,
+                                              "lastmod_trust": 0.75, "lastmod_followed": True}]
+
+
 # -- export / import ------------------------------------------------------------------------------
 def test_export_lines_and_round_trip_through_import(site, work):
     build(site)
