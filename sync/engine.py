@@ -122,8 +122,6 @@ class PassConfig:
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
 
 
-
-
 def plan_events(
     *,
     sitemap_now: dict[str, str | None],

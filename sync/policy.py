@@ -136,7 +136,8 @@ def history_to_json(visits: Sequence[Visit]) -> str:
         # A whole number of seconds (what the engine records) is written as an integer:
         # shorter, and parsed faster; it reads back as the same float.
         field = repr(int(e)) if e.is_integer() else repr(e)
-        items.append(f"[{field},{1 if v.changed else 0},1]" if v.announced else f"[{field},{1 if v.changed else 0}]")
+        flags = f"{1 if v.changed else 0},1" if v.announced else f"{1 if v.changed else 0}"
+        items.append(f"[{field},{flags}]")
     return "[" + ",".join(items) + "]"
 
 
