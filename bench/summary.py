@@ -94,8 +94,11 @@ def rows(results: Path, since: float | None = None) -> list[str]:
                    f"{fig(first)} at {first['points']:,} | {ratio} | flat (~1) |")
     if audit:
         first, last = audit[0], audit[-1]
-        out.append(f"| 5b | audit, embedded store{kept['audit_scale.json']} | {last['seconds']} s, {last['peak_rss_mb']} MB at {last['points']:,} points "
-                   f"| {first['seconds']} s, {first['peak_rss_mb']} MB at {first['points']:,} | "
+        # Peak RSS counts the shard's mapped files; results since the private peak was
+        # recorded show it beside (older ones lack it).
+        mem = lambda r: f"{r['peak_rss_mb']} MB" + (f" ({r['peak_anon_mb']} MB private)" if "peak_anon_mb" in r else "")  # noqa: E731
+        out.append(f"| 5b | audit, embedded store{kept['audit_scale.json']} | {last['seconds']} s, {mem(last)} at {last['points']:,} points "
+                   f"| {first['seconds']} s, {mem(first)} at {first['points']:,} | "
                    f"{(last['seconds'] / last['points']) / (first['seconds'] / first['points']):.2f} (per point) | linear "
                    "(~1 per point) |")
     if not (store or audit):

@@ -44,3 +44,23 @@ def test_summary_marks_rows_this_run_did_not_measure(tmp_path):
     marked = {line.split("|")[1].strip() for line in table if summary.KEPT in line}
     assert marked == {"1", "2", "5a"}, table
     assert not any(summary.KEPT in line for line in summary.rows(tmp_path))  # no --since: no marks
+
+
+def test_summary_row_5b_shows_the_private_peak_when_recorded(tmp_path):
+    """Peak RSS counts the shard's mapped files; the private peak, when the results carry
+    it, is printed beside it, and older results without it still summarise."""
+    import json
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import summary
+    finally:
+        sys.path.remove(str(BENCH))
+    row = {"points": 10000, "pages": 1000, "ok": True, "seconds": 0.3, "points_per_s": 33000,
+           "peak_rss_mb": 117, "rss_before_mb": 22}
+    (tmp_path / "audit_scale.json").write_text(json.dumps([row, {**row, "points": 1000000, "seconds": 33.0,
+                                                                 "peak_rss_mb": 2800, "peak_anon_mb": 410}]))
+    line = next(x for x in summary.rows(tmp_path) if x.startswith("| 5b"))
+    assert "2800 MB (410 MB private) at 1,000,000 points" in line
+    assert "117 MB at 10,000" in line and "117 MB (" not in line
+    assert "1.10 (per point)" in line
