@@ -89,7 +89,7 @@ __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", 
 log = logging.getLogger("pagesync")
 
 # Why a page is visited this pass, most specific first (a page gets its first reason).
-REASONS = ("new", "pending", "lastmod", "due", "full", "removed", "bulk")
+REASONS = ("new", "pending", "rebuild", "lastmod", "due", "full", "removed", "bulk")
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,7 @@ def plan_events(
     pending: Sequence[str],
     full: bool,
     lastmod_due: Callable[[str], bool] = lambda url: True,
+    rebuild: Sequence[str] = (),
 ) -> tuple[list[ChangeEvent], list[ChangeEvent], bool, list[str]]:
     """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
 
@@ -141,7 +142,8 @@ def plan_events(
     advances are returned so their confirmation can be counted at the next visit. A URL
     absent from the sitemaps is a removal only when every sitemap was read
     (`sitemap_complete`) and we still track it through a sitemap; a failed sitemap never
-    reads as "every URL removed".
+    reads as "every URL removed". `rebuild`: indexed pages whose points the collection lost
+    (it was missing or empty at the pass's start): visited with reason "rebuild".
     """
     diff = diff_sitemap(sitemap_before, sitemap_now)
     reasons: dict[str, str] = {}
@@ -159,6 +161,8 @@ def plan_events(
             add(u, "new")
     for u in pending:
         add(u, "pending")
+    for u in rebuild:
+        add(u, "rebuild")
     for u in diff.lastmod_changed:
         if lastmod_due(u):
             add(u, "lastmod")
@@ -272,6 +276,9 @@ class _Pass:
         self.skips: list[PageState] = []
         self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
         self.visiting: set[str] = set()
+        # Indexed pages whose points the collection lost (missing or empty at the pass's
+        # start): fetched unconditionally and rewritten this pass (`_check_lost`).
+        self.rebuild: set[str] = set()
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
         self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
         self.trust_seen = state.host_trust_counts()
@@ -355,6 +362,8 @@ class _Pass:
         t0 = time.monotonic()
         self.report.started_at = datetime.now(timezone.utc).isoformat()
         cfg = self.cfg
+        # Before ensure_collection, which would create a missing collection.
+        lost = not cfg.repair and self._collection_empty()
         if self.store.exists() or not cfg.dry_run:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
@@ -388,16 +397,19 @@ class _Pass:
         self.tracked_before = self.state.tracked_count()
         extra = [canonical_url(u) for u in cfg.urls]
         due = self.state.due_urls(self.now)  # includes pages with a pending write
+        if lost:
+            self._check_lost()
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
         # lastmod is what the state already holds changes nothing (membership included),
         # so a pass over 20,000 unchanged pages reads a handful of rows, not 20,000.
         changed = {u for u, _ in sitemap_now.items() - before.items()}  # new, or another lastmod
-        candidates = changed | (before.keys() - sitemap_now.keys()) | set(extra) | set(due)
+        candidates = changed | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(
             sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
             extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
+            rebuild=sorted(self.rebuild),
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
         visits += self._bulk_suspects(visits, known, sitemap_now)
@@ -445,6 +457,33 @@ class _Pass:
         await self._apply_purges()
 
         return self._finish(t0)
+
+    def _collection_empty(self) -> bool:
+        """Whether the collection is missing or holds no points, cheaply: existence and a
+        count, never a scan. A store may answer through an optional `is_empty()` (True,
+        False, or None for "not known without loading it": the embedded store does not
+        load a shard for this); without one, `exists()` and `count()`."""
+        hint = getattr(self.store, "is_empty", None)
+        if hint is not None:
+            return hint() is True
+        return not self.store.exists() or self.store.count() == 0
+
+    def _check_lost(self) -> None:
+        """The collection is missing or empty: if the state records indexed pages with
+        chunks, their points were lost (a deleted directory, a new server, another
+        --collection). They are rebuilt this pass: fetched without validators (a 304 must
+        not hide them) and rewritten whatever their hash says, past --max-fetches like
+        repairs. Partial loss (some points missing) is `pagesync audit --fix`'s job."""
+        lost = [p for p in self.state.all_pages() if p.indexed and p.chunk_count > 0]
+        if not lost:
+            return
+        self.rebuild = {p.url for p in lost}
+        chunks = sum(p.chunk_count for p in lost)
+        self.report.collection_lost = True
+        self.report.pages_rebuilt = len(lost)
+        log.warning("collection %r is missing or empty but the state records %d chunks of %d pages: "
+                    "%s them this pass", self.store.collection, chunks, len(lost),
+                    "would re-index" if self.cfg.dry_run else "re-indexing")
 
     def _finish(self, t0: float) -> Report:
         self.report.robots_bytes = getattr(self.fetcher, "robots_bytes", 0)
@@ -547,7 +586,8 @@ class _Pass:
                 since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
                 due=True,
                 forced=forced,
-                repair=ev.reason == "pending" or (page is not None and page.pending_hash is not None),
+                repair=(ev.reason == "pending" or ev.url in self.rebuild
+                        or (page is not None and page.pending_hash is not None)),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),
             ))
@@ -601,7 +641,7 @@ class _Pass:
         if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
             self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
             return changed
-        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending"):
+        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending", "rebuild"):
             return False
         rate_of = getattr(self.policy, "rate", None) or estimate_rate
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
@@ -734,7 +774,7 @@ class _Pass:
         await self._process(tpage, moved)
 
     def _validators(self, page: PageState) -> Validators | None:
-        if self.cfg.repair or not page.indexed or page.pending_hash is not None:
+        if self.cfg.repair or page.url in self.rebuild or not page.indexed or page.pending_hash is not None:
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
             return None
@@ -786,6 +826,8 @@ class _Pass:
             return
         if self.cfg.repair and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, "repair")
+        elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
+            decision = Decision(Action.REPLACE, "rebuild: the collection lost its points")
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
             self._reschedule(page, changed=False)
@@ -800,7 +842,8 @@ class _Pass:
         chunks = self.splitter.split(extracted.markdown)
         item = _Pending(page, decision, result, new_hash, title or "", chunks)
         stored: dict[str, list[float]] = {}
-        if self.read_stored and chunks and (page.indexed or page.pending_hash is not None):
+        if (self.read_stored and chunks and (page.indexed or page.pending_hash is not None)
+                and page.url not in self.rebuild):  # a lost collection holds nothing to reuse
             # Read before anything of this page is written (its write comes at a later flush).
             stored = await self._read_vectors(page.url)
         self._assign(item, stored)

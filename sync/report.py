@@ -41,6 +41,11 @@ class Report:
     pages_deferred: int = 0  # due, but past --max-fetches: next pass
     pages_skipped: int = 0  # robots.txt, out of scope, too large, not text: points kept
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
+    # The collection was missing or empty at the pass's start while the state recorded
+    # indexed pages with chunks (a deleted --qdrant-path, a new server, another --collection):
+    # those pages (pages_rebuilt) were fetched unconditionally and rewritten this pass.
+    collection_lost: bool = False
+    pages_rebuilt: int = 0
     mass_delete_blocked: int = 0  # purges held back by the mass-deletion guard
     robots_bytes: int = 0
     sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed

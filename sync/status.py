@@ -45,6 +45,13 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "intervals": dict(sorted(buckets.items())),
         "last_pass": state.last_run(),
     }
+    # Points lost while the state survived (a deleted --qdrant-path, a new server, another
+    # --collection): the next `pagesync run` rebuilds them; `audit --fix` repairs too.
+    info["warnings"] = []
+    if info["points"] == 0 and info["chunks_recorded"] > 0:
+        info["warnings"].append(
+            f"collection {store.collection!r} has no points but the state records {info['chunks_recorded']} chunks: "
+            "it was lost or emptied; `pagesync run` re-indexes those pages (or `pagesync audit --fix`)")
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):
@@ -70,7 +77,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
 
 
 def render_status(info: dict[str, Any]) -> str:
-    lines = [
+    lines = [f"warning: {w}" for w in info.get("warnings", [])]
+    lines += [
         f"collection {info['collection']}: {info['points']} points; state records {info['chunks_recorded']} chunks",
         f"pages: {info['pages_tracked']} tracked ({', '.join(f'{k} {v}' for k, v in sorted(info['pages'].items())) or 'none'})",
         f"due now: {info['pages_due']}   pending writes: {info['pages_pending']}   failing: {info['pages_failing']}",

@@ -388,6 +388,15 @@ class EdgeStore(_PagedScroll):
             for i in range(0, len(ids), 1024):
                 shard.update(self._qe.UpdateOperation.delete_points(list(ids[i : i + 1024])))
 
+    def is_empty(self) -> bool | None:
+        """Missing or without points: True/False when known cheaply, None when only loading
+        the shard would tell (a pass does not load a large shard just for this; audit does)."""
+        if not self.exists():
+            return True
+        if self._shard is None:
+            return None
+        return self.count() == 0
+
     def count(self, url: str | None = None) -> int:
         if not self.exists():
             return 0
@@ -603,6 +612,10 @@ class ClientStore(_PagedScroll):
         with self._guard("delete points"):
             for i in range(0, len(ids), 1024):
                 self.client.delete(self.collection, points_selector=m.PointIdsList(points=list(ids[i : i + 1024])), wait=True)
+
+    def is_empty(self) -> bool | None:
+        """Missing or without points (one existence check and one count on the server)."""
+        return self.count() == 0
 
     def count(self, url: str | None = None) -> int:
         with self._guard("count"):

@@ -1,0 +1,162 @@
+"""A collection lost while the state survived: the next pass notices and rebuilds it."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+
+import pytest
+
+from sync.engine import plan_events
+from sync.state import LIVE, PageState, StateDB
+from sync.store import EdgeStore
+from tests.helpers import T0, Harness, page_html, para
+
+both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
+
+
+def build(site, n=4, sections=3):
+    for i in range(n):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
+
+
+def fresh_points(site, tmp_path):
+    """The points a fresh full index of the site as it is now makes (fetched_at aside)."""
+    fresh = Harness(site, tmp_path / "fresh")
+    fresh.run()
+    return strip(fresh.points())
+
+
+def strip(points):
+    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
+
+
+def lose_collection(h):
+    if h.state_kind == "qdrant":  # drop the pages collection, keep the companion state collection
+        store = h.open_store()
+        try:
+            store.client.delete_collection(h.collection)
+        finally:
+            store.close()
+    else:
+        shutil.rmtree(h.store_path)
+
+
+@both_states
+@pytest.mark.parametrize("full", [False, True])
+def test_a_lost_collection_is_rebuilt_within_the_pass_despite_304s(site, harness, tmp_path, caplog, full):
+    build(site)
+    first = harness.run()
+    assert first.pages_added == 4 and not first.collection_lost
+    lose_collection(harness)
+    site.clear_log()
+    # Not due, every validator would answer 304, and the budget is 0: all pages come back anyway.
+    rep = harness.run(full=full, max_fetches=0, advance=timedelta(minutes=5))
+    assert rep.collection_lost and rep.pages_rebuilt == 4
+    assert rep.pages_not_modified == 0 and rep.pages_failed == 0 and rep.ok
+    assert rep.pages_changed == 4 and {c["reason"] for c in rep.changes} == {"rebuild: the collection lost its points"}
+    assert sum(site.count(304, f"/p{i}.html") for i in range(4)) == 0
+    assert "missing or empty but the state records" in caplog.text
+    assert strip(harness.points()) == fresh_points(site, tmp_path)
+    again = harness.run(full=True, advance=timedelta(minutes=5))  # healthy again: nothing noticed
+    assert not again.collection_lost and again.pages_rebuilt == 0 and again.pages_not_modified == 4
+
+
+def test_another_collection_name_is_filled_from_the_state(site, harness, tmp_path):
+    build(site, n=2)
+    harness.run()
+    harness.collection = "other"
+    rep = harness.run(advance=timedelta(minutes=5))
+    assert rep.collection_lost and rep.pages_rebuilt == 2 and rep.chunks_written > 0
+    assert strip(harness.points()) == fresh_points(site, tmp_path)
+
+
+@pytest.mark.parametrize("harness", ["qdrant"], indirect=True)
+def test_an_emptied_collection_on_a_server_is_noticed(site, harness, tmp_path):
+    build(site, n=2)
+    harness.run()
+    store = harness.open_store()
+    try:
+        store.delete_pages([site.server.url("/p0.html"), site.server.url("/p1.html")])
+        assert store.exists() and store.is_empty() is True
+    finally:
+        store.close()
+    rep = harness.run(advance=timedelta(minutes=5))
+    assert rep.collection_lost and rep.pages_rebuilt == 2
+    assert strip(harness.points()) == fresh_points(site, tmp_path)
+
+
+def test_the_embedded_store_answers_emptiness_without_loading_a_shard(site, harness):
+    assert EdgeStore(harness.store_path, "pages").is_empty() is True  # missing
+    build(site, n=1)
+    harness.run()
+    store = EdgeStore(harness.store_path, "pages")
+    try:
+        assert store.is_empty() is None and store._shard is None  # not known without loading it
+        assert store.count() > 0 and store.is_empty() is False  # once open, a count is cheap
+    finally:
+        store.close()
+
+
+def test_dry_run_on_a_lost_collection_reports_and_writes_nothing(site, harness):
+    build(site, n=3)
+    harness.run()
+    lose_collection(harness)
+    with StateDB(harness.state_path) as st:
+        before = [p.to_row() for p in st.all_pages()]
+        runs = len(st.runs())
+    rep = harness.run(dry_run=True, advance=timedelta(minutes=5))
+    assert rep.collection_lost and rep.pages_rebuilt == 3 and rep.pages_changed == 3
+    assert rep.chunks_written == 0 and rep.would_embed() > 0
+    assert not harness.store_path.joinpath("pages").exists()
+    with StateDB(harness.state_path) as st:
+        assert [p.to_row() for p in st.all_pages()] == before and len(st.runs()) == runs
+
+
+def test_a_lost_page_that_left_the_site_is_purged_not_rebuilt(site, harness):
+    build(site, n=2)
+    harness.run()
+    lose_collection(harness)
+    site.remove("/p0.html")
+    rep = harness.run(advance=timedelta(minutes=5))
+    assert rep.collection_lost and rep.pages_removed == 1 and rep.pages_changed == 1
+    assert {p["url"] for p in harness.points().values()} == {site.server.url("/p1.html")}
+
+
+def test_plan_events_rebuild_reason_ranks_after_pending():
+    page = PageState(url="https://a/x", status=LIVE, first_seen_at=T0, content_hash="h", chunk_count=2)
+    visits, removals, _, _ = plan_events(
+        sitemap_now={"https://a/x": None, "https://a/y": None}, sitemap_before={"https://a/x": None, "https://a/y": None},
+        sitemap_complete=True, extra_urls=[], known={"https://a/x": page}, due=["https://a/x", "https://a/y"],
+        pending=["https://a/y"], full=True, rebuild=["https://a/x", "https://a/y"],
+    )
+    assert [(v.url, v.reason) for v in visits] == [("https://a/y", "pending"), ("https://a/x", "rebuild")]
+    assert removals == []
+
+
+def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path):
+    """The tester's repro: index, rm -rf the --qdrant-path, `status`, then `run --full`."""
+    import json
+
+    from tests.test_cli import build as cli_build
+    from tests.test_cli import cli, run, stored
+
+    work = tmp_path / "work"
+    work.mkdir()
+    cli_build(site)
+    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    n = len(stored(work))
+    shutil.rmtree(work / "q")
+    st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
+    assert st.returncode == 0, st.stderr
+    assert "has no points but the state records" in json.loads(st.stdout)["warnings"][0]
+    st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
+    assert st.stdout.startswith("warning: collection 'pages' has no points") and "pagesync run" in st.stdout
+    r = run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", report="r.json")
+    assert r.returncode == 0, r.stderr
+    assert sum("missing or empty but the state records" in ln for ln in r.stderr.splitlines()) == 1
+    rep = json.loads((work / "r.json").read_text())
+    assert rep["collection_lost"] is True and rep["pages_rebuilt"] == 3 and rep["pages_not_modified"] == 0
+    assert len(stored(work)) == n
+    st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
+    assert json.loads(st.stdout)["warnings"] == []
