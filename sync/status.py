@@ -51,7 +51,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     if info["points"] == 0 and info["chunks_recorded"] > 0:
         info["warnings"].append(
             f"collection {store.collection!r} has no points but the state records {info['chunks_recorded']} chunks: "
-            "it was lost or emptied; `pagesync run` re-indexes those pages (or `pagesync audit --fix`)")
+            "it was lost or emptied; re-index with `pagesync run` (it rebuilds a missing collection, "
+            "and an empty one on a server) or `pagesync audit --fix`")
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):
