@@ -268,6 +268,7 @@ class Fetcher:
         except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"
+            rules.unavailable = f"robots.txt got no answer ({type(exc).__name__})"
             return rules
         self.robots_bytes += ans.wire
         status = ans.resp.status_code
@@ -296,6 +297,10 @@ class Fetcher:
         loop = asyncio.get_running_loop()
         if self._robots_on and key:
             rules = await self._robots(url, host)
+            if rules.unavailable is not None:
+                # Disallow all for now (what is indexed stays), but as a failure, not a skip:
+                # the pass must not look successful, and the pages are retried soon.
+                return FetchResult(url, Outcome.ERROR, error=f"{rules.unavailable}: host not crawled this pass")
             if not rules.allows(url, self.user_agent):
                 return FetchResult(url, Outcome.SKIPPED, error=f"disallowed by robots.txt ({rules.reason})")
             delay = min(rules.crawl_delay(self.user_agent) or 0.0, self._max_crawl_delay)

@@ -1,8 +1,9 @@
 """robots.txt: parse with protego, and the rules for when it cannot be read.
 
-2xx: the file's rules. 4xx (no robots.txt): everything allowed. 5xx, timeouts and
-connection errors: everything disallowed for now, which keeps what is indexed (a
-disallowed page is skipped, never purged). Pure: the fetch happens in the Fetcher, which
+2xx: the file's rules. 4xx (no robots.txt): everything allowed. 5xx, 429, timeouts and
+connection errors: everything disallowed for now, which keeps what is indexed (nothing is
+purged); `unavailable` then says why, and the Fetcher fails the host's pages with it (an
+error, retried soon like any failure) rather than skipping them as a Disallow would. Pure: the fetch happens in the Fetcher, which
 keeps 2xx and 4xx answers for 24 h across passes (`sync.httpcache`), never failures.
 """
 
@@ -20,6 +21,7 @@ class RobotsRules:
     allow_all: bool = False
     deny_all: bool = False
     reason: str = ""
+    unavailable: str | None = None  # robots.txt could not be read (deny_all): why, e.g. "robots.txt answered 503"
     _parser: object | None = field(default=None, repr=False)
 
     def allows(self, url: str, user_agent: str) -> bool:
@@ -43,7 +45,8 @@ class RobotsRules:
 def rules_from_response(status: int | None, body: bytes) -> RobotsRules:
     """Rules for a robots.txt answer (`status` None: no answer at all)."""
     if status is None or status >= 500 or status == 429:
-        return RobotsRules(deny_all=True, reason=f"robots.txt unavailable ({status or 'no answer'}): disallow all for now")
+        return RobotsRules(deny_all=True, reason=f"robots.txt unavailable ({status or 'no answer'}): disallow all for now",
+                           unavailable=f"robots.txt answered {status}" if status else "robots.txt got no answer")
     if status >= 400:
         return RobotsRules(allow_all=True, reason=f"no robots.txt ({status})")
     if not 200 <= status < 300:

@@ -536,7 +536,8 @@ def test_robots_rules(status, body, path, allowed):
     res = fetch_page(site, url="https://docs.example.com" + path, respect_robots=True)
     assert (res.outcome is Outcome.OK) is allowed
     if not allowed:
-        assert res.outcome is Outcome.SKIPPED and "robots.txt" in res.error
+        # A Disallow skips the page; an unreadable robots.txt (5xx) fails it: both keep its points.
+        assert res.outcome is (Outcome.ERROR if status >= 500 else Outcome.SKIPPED) and "robots.txt" in res.error
         assert [r.url.path for r in site.requests] == ["/robots.txt"]
 
 
@@ -672,7 +673,8 @@ def test_robots_failure_is_reused_within_the_pass_but_not_cached(status):
         return [await f.fetch_page(f"{ORIGIN}/p{i}.html") for i in range(2)]
 
     results = run(site, two, respect_robots=True, cache=cache, now=T0)
-    assert all(r.outcome is Outcome.SKIPPED for r in results)
+    assert all(r.outcome is Outcome.ERROR for r in results)  # a failure, not a skip: exit 1, retried soon
+    assert all(r.error == f"robots.txt answered {status}: host not crawled this pass" for r in results)
     assert robots_paths(site) == 1 and cache.robots[ORIGIN] == good and cache.writes == 0
     page_visit(site, cache, T0 + timedelta(minutes=5))  # the next pass asks again
     assert robots_paths(site) == 2
@@ -681,7 +683,7 @@ def test_robots_failure_is_reused_within_the_pass_but_not_cached(status):
 def test_robots_network_error_is_not_cached():
     cache = DictCache()
     res = page_visit(_raiser(httpx.ConnectError), cache, T0)
-    assert res.outcome is Outcome.SKIPPED and "robots.txt unavailable" in res.error
+    assert res.outcome is Outcome.ERROR and res.error == "robots.txt got no answer (ConnectError): host not crawled this pass"
     assert cache.robots == {}
 
 

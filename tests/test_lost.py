@@ -160,3 +160,37 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert len(stored(work)) == n
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
     assert json.loads(st.stdout)["warnings"] == []
+
+
+# -- robots.txt answering 5xx: disallow all for now, but as failures ------------------------------
+def test_robots_503_on_a_first_run_fails_the_pages_and_retries_them_soon(site, harness):
+    build(site, n=3)
+    site.error("/robots.txt", 503)
+    rep = harness.run()
+    assert not rep.ok and rep.pages_failed == 3 and rep.pages_skipped == 0 and rep.pages_added == 0
+    assert {e["error"] for e in rep.errors} == {"robots.txt answered 503: host not crawled this pass"}
+    assert harness.points() == {}
+    with StateDB(harness.state_path) as st:
+        pages = st.all_pages()
+        assert len(pages) == 3 and all(p.due_at <= harness.now + timedelta(hours=1) for p in pages)
+        assert st.due_urls(harness.now + timedelta(hours=1)) == sorted(p.url for p in pages)
+    site.remove("/robots.txt")  # 404 from now on: allow all
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.ok and rep.pages_added == 3
+
+
+def test_robots_503_keeps_what_is_indexed(site, harness):
+    build(site, n=2)
+    harness.run()
+    before = harness.points()
+    site.error("/robots.txt", 503)
+    rep = harness.run(full=True, advance=timedelta(days=2))  # the cached robots answer is stale
+    assert rep.pages_failed == 2 and rep.pages_removed == 0 and not rep.ok
+    assert harness.points() == before
+
+
+def test_robots_404_still_allows_all(site, harness):
+    build(site, n=2)
+    site.error("/robots.txt", 404)
+    rep = harness.run()
+    assert rep.ok and rep.pages_added == 2 and rep.pages_failed == 0
