@@ -381,10 +381,12 @@ class _Pass:
             if reason:  # a hostile or sloppy sitemap: listed, never fetched
                 self.report.skip(url, f"out of scope: {reason}")
                 self.report.pages_out_of_scope += 1
+                self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
-        for url, reason in sm.skipped:
+        for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
+            self.report.sitemaps_skipped += 1
         before = self.state.sitemap_urls()
         if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
@@ -910,7 +912,9 @@ class _Pass:
         batch, self.queue, self.queued_chunks = self.queue, [], 0
         to_embed, self.to_embed = self.to_embed, {}
         if self.cfg.dry_run:
-            self.report.chunks_reused += sum(item.reused for item in batch)  # would be reused; nothing is embedded
+            # Nothing is embedded or reused: what a real pass would do goes to the would-be counters.
+            self.report.chunks_would_reuse += sum(item.reused for item in batch)
+            self.report.chunks_would_embed += sum(len(item.chunks) - item.reused for item in batch)
             for key in to_embed:  # later batches count these as a real pass would
                 self.cache.put(key, array("f"))
             for item in batch:

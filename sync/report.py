@@ -29,8 +29,13 @@ class Report:
     # Chunks of changed/added pages that got a vector without being a model input of their
     # own: the page's stored vector for the same text (same embedder), or the same text
     # embedded earlier in the pass. A pass writes chunks_embedded + chunks_reused chunks
-    # (minus any whose write failed). In a dry run: what would be reused.
+    # (minus any whose write failed). Like every chunks_* counter, 0 in a dry run (nothing
+    # is embedded, reused or written); the would-be numbers are chunks_would_*.
     chunks_reused: int = 0
+    # A dry run's counterparts of chunks_embedded and chunks_reused: the model inputs and the
+    # reused chunks a real pass would have had (0 in a real pass).
+    chunks_would_embed: int = 0
+    chunks_would_reuse: int = 0
     dry_run: bool = False
     now: str = ""
     collection: str = ""
@@ -39,7 +44,8 @@ class Report:
     pages_tracked: int = 0
     pages_due: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass
-    pages_skipped: int = 0  # robots.txt, out of scope, too large, not text: points kept
+    pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text: points kept
+    sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
     # The collection was missing or empty at the pass's start while the state recorded
     # indexed pages with chunks (a deleted --qdrant-path, a new server, another --collection):
@@ -74,12 +80,12 @@ class Report:
 
     def would_embed(self) -> int:
         """A dry run's model inputs: the changes' chunks that would not be reused."""
-        return sum(c.get("chunks", 0) - c.get("reused", 0) for c in self.changes if c["action"] in ("added", "changed"))
+        return self.chunks_would_embed
 
     def summary(self) -> str:
         verb = "would " if self.dry_run else ""
         if self.dry_run:
-            chunks = f"would embed {self.would_embed()}, would reuse {self.chunks_reused}"
+            chunks = f"would embed {self.chunks_would_embed}, would reuse {self.chunks_would_reuse}"
         else:
             chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                       f"{self.chunks_written} written, {self.chunks_deleted} deleted")

@@ -107,7 +107,7 @@ def test_dry_run_on_a_lost_collection_reports_and_writes_nothing(site, harness):
         runs = len(st.runs())
     rep = harness.run(dry_run=True, advance=timedelta(minutes=5))
     assert rep.collection_lost and rep.pages_rebuilt == 3 and rep.pages_changed == 3
-    assert rep.chunks_written == 0 and rep.would_embed() > 0
+    assert rep.chunks_written == 0 and rep.chunks_would_embed > 0
     assert not harness.store_path.joinpath("pages").exists()
     with StateDB(harness.state_path) as st:
         assert [p.to_row() for p in st.all_pages()] == before and len(st.runs()) == runs
@@ -194,3 +194,26 @@ def test_robots_404_still_allows_all(site, harness):
     site.error("/robots.txt", 404)
     rep = harness.run()
     assert rep.ok and rep.pages_added == 2 and rep.pages_failed == 0
+
+
+# -- report counts agree with their lists -----------------------------------------------------------
+def test_pages_skipped_counts_every_skipped_page_including_out_of_scope_sitemap_entries(site, harness):
+    from demo.site_server import Resource
+
+    build(site, n=2)
+    site.set("/big.bin", b"\x00" * 100, content_type="application/octet-stream")  # a page skipped: not text
+    base = site.server.base_url
+    urls = [f"{base}/p0.html", f"{base}/p1.html", f"{base}/big.bin", "http://attacker.example/x",
+            "http://169.254.169.254/latest/meta-data/"]
+    child = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             + "".join(f"<url><loc>{u}</loc></url>" for u in urls) + "</urlset>")
+    index = ('<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             f"<sitemap><loc>{base}/child.xml</loc></sitemap>"
+             "<sitemap><loc>http://attacker.example/more.xml</loc></sitemap></sitemapindex>")
+    site.resources["/child.xml"] = Resource(child.encode(), "application/xml", in_sitemap=False)
+    site.resources["/index.xml"] = Resource(index.encode(), "application/xml", in_sitemap=False)
+    rep = harness.run(sitemaps=[site.server.url("/index.xml")])
+    assert rep.pages_added == 2 and rep.pages_out_of_scope == 2
+    assert rep.pages_skipped == 3 and rep.sitemaps_skipped == 1  # big.bin + the two out-of-scope URLs
+    assert rep.pages_skipped + rep.sitemaps_skipped == len(rep.skipped) == 4
+    assert "pages_skipped" in rep.summary() or f"{rep.pages_skipped} skipped" in rep.summary()

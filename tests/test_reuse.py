@@ -331,24 +331,27 @@ def test_dry_run_reports_what_would_be_reused_and_writes_nothing(site, tmp_path)
     site.set(PAGE, guide(sections))
     emb.inputs.clear()
     dry = h.run(full=True, dry_run=True)
-    assert emb.inputs == [] and dry.chunks_embedded == dry.chunks_written == 0
-    assert dry.pages_changed == 1 and dry.chunks_reused > 0
+    # Nothing embedded, reused or written: the would-be numbers have their own keys.
+    assert emb.inputs == [] and dry.chunks_embedded == dry.chunks_written == dry.chunks_reused == 0
+    assert dry.pages_changed == 1 and dry.chunks_would_reuse > 0
     (change,) = dry.changes
-    assert change["reused"] == dry.chunks_reused and change["chunks"] > change["reused"]
-    assert f"would embed {change['chunks'] - change['reused']}, would reuse {dry.chunks_reused}" in dry.summary()
+    assert change["reused"] == dry.chunks_would_reuse and change["chunks"] > change["reused"]
+    assert dry.chunks_would_embed == change["chunks"] - change["reused"]
+    assert f"would embed {dry.chunks_would_embed}, would reuse {dry.chunks_would_reuse}" in dry.summary()
     assert snapshot(h) == before
     with StateDB(h.state_path) as st:
         assert st.all_pages() == state_before
     rep = h.run(full=True)
-    assert rep.chunks_reused == dry.chunks_reused
-    assert rep.chunks_embedded == change["chunks"] - change["reused"]
+    assert rep.chunks_reused == dry.chunks_would_reuse
+    assert rep.chunks_embedded == dry.chunks_would_embed
+    assert rep.chunks_would_embed == rep.chunks_would_reuse == 0
 
 
 def test_dry_run_on_a_fresh_setup_reads_no_store_and_creates_none(site, tmp_path):
     h = Harness(site, tmp_path)
     site.set(PAGE, guide(ten_sections()))
     rep = h.run(dry_run=True, store=CountingStore(h.store_path, "pages"))
-    assert rep.pages_added == 1 and rep.chunks_reused == 0 and rep.changes[0]["reused"] == 0
+    assert rep.pages_added == 1 and rep.chunks_reused == rep.chunks_would_reuse == 0 and rep.changes[0]["reused"] == 0
     assert CountingStore.opens == CountingStore.reads == 0
     assert not (tmp_path / "qdrant").exists()
 
