@@ -137,6 +137,12 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
+def _declared_length(resp: httpx.Response) -> int:
+    """The answer's Content-Length (bytes on the wire), or -1 when absent or unreadable."""
+    value = resp.headers.get("content-length", "").strip()
+    return int(value) if value.isdigit() else -1
+
+
 class _Refused(Exception):
     """A request not sent, or a redirect not followed, with the reason."""
 
@@ -212,8 +218,13 @@ class Fetcher:
             self._hosts[key] = _Host(asyncio.Semaphore(self._per_host))
         return key, self._hosts[key]
 
-    async def _get(self, url: str, headers: dict[str, str], max_bytes: int) -> _Answer:
-        """GET with a size cap, following up to `max_redirects` redirects hop by hop."""
+    async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False) -> _Answer:
+        """GET with a size cap, following up to `max_redirects` redirects hop by hop.
+
+        An answer whose Content-Length is over the cap is not read at all (truncated, empty
+        body): leaving the stream unread closes its connection rather than pooling it.
+        `prefix_ok` (robots.txt, whose first `max_bytes` are what counts) reads up to the
+        cap whatever Content-Length says."""
         current, redirects, seen, wire = url, [], {url}, 0
         for _hop in range(self._max_redirects + 1):
             async with self._client.stream("GET", current, headers=headers, follow_redirects=False) as resp:
@@ -230,6 +241,8 @@ class Fetcher:
                     seen.add(target)
                     current = target
                     continue
+                if not prefix_ok and _declared_length(resp) > max_bytes:
+                    return _Answer(resp, b"", True, redirects, wire + resp.num_bytes_downloaded)
                 chunks: list[bytes] = []
                 size = 0
                 truncated = False
@@ -264,7 +277,7 @@ class Fetcher:
             rules.reason += ", cached"
             return rules
         try:
-            ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES)
+            ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES, prefix_ok=True)
         except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"

@@ -860,3 +860,55 @@ def test_state_db_is_a_fetch_cache(tmp_path):
         site = _robots_site(200, b"User-agent: *\nDisallow: /\n")
         assert page_visit(site, db, T0 + timedelta(hours=1)).outcome is Outcome.OK
     assert body == SITEMAP_BODY and not_modified == 1 and robots_paths(site) == 0
+
+
+class _Counted(httpx.AsyncByteStream):
+    """A large body served in chunks, counting what was read and whether it was closed."""
+
+    def __init__(self, size: int, chunk: int = 65536):
+        self.size, self.chunk, self.read, self.closed = size, chunk, 0, False
+
+    async def __aiter__(self):
+        sent = 0
+        while sent < self.size:
+            n = min(self.chunk, self.size - sent)
+            self.read += n
+            sent += n
+            yield b"x" * n
+
+    async def aclose(self):
+        self.closed = True
+
+
+def test_content_length_over_max_bytes_is_skipped_without_reading_the_body():
+    streams = []
+
+    def handler(request):
+        s = _Counted(12 * 1024 * 1024)
+        streams.append(s)
+        return httpx.Response(200, stream=s, headers={"content-type": "text/html",
+                                                        "content-length": str(12 * 1024 * 1024)})
+
+    res = fetch_page(handler)  # the default cap: 10 MB
+    assert res.outcome is Outcome.SKIPPED and res.error == f"larger than {10 * 1024 * 1024} bytes"
+    assert res.body == b"" and streams[0].read == 0 and streams[0].closed
+
+
+def test_content_length_within_max_bytes_is_read():
+    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"x" * 100),
+                                              headers={"content-type": "text/html", "content-length": "100"}),
+                     max_bytes=100)
+    assert res.outcome is Outcome.OK and res.body == b"x" * 100
+
+
+def test_robots_txt_over_the_cap_by_content_length_is_still_read_up_to_the_cap():
+    body = b"User-agent: *\nDisallow: /private\n" + b"#" * 600_000
+
+    def handler(request):
+        if request.url.path == "/robots.txt":
+            return httpx.Response(200, stream=Streamed(body), headers={"content-type": "text/plain",
+                                                                       "content-length": str(len(body))})
+        return html_response()
+
+    assert fetch_page(handler, url="https://docs.example.com/private/a.html", respect_robots=True).outcome \
+        is Outcome.SKIPPED  # the rules at the top were read and applied
