@@ -30,7 +30,8 @@ def test_robots_5xx_disallows_all_for_now_and_purges_nothing(site, harness):
     before = harness.points()
     site.error("/robots.txt", 503)
     rep = harness.run(full=True, advance=timedelta(hours=25))  # past the 24 h robots.txt cache
-    assert rep.pages_skipped == 2 and rep.pages_removed == 0
+    # Disallowed for now, as failures (exit 1, retried soon), not skips: points kept.
+    assert rep.pages_failed == 2 and rep.pages_skipped == 0 and rep.pages_removed == 0 and not rep.ok
     assert harness.points() == before
     # The failure is not cached: an hour later robots.txt is asked again, and now it answers.
     site.set("/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
