@@ -142,11 +142,14 @@ def plan_events(
     advances are returned so their confirmation can be counted at the next visit. A URL
     absent from the sitemaps is a removal only when every sitemap was read
     (`sitemap_complete`) and we still track it through a sitemap; a failed sitemap never
-    reads as "every URL removed". `rebuild`: indexed pages whose points the collection lost
-    (it was missing or empty at the pass's start): visited with reason "rebuild".
+    reads as "every URL removed". `full` visits every known page that is not gone, and
+    gone ones (404/410/301) that a sitemap or `extra_urls` still names. `rebuild`: indexed
+    pages whose points the collection lost (it was missing or empty at the pass's start):
+    visited with reason "rebuild".
     """
     diff = diff_sitemap(sitemap_before, sitemap_now)
     reasons: dict[str, str] = {}
+    extras = set(extra_urls)
 
     def add(url: str, reason: str) -> None:
         if url not in reasons or REASONS.index(reason) < REASONS.index(reasons[url]):
@@ -169,18 +172,17 @@ def plan_events(
     for u in due:
         add(u, "due")
     if full:
+        # Gone pages too while a sitemap or --url still names them: one may be back.
         for u, page in known.items():
-            if page.status != GONE:
+            if page.status != GONE or page.in_sitemap or u in sitemap_now or u in extras:
                 add(u, "full")
     removals: list[ChangeEvent] = []
     if sitemap_complete:
-        extras = set(extra_urls)
         for u in diff.removed:
             page = known.get(u)
             if u in extras or (page is not None and page.source == "url"):
                 continue
-            if page is not None and page.status == GONE:
-                continue
+            # Gone and new pages too: no points, but they leave the schedule (not counted as removed).
             removals.append(ChangeEvent(u, "removed"))
             reasons.pop(u, None)
     visits = [ChangeEvent(u, r) for u, r in sorted(reasons.items(), key=lambda kv: (REASONS.index(kv[1]), kv[0]))]
@@ -274,7 +276,9 @@ class _Pass:
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
         self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
         self.skips: list[PageState] = []
-        self.purges: dict[str, tuple[PageState, bool, str]] = {}  # url -> (page, left_sitemap, reason)
+        # url -> (page, left_sitemap, reason, moved_to): every page this pass found gone.
+        self.purges: dict[str, tuple[PageState, bool, str, str | None]] = {}
+        self.unmoved: set[str] = set()  # targets some page redirected to before this pass and no longer does
         self.visiting: set[str] = set()
         # Indexed pages whose points the collection lost (missing or empty at the pass's
         # start): fetched unconditionally and rewritten this pass (`_check_lost`).
@@ -414,6 +418,11 @@ class _Pass:
             rebuild=sorted(self.rebuild),
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
+        if cfg.sitemaps and not sm.complete:
+            # The removals a failed or empty sitemap held back: live pages it did not list.
+            self.report.mass_delete_blocked = sum(
+                1 for u in before.keys() - sitemap_now.keys()
+                if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra)
         visits += self._bulk_suspects(visits, known, sitemap_now)
         self.reasons = {ev.url: ev.reason for ev in visits}
         self.report.pages_due = len(visits)
@@ -453,9 +462,13 @@ class _Pass:
 
         for ev in removals:
             if ev.url in known:
-                self._queue_purge(known[ev.url], left_sitemap=True, reason="left the sitemap")
+                page = known[ev.url]
+                if page.moved_to is not None:
+                    self.unmoved.add(page.moved_to)
+                self._queue_purge(page, left_sitemap=True, reason="left the sitemap")
         self.visiting = {ev.url for ev in visits}
         await self._visit([pages[ev.url] for ev in visits])
+        self._queue_orphans(set(sitemap_now) | set(extra))
         await self._apply_purges()
 
         return self._finish(t0)
@@ -649,9 +662,27 @@ class _Pass:
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
         return False
 
-    def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str) -> None:
-        """Purges wait for the end of the pass, where the mass-deletion guard sees them all."""
-        self.purges[page.url] = (page, left_sitemap, reason)
+    def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
+        """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
+
+        Any page may be queued (a NEW page answering 404, a gone page found gone again):
+        only those live in the state count as removals (`_apply_purges`)."""
+        self.purges[page.url] = (page, left_sitemap, reason, moved_to)
+
+    def _queue_orphans(self, named: set[str]) -> None:
+        """Purge the targets of redirects undone this pass that nothing names any more: no
+        sitemap or --url, and no other page moved to them (a fresh index would not have them).
+
+        Reads every page of the state, but only in a pass where a redirect was undone."""
+        if not self.unmoved:
+            return
+        # This pass's purges set their pages' targets; the state holds every other page's.
+        still = {m for _, _, _, m in self.purges.values() if m}
+        still |= {p.moved_to for p in self.state.all_pages() if p.moved_to and p.url not in self.purges}
+        for url in sorted(self.unmoved - still - named):
+            page = self.state.get(url)
+            if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
+                self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
 
     def _mass_delete_reason(self, n: int) -> str | None:
         cfg = self.cfg
@@ -662,38 +693,49 @@ class _Pass:
                 f"run again with --allow-mass-delete")
 
     async def _apply_purges(self) -> None:
-        """Delete the pages' points, then mark them gone (pending mark in between)."""
+        """Delete the pages' points, then mark them gone (pending mark in between).
+
+        Only pages live in the state count: as removals in the report and toward the
+        mass-deletion guard, whose base (`tracked_before`) holds them, so the share is never
+        above 1. A new or already gone page found gone (again) holds no points: it is only
+        settled (gone, its redirect target kept, rescheduled), also when the guard holds
+        the live ones back.
+        """
         items = list(self.purges.values())
         if not items:
             return
-        blocked = self._mass_delete_reason(len(items))
+        live = [it for it in items if it[0].status == LIVE]
+        blocked = self._mass_delete_reason(len(live))
         if blocked:
-            self.report.mass_delete_blocked = len(items)
+            self.report.mass_delete_blocked = len(live)
             self.report.error("(pass)", blocked)
             held = []
-            for page, left_sitemap, reason in items:
-                if not left_sitemap:  # a 404/410 held back: look again soon
+            for page, left_sitemap, reason, _ in live:
+                if not left_sitemap:  # a 404/410/301 held back: look again soon
                     page.failures += 1
                     page.last_error = f"purge held by the mass-deletion guard ({reason})"
                     page.due_at = self.now + failure_backoff(page.failures)
                     held.append(page)
             self._save(held)
+            items = [it for it in items if it[0].status != LIVE]
+        else:
+            for page, _, reason, _ in live:
+                self._record(page, Decision(Action.PURGE, reason))
+        if self.cfg.dry_run or not items:
             return
-        pages = [page for page, _, _ in items]
-        for page, _, reason in items:
-            self._record(page, Decision(Action.PURGE, reason))
-        if self.cfg.dry_run:
-            return
-        indexed = [p for p in pages if p.status != NEW or p.pending_hash is not None]
+        pages = [page for page, _, _, _ in items]
+        # Points exist only under live pages and interrupted writes or purges.
+        indexed = [p for p in pages if p.status == LIVE or p.pending_hash is not None]
         for p in indexed:
             p.pending_hash = "purge"
         self._save(indexed)
         if indexed:
             self.report.chunks_deleted += await asyncio.to_thread(self.store.delete_pages, [p.url for p in indexed])
-        for page, left_sitemap, _ in items:
+        for page, left_sitemap, _, moved_to in items:
             p = page
             p.status, p.content_hash, p.pending_hash, p.chunk_count = GONE, None, None, 0
             p.etag = p.last_modified = None
+            p.moved_to = moved_to
             if left_sitemap:
                 p.in_sitemap, p.due_at = False, None
             else:
@@ -721,7 +763,8 @@ class _Pass:
                     page = todo.get_nowait()
                 except asyncio.QueueEmpty:
                     break
-                await done.put((page, await self.fetcher.fetch_page(page.url, self._validators(page))))
+                result = await self.fetcher.fetch_page(page.url, self._validators(page), self._moved_validators)
+                await done.put((page, result))
             await done.put(None)
 
         workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
@@ -751,10 +794,15 @@ class _Pass:
     async def _moved(self, page: PageState, target: str, result: FetchResult) -> None:
         """301/308: the old URL is purged and the target tracked in its place.
 
-        The target was vetted by the scope at every hop. If it is visited this pass anyway
-        (it is in the sitemap too), that visit indexes it; otherwise this answer does.
+        The old URL stays gone with `moved_to` set and, while a sitemap lists it, on the
+        schedule like a 404 (a redirect answered again is no change: its interval grows;
+        one that stopped is indexed again). The target was vetted by the scope at every
+        hop. If it is visited this pass anyway (it is in the sitemap too), that visit
+        indexes it; otherwise this answer does.
         """
-        self._queue_purge(page, left_sitemap=True, reason=f"moved permanently to {target}")
+        if page.moved_to is not None and page.moved_to != target:
+            self.unmoved.add(page.moved_to)
+        self._queue_purge(page, left_sitemap=False, reason=f"moved permanently to {target}", moved_to=target)
         # Purges come at the end of the pass: the old URL's points are still there to reuse.
         await self._remember_vectors(page)
         if target in self.visiting:
@@ -774,6 +822,11 @@ class _Pass:
         moved = FetchResult(target, result.outcome, status=result.status, body=result.body,
                             content_type=result.content_type, validators=result.validators, final_url=result.final_url)
         await self._process(tpage, moved)
+
+    def _moved_validators(self, target: str) -> Validators | None:
+        """The validators to ask a 301/308 target with: its own, if it is indexed."""
+        known = self.state.get(canonical_url(target))
+        return self._validators(known) if known is not None else None
 
     def _validators(self, page: PageState) -> Validators | None:
         if self.cfg.repair or page.url in self.rebuild or not page.indexed or page.pending_hash is not None:
@@ -804,6 +857,8 @@ class _Pass:
             return
         if result.outcome is Outcome.GONE:
             page.last_fetched_at = self.now
+            if page.moved_to is not None:
+                self.unmoved.add(page.moved_to)
             self._queue_purge(page, left_sitemap=False, reason=f"gone ({result.status})")
             return
         if result.moved_permanently:
@@ -811,6 +866,8 @@ class _Pass:
             if target != page.url:
                 await self._moved(page, target, result)
                 return
+        if page.moved_to is not None:  # the redirect is undone: its target may be no one's now
+            self.unmoved.add(page.moved_to)
         new_hash = title = None
         chunks: list[str] = []
         if result.outcome is Outcome.OK:
@@ -995,6 +1052,7 @@ class _Pass:
             first = item.decision.action is Action.ADD or p.content_hash is None
             self._reschedule(p, changed=None if first else p.content_hash != item.hash_)
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
+            p.moved_to = None
             p.chunk_count, p.title = len(item.chunks), item.title
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
             p.last_changed_at = self.now

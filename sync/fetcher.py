@@ -218,13 +218,17 @@ class Fetcher:
             self._hosts[key] = _Host(asyncio.Semaphore(self._per_host))
         return key, self._hosts[key]
 
-    async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False) -> _Answer:
+    async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False,
+                   moved_headers: Callable[[str], dict[str, str]] | None = None) -> _Answer:
         """GET with a size cap, following up to `max_redirects` redirects hop by hop.
 
         An answer whose Content-Length is over the cap is not read at all (truncated, empty
         body): leaving the stream unread closes its connection rather than pooling it.
         `prefix_ok` (robots.txt, whose first `max_bytes` are what counts) reads up to the
-        cap whatever Content-Length says."""
+        cap whatever Content-Length says. After a 301/308 hop the request goes on with
+        `moved_headers(target)` when given (a permanent redirect gives the target an
+        identity of its own); other hops keep `headers` (a temporary redirect's answer is
+        the original URL's)."""
         current, redirects, seen, wire = url, [], {url}, 0
         for _hop in range(self._max_redirects + 1):
             async with self._client.stream("GET", current, headers=headers, follow_redirects=False) as resp:
@@ -240,6 +244,8 @@ class Fetcher:
                         raise _Refused(f"redirect to {target} not followed: {reason}")
                     seen.add(target)
                     current = target
+                    if moved_headers is not None and resp.status_code in (301, 308):
+                        headers = moved_headers(target)
                     continue
                 if not prefix_ok and _declared_length(resp) > max_bytes:
                     return _Answer(resp, b"", True, redirects, wire + resp.num_bytes_downloaded)
@@ -301,8 +307,13 @@ class Fetcher:
                 await asyncio.sleep(wait)
             host.next_start = loop.time() + delay
 
-    async def fetch_page(self, url: str, validators: Validators | None = None) -> FetchResult:
-        """One conditional GET. Never raises for network or HTTP trouble."""
+    async def fetch_page(self, url: str, validators: Validators | None = None,
+                         moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
+        """One conditional GET. Never raises for network or HTTP trouble.
+
+        `validators` are never sent past a 301/308 hop: the target is asked with
+        `moved_validators(target)` (its own, when the caller knows them), else without.
+        """
         reason = self.scope(url) if self.scope else None
         if reason:
             return FetchResult(url, Outcome.SKIPPED, error=f"out of scope: {reason}")
@@ -328,8 +339,14 @@ class Fetcher:
             if blocked > 0:
                 await asyncio.sleep(blocked)
             await self._pace(host, delay)
+            sent = [validators]  # the validators of the request that got the final answer
+
+            def moved_headers(target: str) -> dict[str, str]:
+                sent[0] = moved_validators(target) if moved_validators is not None else None
+                return conditional_headers(sent[0])
+
             try:
-                ans = await self._get(url, conditional_headers(validators), self._max_bytes)
+                ans = await self._get(url, conditional_headers(validators), self._max_bytes, moved_headers=moved_headers)
             except _Refused as exc:
                 return FetchResult(url, Outcome.ERROR, error=str(exc))
             except httpx.TimeoutException:
@@ -348,7 +365,7 @@ class Fetcher:
         new_validators = Validators(resp.headers.get("etag"), resp.headers.get("last-modified"))
         if status == 304:
             # A 304 refreshes validators it carries and keeps the ones it does not.
-            old = validators or Validators()
+            old = sent[0] or Validators()
             new_validators = Validators(new_validators.etag or old.etag, new_validators.last_modified or old.last_modified)
         result = FetchResult(
             url,

@@ -33,7 +33,7 @@ from .lease import Holder, locked_message, this_process
 __all__ = ["PageState", "StateDB", "LIVE", "GONE", "NEW", "to_epoch", "from_epoch"]
 
 LIVE = "live"  # fetched and indexed (possibly with zero chunks)
-GONE = "gone"  # 404/410 or left the sitemap: no points
+GONE = "gone"  # 404/410, moved by 301/308 (`moved_to` says where) or left the sitemap: no points
 NEW = "new"  # known (sitemap or --url) but never indexed yet
 
 _SCHEMA = """
@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS pages (
     failures INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
     history TEXT,                      -- JSON visit history for the revisit policy
-    lastmod_pending INTEGER NOT NULL DEFAULT 0  -- a sitemap lastmod advance awaits confirmation
+    lastmod_pending INTEGER NOT NULL DEFAULT 0, -- a sitemap lastmod advance awaits confirmation
+    moved_to TEXT                      -- a gone page's 301/308 target, as last seen
 );
 CREATE INDEX IF NOT EXISTS pages_due ON pages(status, due_at);
 CREATE INDEX IF NOT EXISTS pages_pending ON pages(pending_hash) WHERE pending_hash IS NOT NULL;
@@ -98,7 +99,7 @@ CREATE TABLE IF NOT EXISTS page_texts (
 );
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
-_ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0")]
+_ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0"), ("moved_to", "TEXT")]
 _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 
 
@@ -133,6 +134,9 @@ class PageState:
     last_error: str | None = None
     history: str | None = None  # sync.policy.history_to_json
     lastmod_pending: bool = False
+    # A gone page that answered 301/308: the canonical target, tracked in its place. The
+    # page stays on the schedule while a sitemap lists it (a redirect can be undone).
+    moved_to: str | None = None
 
     @property
     def indexed(self) -> bool:

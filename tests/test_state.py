@@ -87,6 +87,7 @@ def full_page(url="https://e.com/a") -> PageState:
         last_error="HTTP 503",
         history="[[3600.0,1],[7200.0,0]]",
         lastmod_pending=True,
+        moved_to="https://e.com/a-new",
     )
 
 
