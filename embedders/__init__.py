@@ -11,7 +11,7 @@ from .onnx_backend import OnnxMiniLMEmbedder
 from .sentence import DEFAULT_MODEL_ID, MiniLMEmbedder
 
 __all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "OnnxMiniLMEmbedder", "DEFAULT_MODEL_ID",
-           "make_embedder", "EMBEDDER_NAMES"]
+           "make_embedder", "EMBEDDER_NAMES", "name_for_model_id"]
 
 # The default and its model names pick the fastest backend that can run here (ONNX Runtime,
 # else torch); `minilm-onnx` and `minilm-torch` force one. Both give the same vectors under
@@ -34,3 +34,16 @@ def make_embedder(name: str | None) -> Embedder:
         dim = int(name.split("-", 1)[1]) if "-" in name else 16
         return HashEmbedder(dim)
     raise ConfigError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDER_NAMES)}")
+
+
+def name_for_model_id(model_id: object) -> str | None:
+    """The `make_embedder` name that makes points with this `embedder` payload (model id),
+    or None when pagesync has no such embedder."""
+    if not isinstance(model_id, str):
+        return None
+    if model_id in DEFAULT_NAMES:
+        return model_id
+    prefix = "fake-hash-"  # HashEmbedder(dimension).model_id
+    if model_id.startswith(prefix) and model_id[len(prefix):].isdigit():
+        return f"fake-{int(model_id[len(prefix):])}"
+    return None

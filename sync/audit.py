@@ -80,10 +80,23 @@ class AuditReport:
         lines.append(f"{'category':<10} {'count':>8}  example")
         for c in CATEGORIES:
             ex = self.examples[c][0] if self.examples[c] else None
-            shown = ", ".join(f"{k}={v}" for k, v in ex.items()) if ex else ""
+            shown = _describe(c, ex) if ex else ""
             lines.append(f"{c:<10} {self.counts[c]:>8}  {shown[:110]}")
         lines.append("clean" if self.ok else "problems found")
         return "\n".join(lines)
+
+
+def _describe(category: str, ex: dict[str, Any]) -> str:
+    """One example in words. A page's `points` in the JSON are its well-formed points of the
+    current generation; its stale points and points with a bad id or index are counted apart."""
+    if category in ("broken", "missing"):
+        text = f"{ex['points']} good current points of {ex['expected']} recorded"
+        if ex.get("bad_ids"):
+            text += f" + {ex['bad_ids']} with a bad id or chunk index"
+        return f"{text}: {ex['url']}"
+    if category == "stale":
+        return f"{ex['points']} points of an old generation: {ex['url']}"
+    return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
 def audit_collection(store: Store, state: State, *, examples: int = 5, batch: int = 1024) -> AuditReport:
@@ -199,14 +212,17 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
     text = first.render()
     final = first
     if fix and not first.ok:
-        from embedders import make_embedder
-
         from .fetcher import Fetcher, make_client
+        from .preflight import choose_embedder
+
+        # Before anything is deleted: an embedder that cannot fill this collection is exit 2
+        # with nothing written. Without --embedder: the one the points name, when known.
+        embedder = choose_embedder(embedder_name, store, why="audit --fix")
 
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:
                 return await fix_collection(store, state, first, fetcher=Fetcher(client),
-                                            embedder=make_embedder(embedder_name), include_foreign=include_foreign,
+                                            embedder=embedder, include_foreign=include_foreign,
                                             wait_lock=wait_lock)
 
         state.unlock()  # the repair pass takes the lock itself

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import warnings
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Optional
@@ -59,12 +59,13 @@ def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[st
     return EdgeStore(qdrant_path, collection)
 
 
-def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False):
+def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False):
     """The page state --state names: a SQLite file, or (the literal `qdrant`) the Qdrant state
     beside the store's collection, which needs a qdrant-client store (--qdrant-url).
 
     When none exists yet: `missing` (with `{where}`) is raised as a ConfigError if given; a
-    dry run gets a throw-away in-memory state (it writes nothing, not even a state)."""
+    dry run gets a throw-away in-memory state (it writes nothing, not even a state); with
+    `optional`, None (a nullcontext, for `with`)."""
     from .state import StateDB
 
     if spec == QDRANT_STATE:
@@ -79,6 +80,8 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
             raise ConfigError(missing.format(where=where))
         if dry_run:
             return StateDB(":memory:")
+        if optional:
+            return nullcontext()
     if spec == QDRANT_STATE:
         qs.ensure()
         return qs
@@ -91,11 +94,15 @@ def _fail(exc: BaseException, code: int) -> None:
 
 
 def _guarded(fn: Callable[[], int]) -> None:
-    """Run a command body: PagesyncError -> one line and its exit code."""
+    """Run a command body: PagesyncError -> one line and its exit code (the error class
+    decides: configuration and environment errors, sync.errors.ConfigError and its kin, are
+    2); an OSError that reached this far (a path pagesync cannot use) is 2 as well."""
     try:
         code = fn()
     except PagesyncError as exc:
         _fail(exc, exc.exit_code)
+    except OSError as exc:
+        _fail(exc, 2)
     except KeyboardInterrupt:
         _fail(Exception("interrupted"), 1)
     raise typer.Exit(code)
@@ -131,11 +138,23 @@ def _check_url(u: str, flag: str) -> str:
     return u
 
 
-class _Progress:
-    """A rich progress bar on a terminal; plain log lines (changes only) elsewhere."""
+# A dry run's lines say what a pass would do: "would add URL", never "added URL".
+_DRY_VERBS = {"added": "add", "changed": "change", "removed": "remove", "failed": "fail", "skipped": "skip",
+              "unchanged": "keep", "not_modified": "keep"}
+_SKIPS = ("not_modified", "unchanged")
 
-    def __init__(self, quiet: bool):
+
+def _action_text(action: str, dry_run: bool) -> str:
+    return f"would {_DRY_VERBS.get(action, action)}" if dry_run else action
+
+
+class _Progress:
+    """A rich progress bar on a terminal; plain log lines elsewhere: changes at INFO, skips at
+    DEBUG (shown with -v)."""
+
+    def __init__(self, quiet: bool, dry_run: bool = False):
         self.quiet = quiet
+        self.dry_run = dry_run
         self.tty = sys.stderr.isatty() and not quiet
         self._bar = None
 
@@ -150,25 +169,35 @@ class _Progress:
         return self
 
     def __call__(self, url: str, action: str) -> None:
+        text = _action_text(action, self.dry_run)
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, last=f"{action}: {url}"[-80:])
-        elif not self.quiet and action not in ("not_modified", "unchanged"):
-            log.info("%s %s", action, url)
+            self._bar.update(self._task, advance=1, last=f"{text}: {url}"[-80:])
+        elif not self.quiet:
+            log.log(logging.DEBUG if action in _SKIPS else logging.INFO, "%s %s", text, url)
 
     def __exit__(self, *exc):
         if self._bar is not None:
             self._bar.stop()
 
 
+def _set_verbose(verbose: bool) -> None:
+    """`run -v` (as the global -v): pagesync's own loggers log every page, skips included.
+    Only pagesync's: the root logger stays at INFO, so third-party debug lines stay out."""
+    if verbose:
+        log.setLevel(logging.DEBUG)
+
+
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included.")) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", stream=sys.stderr)
+def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (also accepted after the command, e.g. run -v).")) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
     # the user as one line of ours instead.
     warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.store")
-    for noisy in ("httpx", "httpcore", "trafilatura", "sentence_transformers", "urllib3"):
+    for noisy in ("httpx", "httpcore", "trafilatura", "htmldate", "courlan", "justext", "asyncio",
+                  "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    log.setLevel(logging.DEBUG if verbose else logging.NOTSET)  # NOTSET: as the root logger (INFO)
 
 
 @app.command()
@@ -186,7 +215,7 @@ def run(
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the run report as JSON to this path."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Fetch and diff, print what would change, write nothing."),
-    workers: int = typer.Option(8, "--workers", min=1, help="Concurrent fetches in all (at most 4 per host)."),
+    workers: int = typer.Option(8, "--workers", min=1, help="Concurrent fetches in all (at most --per-host of them to one host)."),
     per_host: int = typer.Option(4, "--per-host", min=1, help="Concurrent fetches per host."),
     embed_batch: int = typer.Option(64, "--embed-batch", min=1, help="Texts per model call (batches span pages; reused chunks are not model inputs)."),
     no_reuse: bool = typer.Option(False, "--no-reuse", help="Embed every chunk of a changed page, even where a stored vector for the same text and embedder exists."),
@@ -202,8 +231,10 @@ def run(
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
+    _set_verbose(verbose)
 
     def body() -> int:
         from chunking import Splitter
@@ -232,7 +263,7 @@ def run(
             stack.callback(store.close)
             # A dry run on a fresh setup must not even create the state (file or collection).
             st = stack.enter_context(_open_state(state, store, missing=nothing, dry_run=dry_run))
-            progress = stack.enter_context(_Progress(quiet))
+            progress = stack.enter_context(_Progress(quiet, dry_run))
 
             async def go():
                 # The client lives and dies inside the pass's event loop.
@@ -250,16 +281,17 @@ def run(
         if dry_run:
             for c in rep.changes:
                 chunks = f"; {c['chunks']} chunks, {c['reused']} reused" if "reused" in c else ""
-                typer.echo(f"would {c['action']:>8}  {c['url']}  ({c['reason']}{chunks})")
+                typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks})")
         for e in rep.errors:
-            log.warning("error %s: %s", e["url"], e["error"])
+            # Errors that already name their URL (a sitemap's "sitemap: URL: HTTP 500") say it once.
+            log.warning("error %s", e["error"] if e["url"] in e["error"] else f"{e['url']}: {e['error']}")
         typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
         return 0 if rep.ok else 1
 
     _guarded(body)
 
 
-@app.command()
+@app.command(short_help="Compare the collection with the page state (--fix repairs); exit 1 when anything is found.")
 def audit(
     collection: str = CollectionOpt,
     qdrant_url: Optional[str] = QdrantUrlOpt,
@@ -270,7 +302,7 @@ def audit(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     fix: bool = typer.Option(False, "--fix", help="Delete orphans and stale generations, re-index broken and missing pages, then audit again."),
     include_foreign: bool = typer.Option(False, "--include-foreign", help="With --fix, also delete points that have no url payload."),
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="With --fix: the embedder the collection was built with."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="With --fix: the embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2). Checked before anything is written."),
     examples: int = typer.Option(5, "--examples", min=0, help="Examples listed per category."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="With --fix: seconds before a request is abandoned."),
 ) -> None:
@@ -279,10 +311,12 @@ def audit(
 
     def body() -> int:
         from .audit import run_audit
+        from .preflight import require_collection
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
+                require_collection(store, st)
                 out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
                                           embedder_name=embedder, timeout=timeout, examples=examples,
                                           wait_lock=wait_lock)
@@ -308,12 +342,14 @@ def status(
     """What is tracked, what is due, intervals, last pass."""
 
     def body() -> int:
+        from .preflight import require_collection
         from .status import collect_status, render_status
 
         clock = _parse_now(now)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
+                require_collection(store, st)
                 info = collect_status(st, store, clock, with_pages=pages)
         finally:
             store.close()
@@ -335,10 +371,13 @@ def export(
     """Every point as JSON lines on stdout: {"id", "payload"} (+ "vector" with --with-vectors)."""
 
     def body() -> int:
+        from .preflight import require_collection
         from .transfer import export_points
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
+            with _open_state(state, store, optional=True) as st:
+                require_collection(store, st)
             n = export_points(store, sys.stdout, with_vectors=with_vectors)
         finally:
             store.close()
@@ -379,24 +418,23 @@ def import_(
 @app.command()
 def search(
     query: str = typer.Argument(..., help="Text to search for."),
-    limit: int = typer.Option(3, "--limit", min=1),
+    limit: int = typer.Option(3, "--limit", min=1, help="How many chunks to show."),
     collection: str = CollectionOpt,
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="Must be the embedder the collection was built with."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
 
     def body() -> int:
-        from embedders import make_embedder
+        from .preflight import choose_embedder, require_collection
 
-        emb = make_embedder(embedder)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            if not store.exists():
-                raise ConfigError(f"collection {collection!r} does not exist yet: run 'pagesync run' first")
+            require_collection(store)
+            emb = choose_embedder(embedder, store, why="search")
             hits = store.search(emb.embed([query])[0], limit=limit)
         finally:
             store.close()
@@ -496,7 +534,7 @@ def state_import(
     _guarded(body)
 
 
-@app.command()
+@app.command(short_help="Rebuild the collection beside the live one (e.g. a new embedder) and switch an alias to it.")
 def reindex(
     collection: str = typer.Option("pages", "--collection", help="The alias readers query (or, the first time, the plain collection to replace)."),
     qdrant_url: Optional[str] = QdrantUrlOpt,

@@ -12,8 +12,11 @@ __all__ = [
     "StateLockedError",
     "StateError",
     "StateLeaseLostError",
+    "StateUnusableError",
     "StoreError",
     "CollectionMismatchError",
+    "CollectionNotFoundError",
+    "StoreUnavailableError",
     "FetchError",
     "EmbedderError",
     "SitemapError",
@@ -45,12 +48,29 @@ class StateLeaseLostError(StateError):
     lease's expiry, or a racing pass overwrote it): the pass stops writing at once."""
 
 
+class StateUnusableError(StateError, ConfigError):
+    """The page state cannot be used at all: its path cannot hold a database, the file is
+    not a database or is corrupt, or (the Qdrant state) the server does not answer. An
+    environment problem, not a page failure: exit 2 (and a pass stops before writing)."""
+
+
 class StoreError(PagesyncError):
     """The vector store (embedded or server) refused or failed an operation."""
 
 
+class StoreUnavailableError(StoreError, ConfigError):
+    """The vector store cannot be reached or opened: a server that does not answer or
+    refuses the API key, an embedded shard held by another process, a --qdrant-path that
+    cannot hold a shard. Exit 2 when it stops a command; mid-pass, a write it fails is a
+    failed page like any other StoreError."""
+
+
 class CollectionMismatchError(ConfigError):
     """The collection exists with a vector size or distance the embedder cannot fill."""
+
+
+class CollectionNotFoundError(ConfigError):
+    """A command that reads a collection was pointed at one that does not exist."""
 
 
 class FetchError(PagesyncError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import sqlite3
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .errors import StateError, StateLockedError
+from .errors import StateError, StateLockedError, StateUnusableError
 from .httpcache import RobotsAnswer, SitemapCopy
 from .lease import Holder, locked_message, this_process
 
@@ -103,6 +104,37 @@ _ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEF
 _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 
 
+def _corrupt(exc: BaseException) -> bool:
+    """SQLite says the file is not a database, or a damaged one."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError
+
+
+def state_error(path: Path, exc: sqlite3.Error, doing: str) -> StateError:
+    """The pagesync error for a SQLite error on the state at `path`: a damaged file is
+    `StateUnusableError` (exit 2) with what to do about it; anything else (a full disk, a
+    locked file) is a `StateError` saying what failed."""
+    if _corrupt(exc):
+        return StateUnusableError(
+            f"page state {path} is damaged or not a pagesync state ({exc}): move it aside and restore it "
+            f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
+            f"backup), or delete it to start over (the next pass visits every page again)")
+    return StateError(f"{doing} {path}: {exc}")
+
+
+def _mapped(fn):
+    """A StateDB method whose SQLite errors leave it as pagesync errors (`state_error`)."""
+
+    @functools.wraps(fn)
+    def method(self: "StateDB", *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc, f"page state {fn.__name__} failed on") from exc
+
+    return method
+
+
 def to_epoch(dt: datetime | None) -> float | None:
     return None if dt is None else dt.timestamp()
 
@@ -168,6 +200,7 @@ class PageState:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(PageState))
+_UNMAPPED = {"close", "lock", "unlock", "transaction"}  # no SQL, or (transaction) wrapped by its callers
 _COLUMNS = [name for name in _FIELD_NAMES if name != "interval"] + ["interval_s"]
 
 
@@ -194,8 +227,13 @@ class StateDB:
             for name, decl in _ADDED_COLUMNS:
                 if name not in have:
                     self._db.execute(f"ALTER TABLE pages ADD COLUMN {name} {decl}")
-        except (sqlite3.Error, OSError) as exc:
-            raise StateError(f"cannot open state database {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            if _corrupt(exc):
+                raise state_error(self.path, exc, "") from exc
+            # e.g. "unable to open database file": a --state that cannot hold a database
+            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
+        except OSError as exc:
+            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -316,7 +354,7 @@ class StateDB:
             with self.transaction():
                 self._db.executemany(q, rows)
         except sqlite3.Error as exc:
-            raise StateError(f"cannot write page state: {exc}") from exc
+            raise state_error(self.path, exc, "cannot write page state to") from exc
 
     def counts(self) -> dict[str, int]:
         return {r["status"]: r["n"] for r in self._db.execute("SELECT status, COUNT(*) AS n FROM pages GROUP BY status")}
@@ -383,7 +421,7 @@ class StateDB:
         try:
             self._db.execute(query, params)
         except sqlite3.Error as exc:
-            raise StateError(f"cannot write the fetch cache: {exc}") from exc
+            raise state_error(self.path, exc, "cannot write the fetch cache to") from exc
 
     # -- runs -------------------------------------------------------------------------
     def record_run(self, report: dict) -> None:
@@ -408,7 +446,7 @@ class StateDB:
                 for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "sitemap_parses", "page_texts"):
                     self._db.execute(f"DELETE FROM {table}")
         except sqlite3.Error as exc:
-            raise StateError(f"cannot clear page state: {exc}") from exc
+            raise state_error(self.path, exc, "cannot clear page state") from exc
 
     # -- page texts (what `pagesync reindex` rebuilds from without a re-crawl) ----------------
     # Kept apart from `pages`: rows there are read whole by every pass and status, and
@@ -426,7 +464,7 @@ class StateDB:
                     rows,
                 )
         except sqlite3.Error as exc:
-            raise StateError(f"cannot write page texts: {exc}") from exc
+            raise state_error(self.path, exc, "cannot write page texts to") from exc
 
     def text_hashes(self) -> dict[str, str]:
         """url -> content hash of every kept text (no text is read)."""
@@ -453,4 +491,11 @@ class StateDB:
                 part = urls[i : i + 500]
                 self._db.execute(f"DELETE FROM page_texts WHERE url IN ({','.join('?' * len(part))})", part)
         except sqlite3.Error as exc:
-            raise StateError(f"cannot drop page texts: {exc}") from exc
+            raise state_error(self.path, exc, "cannot drop page texts from") from exc
+
+
+# Every SQL-reading method maps SQLite errors (a damaged file surfaces on the first read of a
+# damaged page, in whichever method that is) to pagesync errors.
+for _name, _fn in list(vars(StateDB).items()):
+    if callable(_fn) and not _name.startswith("__") and _name not in _UNMAPPED:
+        setattr(StateDB, _name, _mapped(_fn))

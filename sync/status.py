@@ -77,11 +77,23 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     return info
 
 
+def _pages_line(info: dict[str, Any]) -> str:
+    """`pages: 10 tracked (8 live, 2 new); 2 gone (no points); 12 in the state`: the tracked
+    pages' statuses add up to the tracked count, and gone pages are counted apart."""
+    by_status = dict(info["pages"])
+    gone = by_status.pop(GONE, 0)
+    parts = ", ".join(f"{v} {k}" for k, v in sorted(by_status.items()))
+    line = f"pages: {info['pages_tracked']} tracked" + (f" ({parts})" if parts else "")
+    if gone:
+        line += f"; {gone} gone (no points); {info['pages_tracked'] + gone} in the state"
+    return line
+
+
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
         f"collection {info['collection']}: {info['points']} points; state records {info['chunks_recorded']} chunks",
-        f"pages: {info['pages_tracked']} tracked ({', '.join(f'{k} {v}' for k, v in sorted(info['pages'].items())) or 'none'})",
+        _pages_line(info),
         f"due now: {info['pages_due']}   pending writes: {info['pages_pending']}   failing: {info['pages_failing']}",
         f"next due: {info['next_due_at'] or '-'}",
         f"revisit intervals: min {info['interval_min'] or '-'}, median {info['interval_median'] or '-'}, max {info['interval_max'] or '-'}",

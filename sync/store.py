@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
-from .errors import CollectionMismatchError, ConfigError, PagesyncError, StoreError
+from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
+                     StoreError, StoreUnavailableError)
 from .hashing import reuse_key
 
 __all__ = [
@@ -99,6 +100,9 @@ class Store(Protocol):
 
     def count(self, url: str | None = None) -> int: ...
 
+    # Optional (read with getattr by sync.preflight): `vector_size() -> int | None`, the
+    # collection's vector size (None: no collection), and `location`, where it lives.
+
     def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]: ...
 
     def close(self) -> None: ...
@@ -157,7 +161,22 @@ def qdrant_boundary(what: str, secret: str | None, error: type[PagesyncError] = 
     except PagesyncError:
         raise
     except Exception as exc:
-        raise error(redact(f"{what} failed: {exc}", secret)) from None
+        cls = _UNAVAILABLE.get(error, error) if _unreachable(exc) else error
+        raise cls(redact(f"{what} failed: {exc}", secret)) from None
+
+
+# An error of the server's reach, not of one operation: a configuration/environment error (exit 2).
+_UNAVAILABLE: dict[type, type[PagesyncError]] = {StoreError: StoreUnavailableError, StateError: StateUnusableError}
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """The server does not answer (connection refused, DNS, timeout) or refuses the API key."""
+    import httpx
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in (401, 403)
+    return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
 
 
 def _check_name(collection: str) -> None:
@@ -214,7 +233,7 @@ class EdgeStore(_PagedScroll):
                 if "WouldBlock" not in str(exc):
                     raise
                 if time.monotonic() >= deadline:
-                    raise StoreError(f"embedded store ({path}) is open in another process or thread "
+                    raise StoreUnavailableError(f"embedded store ({path}) is open in another process or thread "
                                      f"(waited {self.lock_wait:g}s)") from None
                 time.sleep(0.05)
 
@@ -224,6 +243,8 @@ class EdgeStore(_PagedScroll):
             yield
         except (StoreError, ConfigError):
             raise
+        except OSError as exc:  # a --qdrant-path that cannot hold a shard (missing, read-only, ...)
+            raise StoreUnavailableError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
         except Exception as exc:
             raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
 
@@ -251,6 +272,14 @@ class EdgeStore(_PagedScroll):
             return int(cfg["vectors"][""]["size"])
         except (OSError, KeyError, ValueError, TypeError):
             return None
+
+    @property
+    def location(self) -> str:
+        return str(self.root)
+
+    def vector_size(self) -> int | None:
+        """The collection's vector size, from its config file (the shard is not opened)."""
+        return self._config_size()
 
     def _check_size(self, dimension: int) -> None:
         size = self._config_size()
@@ -484,14 +513,33 @@ class ClientStore(_PagedScroll):
             client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
         except Exception as exc:
             raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
-        return cls(RetryingClient(client), collection, api_key=api_key)
+        store = cls(RetryingClient(client), collection, api_key=api_key)
+        store.url = url
+        return store
 
     def _guard(self, what: str):
-        return qdrant_boundary(f"Qdrant {what} on {self.collection!r}", self._secret)
+        at = f" at {self.url}" if self.url else ""
+        return qdrant_boundary(f"Qdrant {what} on {self.collection!r}{at}", self._secret)
 
     def exists(self) -> bool:
         with self._guard("collection check"):
             return self.client.collection_exists(self.collection)
+
+    url: str | None = None  # the server's, when connected by URL
+
+    @property
+    def location(self) -> str:
+        return f"the Qdrant server at {self.url}" if self.url else "Qdrant"
+
+    def vector_size(self) -> int | None:
+        """The collection's vector size (None: no collection, or named vectors only)."""
+        from qdrant_client import models as m
+
+        with self._guard("collection check"):
+            if not self.client.collection_exists(self.collection):
+                return None
+            params = self.client.get_collection(self.collection).config.params.vectors
+        return params.size if isinstance(params, m.VectorParams) else None
 
     def ensure_collection(self, dimension: int) -> None:
         from qdrant_client import models as m

@@ -1,0 +1,211 @@
+"""Exit codes and error lines of the command line: configuration and environment errors are
+exit 2 with one line and nothing written (CONTRACT.md), never a traceback or exit 1 (which
+means "pages failed" or "the audit found problems")."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from sync.store import EdgeStore
+from tests.test_audit import damage
+from tests.test_cli import build, cli, one_error_line, parallel, run, sitemap, stored, work  # noqa: F401
+
+COMMON = ("--qdrant-path", "q", "--state", "s.db")
+
+
+# -- A: audit --fix checks the embedder before writing -------------------------------------------
+def test_audit_fix_with_an_embedder_that_does_not_fit_exits_2_and_deletes_nothing(site, work):
+    build(site, n=4)
+    assert run(site, work).returncode == 0
+    store = EdgeStore(work / "q", "pages")
+    damage(store, site)
+    store.close()
+    before = stored(work)
+    r = cli(work, "audit", "--fix", "--include-foreign", "--embedder", "fake-32", *COMMON)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert "16-dimensional" in line and "32" in line
+    assert stored(work) == before, "nothing is deleted before the embedder is checked"
+
+
+def test_audit_fix_without_embedder_uses_the_one_the_points_name(site, work):
+    build(site, n=4)
+    assert run(site, work).returncode == 0
+    store = EdgeStore(work / "q", "pages")
+    damage(store, site)
+    store.close()
+    r = cli(work, "audit", "--fix", "--include-foreign", "--json", *COMMON)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "using embedder 'fake-hash-16'" in r.stderr
+    assert json.loads(r.stdout)["after_fix"]["ok"]
+
+
+def test_search_without_embedder_uses_the_one_the_points_name_and_a_wrong_one_is_exit_2(site, work):
+    build(site)
+    assert run(site, work).returncode == 0
+    ok, wrong = parallel(lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--json"),
+                         lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--embedder", "fake-32"))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)
+    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+    assert "16-dimensional" in one_error_line(wrong)
+
+
+# -- B: a damaged state file ------------------------------------------------------------------------
+def _damage_state(path) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:  # what the tester did: garbage over bytes 8192-60000
+        fh.seek(8192)
+        fh.write(b"\xab" * (min(60000, size - 4096) - 8192))
+
+
+def test_a_damaged_state_is_exit_2_naming_the_file_and_what_to_do(site, work):
+    build(site, n=30, sections=6)
+    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    db = work / "s.db"
+    with sqlite3.connect(db) as c:  # fold the WAL in, so the damage is in the file the next open reads
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert db.stat().st_size > 20000
+    _damage_state(db)
+    calls = [
+        lambda: run(site, work, "--full"),
+        lambda: run(site, work, "--now", "2026-01-01T00:00:00Z"),  # nothing due
+        lambda: run(site, work, "--now", "2027-01-01T00:00:00Z"),  # everything due
+        lambda: cli(work, "status", *COMMON),
+        lambda: cli(work, "audit", *COMMON),
+    ]
+    for r in [call() for call in calls]:  # one at a time: each takes the state's pass lock
+        assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+        line = one_error_line(r)
+        assert "s.db" in line and "state import" in line and "delete it" in line
+
+
+def test_a_state_that_is_not_a_database_is_exit_2(work):
+    (work / "s.db").write_bytes(b"not a database at all " * 400)
+    r = cli(work, "status", *COMMON)
+    assert r.returncode == 2, r.stderr
+    assert "s.db" in one_error_line(r)
+
+
+# -- C: configuration and environment errors ---------------------------------------------------------
+def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
+    build(site)
+    assert run(site, work).returncode == 0
+    holder = EdgeStore(work / "q", "pages")
+    holder.count()  # opens (and locks) the shard
+    try:
+        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON),
+                      lambda: cli(work, "export", *COMMON))
+    finally:
+        holder.close()
+    for r in rs:
+        assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+        assert "open in another process" in one_error_line(r)
+
+
+def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
+    build(site)
+    args = ("run", "--sitemap", sitemap(site), "--embedder", "fake")
+    rs = parallel(
+        lambda: cli(work, *args, "--state", "s.db", "--qdrant-url", "http://127.0.0.1:1"),
+        lambda: cli(work, "export", "--qdrant-url", "http://127.0.0.1:1"),
+        lambda: cli(work, *args, "--state", "/proc/x/state.db", "--qdrant-path", "q"),
+        lambda: cli(work, *args, "--state", "s2.db", "--qdrant-path", "/proc/x/q"),
+    )
+    for r in rs:
+        assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+        one_error_line(r)
+    assert "Qdrant" in rs[0].stderr and "127.0.0.1:1" in rs[1].stderr
+    assert "/proc/x/state.db" in rs[2].stderr and "/proc/x/q" in rs[3].stderr
+
+
+# -- H: a collection that does not exist -------------------------------------------------------------
+def test_a_mistyped_collection_is_exit_2_for_every_reader(site, work):
+    build(site)
+    assert run(site, work).returncode == 0
+    rs = parallel(*[lambda c=c: cli(work, c, "--collection", "pagse", *COMMON) for c in ("status", "audit", "export")],
+                  lambda: cli(work, "search", "x", "--collection", "pagse", "--qdrant-path", "q"))
+    for r in rs:
+        assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+        assert "collection 'pagse' not found in q" in one_error_line(r)
+
+
+def test_nothing_indexed_yet_is_not_a_missing_collection(site, work):
+    """A first pass that indexed nothing (every page failed): status and audit say so, exit 0."""
+    build(site, n=1)
+    site.error("/p0.html", 500)
+    assert run(site, work).returncode == 1
+    assert not (work / "q" / "pages").exists() or True
+    rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON),
+                  lambda: cli(work, "export", *COMMON))
+    for r in rs:
+        assert r.returncode == 0, r.args[3:] + [r.stdout, r.stderr]
+
+
+# -- D: numbers that add up and say what they count ---------------------------------------------------
+def test_status_pages_line_adds_up_and_audit_examples_say_what_they_count(site, work):
+    urls = build(site, n=4)
+    assert run(site, work).returncode == 0
+    site.remove("/p3.html")
+    assert run(site, work, "--full").returncode == 0
+    r = cli(work, "status", *COMMON)
+    assert r.returncode == 0, r.stderr
+    assert "pages: 3 tracked (3 live); 1 gone (no points); 4 in the state" in r.stdout, r.stdout
+
+    store = EdgeStore(work / "q", "pages")
+    damage(store, site)  # among others: /p1.html loses its chunk 1 -> broken
+    store.close()
+    r = cli(work, "audit", *COMMON)
+    assert r.returncode == 1
+    broken = next(ln for ln in r.stdout.splitlines() if ln.startswith("broken"))
+    assert "good current points of" in broken and "recorded" in broken and urls[1] in broken, broken
+
+
+# -- E: a dry run's lines --------------------------------------------------------------------------------
+def test_dry_run_lines_read_as_would_be_actions(site, work):
+    urls = build(site)
+    assert run(site, work).returncode == 0
+    site.remove("/p2.html")
+    r = run(site, work, "--dry-run", "--full")
+    assert r.returncode == 0, r.stderr
+    assert f"would remove {urls[2]}" in r.stderr
+    assert any(ln.startswith("would remove") and urls[2] in ln for ln in r.stdout.splitlines()), r.stdout
+    assert "removed " not in r.stderr and "would removed" not in r.stdout
+
+
+# -- F: -q / -v after `run`, quiet third parties, help texts -----------------------------------------------
+def test_run_takes_q_and_v_and_v_logs_skips_but_no_third_party_debug(site, work):
+    urls = build(site)
+    assert run(site, work, "-q").returncode == 0
+    r = run(site, work, "--full", "-v")
+    assert r.returncode == 0, r.stderr
+    assert f"not_modified {urls[0]}" in r.stderr  # every page, skips included
+    assert "Using selector" not in r.stderr and "minimum date" not in r.stderr
+    r = cli(work, "-v", "run", "--sitemap", sitemap(site), *COMMON, "--embedder", "fake", "--full")
+    assert r.returncode == 0 and f"not_modified {urls[0]}" in r.stderr
+    assert "Using selector" not in r.stderr
+
+
+def test_help_texts():
+    import typer.testing
+
+    from sync.cli import app
+
+    runner = typer.testing.CliRunner(env={"COLUMNS": "250"})
+    top = runner.invoke(app, ["--help"]).output
+    assert "exit 1 when anything is found" in top and "switch an alias to it" in top
+    assert "(at most 4 per host)" not in runner.invoke(app, ["run", "--help"]).output
+    assert "How many chunks" in runner.invoke(app, ["search", "--help"]).output
+
+
+# -- G: an error names its URL once ---------------------------------------------------------------------------
+def test_a_sitemap_error_names_the_url_once(site, work):
+    build(site)
+    site.sitemap_mode = "missing"  # the sitemap answers 404
+    r = run(site, work)
+    assert r.returncode == 1, r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert line.count(sitemap(site)) == 1, line
