@@ -342,14 +342,13 @@ def status(
     """What is tracked, what is due, intervals, last pass."""
 
     def body() -> int:
-        from .preflight import require_collection
         from .status import collect_status, render_status
 
         clock = _parse_now(now)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
+            # No require_collection: a missing collection is status's first warning line.
             with _open_state(state, store, missing=NO_STATE) as st:
-                require_collection(store, st)
                 info = collect_status(st, store, clock, with_pages=pages)
         finally:
             store.close()

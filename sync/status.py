@@ -47,11 +47,16 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     }
     # Points lost while the state survived (a deleted --qdrant-path, a new server, another
     # --collection): the next `pagesync run` rebuilds them; `audit --fix` repairs too.
+    # A missing collection may also be a mistyped --collection or --qdrant-path: status
+    # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
     if info["points"] == 0 and info["chunks_recorded"] > 0:
+        where = getattr(store, "location", "the store")
+        found = (f"has no points" if store.exists()
+                 else f"was not found in {where} (a mistyped --collection or --qdrant-path / --qdrant-url?)")
         info["warnings"].append(
-            f"collection {store.collection!r} has no points but the state records {info['chunks_recorded']} chunks: "
-            "it was lost or emptied; re-index with `pagesync run` (it rebuilds a missing collection, "
+            f"collection {store.collection!r} {found} but the state records {info['chunks_recorded']} chunks: "
+            "if it was lost or emptied, re-index with `pagesync run` (it rebuilds a missing collection, "
             "and an empty one on a server) or `pagesync audit --fix`")
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []

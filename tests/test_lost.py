@@ -149,9 +149,9 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     shutil.rmtree(work / "q")
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
     assert st.returncode == 0, st.stderr
-    assert "has no points but the state records" in json.loads(st.stdout)["warnings"][0]
+    assert "was not found in q (a mistyped" in json.loads(st.stdout)["warnings"][0]
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
-    assert st.stdout.startswith("warning: collection 'pages' has no points") and "pagesync run" in st.stdout
+    assert st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run" in st.stdout
     r = run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", report="r.json")
     assert r.returncode == 0, r.stderr
     assert sum("missing or empty but the state records" in ln for ln in r.stderr.splitlines()) == 1
