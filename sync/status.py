@@ -51,13 +51,16 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
     if info["points"] == 0 and info["chunks_recorded"] > 0:
-        where = getattr(store, "location", "the store")
-        found = (f"has no points" if store.exists()
-                 else f"was not found in {where} (a mistyped --collection or --qdrant-path / --qdrant-url?)")
-        info["warnings"].append(
-            f"collection {store.collection!r} {found} but the state records {info['chunks_recorded']} chunks: "
-            "if it was lost or emptied, re-index with `pagesync run` (it rebuilds a missing collection, "
-            "and an empty one on a server) or `pagesync audit --fix`")
+        recorded = f"the state records {info['chunks_recorded']} chunks"
+        if store.exists():
+            info["warnings"].append(
+                f"collection {store.collection!r} has no points but {recorded}: it was emptied; re-index with "
+                "`pagesync audit --fix` (or `pagesync run`, which rebuilds an empty collection on a server)")
+        else:
+            where = getattr(store, "location", "the store")
+            info["warnings"].append(
+                f"collection {store.collection!r} was not found in {where} (a mistyped --collection or "
+                f"--qdrant-path / --qdrant-url?) but {recorded}: if it was lost, `pagesync run` rebuilds it")
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):

@@ -162,6 +162,34 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert json.loads(st.stdout)["warnings"] == []
 
 
+def test_cli_status_on_an_emptied_embedded_collection_points_to_audit_fix(site, tmp_path):
+    """An embedded collection that exists with no points: `run` does not look inside a
+    shard it has no reason to open, so status names the repair that does."""
+    import json
+
+    from tests.test_cli import build as cli_build
+    from tests.test_cli import cli, run, stored
+
+    work = tmp_path / "work"
+    work.mkdir()
+    cli_build(site)
+    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    urls = {p["url"] for p in stored(work).values()}
+    store = EdgeStore(work / "q", "pages")
+    try:
+        store.delete_pages(sorted(urls))
+    finally:
+        store.close()
+    assert stored(work) == {}
+    st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
+    assert st.returncode == 0, st.stderr
+    (warning,) = json.loads(st.stdout)["warnings"]
+    assert "has no points" in warning and "pagesync audit --fix" in warning, warning
+    fix = cli(work, "audit", "--fix", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake")
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    assert {p["url"] for p in stored(work).values()} == urls
+
+
 # -- robots.txt answering 5xx: disallow all for now, but as failures ------------------------------
 def test_robots_503_on_a_first_run_fails_the_pages_and_retries_them_soon(site, harness):
     build(site, n=3)
