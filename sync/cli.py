@@ -197,7 +197,9 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
     for noisy in ("httpx", "httpcore", "trafilatura", "htmldate", "courlan", "justext", "asyncio",
                   "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    log.setLevel(logging.DEBUG if verbose else logging.NOTSET)  # NOTSET: as the root logger (INFO)
+    # Set either way: the root logger's level is not ours to rely on (an embedding
+    # application, or pytest's caplog, may hold it above INFO).
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 @app.command()
