@@ -17,12 +17,19 @@ COMMON = ("--qdrant-path", "q", "--state", "s.db")
 
 
 # -- A: audit --fix checks the embedder before writing -------------------------------------------
-def test_audit_fix_with_an_embedder_that_does_not_fit_exits_2_and_deletes_nothing(site, work):
+def indexed_and_damaged(site, work) -> None:
+    """Four pages indexed with the 16-d fake embedder, then every audit category planted."""
     build(site, n=4)
     assert run(site, work).returncode == 0
     store = EdgeStore(work / "q", "pages")
-    damage(store, site)
-    store.close()
+    try:
+        damage(store, site)
+    finally:
+        store.close()
+
+
+def test_audit_fix_with_an_embedder_that_does_not_fit_exits_2_and_deletes_nothing(site, work):
+    indexed_and_damaged(site, work)
     before = stored(work)
     r = cli(work, "audit", "--fix", "--include-foreign", "--embedder", "fake-32", *COMMON)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -32,11 +39,7 @@ def test_audit_fix_with_an_embedder_that_does_not_fit_exits_2_and_deletes_nothin
 
 
 def test_audit_fix_without_embedder_uses_the_one_the_points_name(site, work):
-    build(site, n=4)
-    assert run(site, work).returncode == 0
-    store = EdgeStore(work / "q", "pages")
-    damage(store, site)
-    store.close()
+    indexed_and_damaged(site, work)
     r = cli(work, "audit", "--fix", "--include-foreign", "--json", *COMMON)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "using embedder 'fake-hash-16'" in r.stderr
