@@ -63,12 +63,12 @@ def check_embedder_fits(store: Store, embedder: Any) -> None:
 def choose_embedder(name: str | None, store: Store, *, why: str) -> Any:
     """The embedder for a command that embeds for this existing collection (see module doc),
     checked to fit it. `why` names the command in the info line."""
-    from embedders import make_embedder, name_for_model_id
+    from embedders import DEFAULT_NAMES, make_embedder, name_for_model_id
 
     if name is None and store.exists():
         model_id = stored_embedder(store)
         guessed = name_for_model_id(model_id)
-        if guessed is not None:
+        if guessed is not None and guessed not in DEFAULT_NAMES:  # the default needs no word
             log.info("%s: using embedder %r, the one the collection's points name (--embedder to choose)",
                      why, model_id)
             name = guessed
