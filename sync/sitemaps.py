@@ -20,6 +20,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
 
 from .errors import FetchError, SitemapError
@@ -53,13 +54,15 @@ _YEAR = re.compile(r"^\d{4}(-\d{2})?$")
 @dataclass(frozen=True)
 class SitemapEntry:
     url: str  # canonical
-    lastmod: str | None  # as written in the sitemap, normalised to ISO 8601 UTC when parseable
+    lastmod: str | None  # ISO 8601 UTC; None when the sitemap gives none or an unreadable one
 
 
 @dataclass
 class ParsedSitemap:
     entries: list[SitemapEntry] = field(default_factory=list)
     sitemaps: list[str] = field(default_factory=list)  # children when this is an index
+    # More <url> entries than the protocol allows (MAX_SITEMAP_URLS): the rest were not read.
+    truncated: bool = False
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -71,7 +74,10 @@ def _gunzip(data: bytes) -> bytes:
 
 
 def parse_lastmod(value: str | None) -> datetime | None:
-    """W3C datetime (the sitemap protocol's lastmod) to an aware UTC datetime, or None."""
+    """W3C datetime (the sitemap protocol's lastmod) to an aware UTC datetime, or None.
+
+    The HTTP date format (`Tue, 02 Jan 2024 10:00:00 GMT`), which some generators write,
+    is read too; anything else (`2025-13-45`, `garbage`) is None: treated as no lastmod."""
     if not value:
         return None
     v = value.strip()
@@ -82,7 +88,10 @@ def parse_lastmod(value: str | None) -> datetime | None:
     try:
         dt = datetime.fromisoformat(v)
     except ValueError:
-        return None
+        try:
+            dt = parsedate_to_datetime(v)
+        except (TypeError, ValueError, IndexError):
+            return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc)
@@ -139,17 +148,18 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         if url in seen:
             continue
         seen.add(url)
-        parsed = parse_lastmod(lastmod)
-        # Unparseable stamps are kept as written: a change of the string is still a signal.
-        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else lastmod))
         if len(out.entries) >= MAX_SITEMAP_URLS:
+            out.truncated = True  # a URL past the limit: the caller must not read absence as removal
             break
+        parsed = parse_lastmod(lastmod)
+        # An unreadable stamp is no stamp: a changed typo is not a change of the page.
+        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
     return out
 
 
 # Bump whenever parse_sitemap, canonical_url or parse_lastmod would return something
 # different for the same bytes: every kept parse then misses once and is redone.
-PARSE_VERSION = 1
+PARSE_VERSION = 2
 
 
 def parse_key(body: bytes) -> str:
@@ -164,7 +174,7 @@ def parse_key(body: bytes) -> str:
 def pack_parsed(parsed: ParsedSitemap) -> bytes:
     """A parse result as compact bytes (zlib-compressed JSON), the inverse of `unpack_parsed`."""
     doc = {"urls": [e.url for e in parsed.entries], "lastmods": [e.lastmod for e in parsed.entries],
-           "sitemaps": list(parsed.sitemaps)}
+           "sitemaps": list(parsed.sitemaps), "truncated": parsed.truncated}
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("ascii"), 1)
 
 
@@ -176,15 +186,16 @@ def unpack_parsed(packed: bytes) -> ParsedSitemap | None:
     """Inverse of `pack_parsed`; None for anything damaged or not of its shape."""
     try:
         doc = json.loads(zlib.decompress(packed))
-        urls, lastmods, children = doc["urls"], doc["lastmods"], doc["sitemaps"]
+        urls, lastmods, children, truncated = doc["urls"], doc["lastmods"], doc["sitemaps"], doc["truncated"]
     except (zlib.error, UnicodeDecodeError, ValueError, TypeError, KeyError):
         return None
-    if not (type(urls) is list and type(lastmods) is list and type(children) is list and len(urls) == len(lastmods)):
+    if not (type(urls) is list and type(lastmods) is list and type(children) is list and len(urls) == len(lastmods)
+            and type(truncated) is bool):
         return None
     # Type checks over whole lists at C speed: a 20,000-URL sitemap is read in a few ms.
     if not (set(map(type, urls)) <= _STR and set(map(type, lastmods)) <= _STR_OR_NONE and set(map(type, children)) <= _STR):
         return None
-    return ParsedSitemap(list(map(SitemapEntry, urls, lastmods)), children)
+    return ParsedSitemap(list(map(SitemapEntry, urls, lastmods)), children, truncated)
 
 
 def lastmod_trusted(lastmods: Iterable[str | None]) -> bool:
@@ -289,6 +300,12 @@ async def collect_sitemaps(
                 out.errors.append((child, "sitemap index nested too deep"))
             else:
                 frontier.append((child, depth + 1))
+        if parsed.truncated:
+            # The URLs past the limit are unknown, so this pass removes nothing (an error
+            # makes the collection incomplete) rather than purge pages it did not read.
+            out.errors.append((url, f"lists more than {MAX_SITEMAP_URLS:,} URLs, the protocol's limit: "
+                                    f"the first {MAX_SITEMAP_URLS:,} are tracked and nothing is removed; "
+                                    "split it with a sitemap index"))
         for e in parsed.entries:
             out.entries.setdefault(e.url, e.lastmod)
     return out

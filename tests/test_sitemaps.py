@@ -162,11 +162,24 @@ def test_equal_instants_normalise_equal():
     assert p.entries[0].lastmod == p.entries[1].lastmod
 
 
-def test_unparseable_lastmod_is_kept_as_written():
-    # SitemapEntry.lastmod: "as written in the sitemap, normalised to ISO 8601 UTC when parseable".
-    # A site with a non-ISO stamp must not lose its lastmod (it would never be seen to change).
-    p = parse_sitemap(urlset(("https://e.com/a", "Tue, 02 Jan 2024 10:00:00 GMT")))
-    assert p.entries[0].lastmod == "Tue, 02 Jan 2024 10:00:00 GMT"
+@pytest.mark.parametrize("written, read", [
+    # The HTTP date format, which some generators write, is read: such a site keeps its lastmod.
+    ("Tue, 02 Jan 2024 10:00:00 GMT", "2024-01-02T10:00:00+00:00"),
+    ("Tue, 02 Jan 2024 12:00:00 +0200", "2024-01-02T10:00:00+00:00"),
+    # Anything else is no lastmod: a changed typo must not read as an advance (nor cost trust).
+    ("garbage", None),
+    ("2025-13-45", None),
+    ("2024-02-30T10:00:00Z", None),
+])
+def test_non_w3c_lastmod(written, read):
+    p = parse_sitemap(urlset(("https://e.com/a", written)))
+    assert p.entries[0].lastmod == read
+
+
+def test_a_changed_unreadable_lastmod_is_no_advance():
+    before = {e.url: e.lastmod for e in parse_sitemap(urlset(("https://e.com/a", "junk"), ("https://e.com/b", "2024-01-01"))).entries}
+    now = {e.url: e.lastmod for e in parse_sitemap(urlset(("https://e.com/a", "junk2"), ("https://e.com/b", "2024-01-01"))).entries}
+    assert diff_sitemap(before, now).lastmod_changed == []
 
 
 @pytest.mark.parametrize(
@@ -281,9 +294,28 @@ def test_url_count_is_capped():
     n = MAX_SITEMAP_URLS + 25
     body = "".join(f"<url><loc>https://e.com/p{i}</loc></url>" for i in range(n))
     p = parse_sitemap(f'<urlset xmlns="{NS}">{body}</urlset>'.encode())
-    assert len(p.entries) == MAX_SITEMAP_URLS
+    assert len(p.entries) == MAX_SITEMAP_URLS and p.truncated
     assert p.entries[0].url == "https://e.com/p0"
     assert p.entries[-1].url == f"https://e.com/p{MAX_SITEMAP_URLS - 1}"
+    assert unpack_parsed(pack_parsed(p)) == p  # a kept parse remembers the cut
+    exact = "".join(f"<url><loc>https://e.com/p{i}</loc></url>" for i in range(MAX_SITEMAP_URLS))
+    assert not parse_sitemap(f'<urlset xmlns="{NS}">{exact}</urlset>'.encode()).truncated
+
+
+def test_a_sitemap_over_the_url_limit_is_an_error_so_nothing_is_removed():
+    """URLs past the cut are unknown: reading them as removed would purge live pages."""
+    n = MAX_SITEMAP_URLS + 2
+    body = "".join(f"<url><loc>https://e.com/p{i}</loc></url>" for i in range(n)).encode()
+    big = f'<urlset xmlns="{NS}">'.encode() + body + b"</urlset>"
+
+    async def fetch(url):
+        return big, len(big)
+
+    out = asyncio.run(collect_sitemaps(["https://e.com/sitemap.xml"], fetch))
+    assert not out.complete
+    ((where, why),) = out.errors
+    assert where == "https://e.com/sitemap.xml" and "more than 50,000 URLs" in why
+    assert len(out.entries) == MAX_SITEMAP_URLS
 
 
 def test_uncompressed_size_cap_applies_to_gzip_and_plain(monkeypatch):
