@@ -13,13 +13,19 @@ from dataclasses import dataclass
 
 __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
 
-EXTRACTOR_ID = "trafilatura-md-v3"
+EXTRACTOR_ID = "trafilatura-md-v4"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
 # (was 97 %), with recall and code retention unchanged (bench/results/extraction_quality.md).
 _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+# <aside> inside the main content is content (Starlight's admonitions, docutils' footnotes,
+# sidebars and topics), though trafilatura drops every <aside> as boilerplate; one outside
+# it is a page sidebar. Kept when its links are at most half of its text (a table of
+# contents is mostly links).
+_MAIN_ASIDES = "//main//aside | //article//aside | //*[@role='main']//aside"
+_MAX_ASIDE_LINK_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,24 @@ def _decode(body: bytes) -> str:
     return body.decode("utf-8", errors="replace")
 
 
+def _keep_content_asides(body: bytes):
+    """The page as an lxml tree with in-content <aside>s turned into <div>s (see
+    `_MAIN_ASIDES`), or the bytes unchanged when it has none (most pages: no second parse)."""
+    if b"<aside" not in body and b"<ASIDE" not in body:
+        return body
+    from trafilatura.utils import load_html  # trafilatura's own decoding and parsing
+
+    tree = load_html(body)
+    if tree is None:
+        return body
+    for aside in tree.xpath(_MAIN_ASIDES):
+        text = len("".join(aside.itertext()).strip())
+        links = sum(len("".join(a.itertext()).strip()) for a in aside.iter("a"))
+        if text and links <= _MAX_ASIDE_LINK_SHARE * text:
+            aside.tag = "div"
+    return tree
+
+
 def extract_page(body: bytes, content_type: str = "text/html", url: str | None = None) -> Extracted:
     """Extract (title, markdown). Markdown and plain-text bodies pass through untouched.
 
@@ -111,7 +135,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.
     markdown = trafilatura.extract(
-        body,
+        _keep_content_asides(body),
         url=url,
         output_format="markdown",
         with_metadata=False,
