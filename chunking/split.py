@@ -3,8 +3,9 @@
 Heading-first splitting keeps chunk boundaries put under local edits: an edit inside
 one section changes only that section's chunks, and a section inserted or removed
 leaves every other section's chunks as they were (so their stored vectors are reused,
-see `sync.engine`). langchain-text-splitters does both steps (it knows code fences and
-markdown separators); we fix the settings and group its lines into sections ourselves.
+see `sync.engine`). langchain-text-splitters does both steps (it knows code fences); we fix
+the settings, group its lines into sections ourselves and size sections by line group
+(`_SIZER_SEPARATORS`).
 
 One change to langchain's own grouping (`MarkdownHeaderTextSplitter` with
 `strip_headers=False`): it glues a heading that is directly followed by a deeper heading
@@ -32,8 +33,15 @@ __all__ = ["Splitter"]
 _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # Bumped whenever the same markdown can produce different chunk texts: it is part of the
 # pipeline fingerprint, so every page is re-chunked once (unchanged texts keep their vectors).
-_GROUPING = "v3"  # v3: code lines keep their indentation
+_GROUPING = "v3"  # v3: code lines keep their indentation; oversized sections cut between line groups
 _JOIN = "  \n"  # what langchain's own aggregation puts between a section's line groups
+# An oversized section is cut between its line groups first (paragraphs, lists, a code block
+# with the lines glued to it), then between lines, words, characters. langchain's markdown
+# separators cut at every "```" line and at "# " lines first, i.e. at both fences of every
+# code block and at shell/Python comments in code: code ended up in small chunks of its own,
+# cut from its heading and intro, with an unclosed fence (and the closing one opening the
+# next chunk).
+_SIZER_SEPARATORS = [r"  \n", r"\n", " ", ""]
 
 
 def _clean(line: str) -> str:
@@ -99,11 +107,12 @@ class Splitter:
 
     def _load(self) -> None:
         # Imported on first use: a pass with nothing to chunk never pays for langchain.
-        from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+        from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
         self._sections = MarkdownHeaderTextSplitter(_HEADERS, strip_headers=False, return_each_line=True)
-        self._sizer = RecursiveCharacterTextSplitter.from_language(
-            Language.MARKDOWN,
+        self._sizer = RecursiveCharacterTextSplitter(
+            separators=_SIZER_SEPARATORS,
+            is_separator_regex=True,
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
             strip_whitespace=False,  # `_trim` strips, keeping a code line's indentation

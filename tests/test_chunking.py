@@ -420,7 +420,7 @@ _code_body = st.lists(_code_line, min_size=1, max_size=25).map("\n".join).filter
 @given(markdown_docs(), _code_body, st.sampled_from(["```", "```python", "~~~", "```js"]), st.integers(60, 600), st.data())
 def test_code_lines_keep_their_leading_whitespace(md, body, fence, size, data):
     # Wherever a code block lands and however it is split, every non-blank line of it shows up
-    # in some chunk with its indentation intact.
+    # in some chunk with its indentation intact; a small block stays whole.
     close = "~~~" if fence.startswith("~") else "```"
     block = f"{fence}\n{body}\n{close}"
     parts = md.split("\n\n")
@@ -432,3 +432,5 @@ def test_code_lines_keep_their_leading_whitespace(md, body, fence, size, data):
     for ln in body.split("\n"):
         if ln.strip() and len(ln) < size // 2:  # longer lines may be cut by the size fallback
             assert ln.rstrip() in lines, (ln, chunks)
+    if len(block) < size // 2:  # a block that fits stays whole, fences and all
+        assert any(block in c for c in chunks), (block, chunks)
