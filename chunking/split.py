@@ -3,8 +3,9 @@
 Heading-first splitting keeps chunk boundaries put under local edits: an edit inside
 one section changes only that section's chunks, and a section inserted or removed
 leaves every other section's chunks as they were (so their stored vectors are reused,
-see `sync.engine`). langchain-text-splitters does both steps (it knows code fences and
-markdown separators); we fix the settings and group its lines into sections ourselves.
+see `sync.engine`). langchain-text-splitters does both steps (it knows code fences); we fix
+the settings, group its lines into sections ourselves and size sections by line group
+(`_SIZER_SEPARATORS`).
 
 One change to langchain's own grouping (`MarkdownHeaderTextSplitter` with
 `strip_headers=False`): it glues a heading that is directly followed by a deeper heading
@@ -14,6 +15,12 @@ comes first. Inserting a section at the top of a page then changed the old first
 section's chunk as well. Here a level-1 heading (the page title) never glues; everything
 else is grouped exactly as langchain groups it, so chunk texts changed only where a
 title was glued.
+
+Code is kept verbatim. langchain strips every line it returns, code included, which turned
+every stored Python example into unindented, broken code. We track fences with langchain's
+own rule and put back the original text of each line inside a fence (fence lines included),
+minus trailing whitespace; the grouping is untouched. Outside code, lines stay as langchain
+strips them. A size split inside a code block keeps the indentation of the piece's first line.
 """
 
 from __future__ import annotations
@@ -26,8 +33,55 @@ __all__ = ["Splitter"]
 _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # Bumped whenever the same markdown can produce different chunk texts: it is part of the
 # pipeline fingerprint, so every page is re-chunked once (unchanged texts keep their vectors).
-_GROUPING = "v2"
+_GROUPING = "v3"  # v3: code lines keep their indentation; oversized sections cut between line groups
 _JOIN = "  \n"  # what langchain's own aggregation puts between a section's line groups
+# An oversized section is cut between its line groups first (paragraphs, lists, a code block
+# with the lines glued to it), then between lines, words, characters. langchain's markdown
+# separators cut at every "```" line and at "# " lines first, i.e. at both fences of every
+# code block and at shell/Python comments in code: code ended up in small chunks of its own,
+# cut from its heading and intro, with an unclosed fence (and the closing one opening the
+# next chunk).
+_SIZER_SEPARATORS = [r"  \n", r"\n", " ", ""]
+
+
+def _clean(line: str) -> str:
+    """A line as langchain's MarkdownHeaderTextSplitter returns it: stripped, printable only."""
+    return "".join(filter(str.isprintable, line.strip()))
+
+
+def _kept_lines(markdown: str) -> list[tuple[str, bool]]:
+    """The markdown's lines that langchain keeps, in its order, each with whether it belongs to
+    a code block (fences included). Same fence rule as langchain's `split_text`: a line opens a
+    block if it starts with a single ``` or with ~~~, and the next line starting with that
+    fence closes it. Inside a block every line is kept, blank ones too; outside, blank lines
+    only separate line groups."""
+    out: list[tuple[str, bool]] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        s = _clean(line)
+        if not fence and s.startswith("```") and s.count("```") == 1:
+            fence = "```"
+            out.append((line, True))
+        elif not fence and s.startswith("~~~"):
+            fence = "~~~"
+            out.append((line, True))
+        elif fence:
+            if s.startswith(fence):
+                fence = ""
+            out.append((line, True))
+        elif s:
+            out.append((line, False))
+    return out
+
+
+def _trim(piece: str) -> str:
+    """`piece.strip()`, except that the first line keeps its indentation (a code block split by
+    size: its continuation starts with an indented line). Outside code langchain has stripped
+    every line already, so there this is exactly `strip()`."""
+    body = piece.lstrip()
+    head = piece[: len(piece) - len(body)]
+    indent = head.rpartition("\n")[2] if "\n" in head else ""
+    return (indent + body).rstrip() if body else ""
 
 
 def _glues(last_line: str) -> bool:
@@ -53,11 +107,15 @@ class Splitter:
 
     def _load(self) -> None:
         # Imported on first use: a pass with nothing to chunk never pays for langchain.
-        from langchain_text_splitters import Language, MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+        from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
 
         self._sections = MarkdownHeaderTextSplitter(_HEADERS, strip_headers=False, return_each_line=True)
-        self._sizer = RecursiveCharacterTextSplitter.from_language(
-            Language.MARKDOWN, chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap
+        self._sizer = RecursiveCharacterTextSplitter(
+            separators=_SIZER_SEPARATORS,
+            is_separator_regex=True,
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            strip_whitespace=False,  # `_trim` strips, keeping a code line's indentation
         )
 
     @property
@@ -71,8 +129,9 @@ class Splitter:
         if self._sections is None:
             self._load()
         out: list[tuple[dict, str]] = []
+        kept = iter(_kept_lines(markdown))
         for group in self._sections.split_text(markdown):  # one entry per line group / heading line
-            meta, text = group.metadata, group.page_content
+            meta, text = group.metadata, self._verbatim(group.page_content, kept)
             if out and out[-1][0] == meta:  # same heading path: one section
                 out[-1] = (meta, out[-1][1] + _JOIN + text)
             elif out and len(out[-1][0]) < len(meta) and _glues(out[-1][1].split("\n")[-1]):
@@ -81,12 +140,25 @@ class Splitter:
                 out.append((meta, text))
         return [text for _, text in out]
 
+    @staticmethod
+    def _verbatim(text: str, kept) -> str:
+        """A line group with its code lines as they are in the markdown (`kept` walks
+        `_kept_lines` in step with langchain's output). A line that does not match what
+        langchain returned is left as langchain's: a future langchain with another fence rule
+        degrades to stripped code, never to wrong text."""
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            original, code = next(kept, ("", False))
+            if code and _clean(original) == line:
+                lines[i] = original.rstrip()
+        return "\n".join(lines)
+
     def split(self, markdown: str) -> list[str]:
         """Chunks in document order; empty or whitespace-only markdown gives none."""
         chunks: list[str] = []
         for section in self.sections(markdown):
             for piece in self._sizer.split_text(section):
-                piece = piece.strip()
+                piece = _trim(piece)
                 if piece:
                     chunks.append(piece)
         return chunks

@@ -365,4 +365,72 @@ def test_sections_are_langchains_wherever_no_title_is_glued(md):
 
 def test_chunker_settings_name_the_grouping():
     # Part of the pipeline fingerprint: changing how sections are grouped re-chunks every page once.
-    assert "v2" in Splitter().settings
+    assert "v3" in Splitter().settings
+
+
+# -- code keeps its whitespace ------------------------------------------------------------------
+
+_PY = 'class MyClass:\n    """A simple example class"""\n    i = 12345\n\n    def f(self):\n        return "hello world"'
+_NESTED = "def walk(tree):\n    for node in tree:\n        if node.children:\n            for child in node.children:\n                yield child\n        else:\n            yield node"
+_BLANKS = "import os\n\n\ndef main():\n    x = 1\n\n    return x"
+_TABS = "all:\n\tcc -o app main.c\n\t@echo done"
+_COMMENTS = "def update(self, keys):\n    # provides new signature\n    # but does not break __init__()\n    return keys"
+
+
+@pytest.mark.parametrize("md, code", [
+    ("## Classes\n\nA class:\n\n```\n" + _PY + "\n```\n\nThen more.", _PY),
+    ("## Walk\n\n```python\n" + _NESTED + "\n```", "```python\n" + _NESTED + "\n```"),
+    ("# T\n\n## Blank lines\n\nText.\n\n```py\n" + _BLANKS + "\n```\nAfter, no blank line.", _BLANKS),
+    ("## Make\n\n~~~makefile\n" + _TABS + "\n~~~", "~~~makefile\n" + _TABS + "\n~~~"),
+    ("## Comments\n\n```\n" + _COMMENTS + "\n```", _COMMENTS),
+    ("## In a list\n\n- step one:\n\n    ```bash\n    if true; then\n        echo hi\n    fi\n    ```\n\n- step two",
+     "    ```bash\n    if true; then\n        echo hi\n    fi\n    ```"),
+], ids=["python", "nested-lang", "blank-lines", "tabs-tilde", "comments", "list-item"])
+def test_code_block_kept_verbatim_in_its_sections_chunk(md, code):
+    chunks = Splitter(chunk_size=1000, chunk_overlap=100).split(md)
+    (chunk,) = [c for c in chunks if code.strip().split("\n")[0].strip() in c]
+    assert code in chunk
+    assert chunk.startswith("#")  # with its heading, not a chunk of its own
+
+
+def test_code_split_by_size_keeps_each_lines_indentation():
+    body = "\n".join(f"def f{i}(x):\n    if x:\n        return {i}" for i in range(40))
+    md = "## Big\n\nIntro.\n\n```\n" + body + "\n```"
+    chunks = Splitter(chunk_size=200, chunk_overlap=0).split(md)
+    assert len(chunks) > 3
+    lines = {ln for c in chunks for ln in c.split("\n")}
+    for ln in body.split("\n"):
+        assert ln in lines, ln
+    assert all(len(c) <= 200 for c in chunks)
+
+
+def test_prose_outside_code_is_still_stripped():
+    # Only code is verbatim: indented prose and trailing spaces come out as before (v2).
+    md = "## A\n\n  Indented prose.  \n   more of it\n\n```\n  code\n```"
+    assert Splitter().split(md) == ["## A  \nIndented prose.\nmore of it  \n```\n  code\n```"]
+
+
+_indent = st.sampled_from(["", "  ", "    ", "        ", "\t", "\t    "])
+_code_text = st.text(alphabet="abcdefxyz_=()[]:.,0123456789'\" ", min_size=1, max_size=30).map(str.strip).filter(bool)
+_code_line = st.one_of(st.tuples(_indent, _code_text).map("".join), st.just(""))
+_code_body = st.lists(_code_line, min_size=1, max_size=25).map("\n".join).filter(lambda b: b.strip())
+
+
+@settings(max_examples=120, deadline=None)
+@given(markdown_docs(), _code_body, st.sampled_from(["```", "```python", "~~~", "```js"]), st.integers(60, 600), st.data())
+def test_code_lines_keep_their_leading_whitespace(md, body, fence, size, data):
+    # Wherever a code block lands and however it is split, every non-blank line of it shows up
+    # in some chunk with its indentation intact; a small block stays whole.
+    close = "~~~" if fence.startswith("~") else "```"
+    block = f"{fence}\n{body}\n{close}"
+    parts = md.split("\n\n")
+    at = data.draw(st.integers(0, len(parts)))
+    doc = "\n\n".join(parts[:at] + [block] + parts[at:])
+    overlap = data.draw(st.integers(0, size // 3))
+    chunks = Splitter(chunk_size=size, chunk_overlap=overlap).split(doc)
+    lines = {ln for c in chunks for ln in c.split("\n")}
+    for ln in body.split("\n"):
+        if ln.strip() and len(ln) < size // 2:  # longer lines may be cut by the size fallback
+            assert ln.rstrip() in lines, (ln, chunks)
+    if len(block) < size // 2:  # a block that fits stays whole, fences and all
+        assert any(block in c for c in chunks), (block, chunks)
