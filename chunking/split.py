@@ -33,7 +33,9 @@ __all__ = ["Splitter"]
 _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # Bumped whenever the same markdown can produce different chunk texts: it is part of the
 # pipeline fingerprint, so every page is re-chunked once (unchanged texts keep their vectors).
-_GROUPING = "v3"  # v3: code lines keep their indentation; oversized sections cut between line groups
+# v3: code lines keep their indentation; a fence opened mid-line gets a line of its own;
+# oversized sections cut between line groups.
+_GROUPING = "v3"
 _JOIN = "  \n"  # what langchain's own aggregation puts between a section's line groups
 # An oversized section is cut between its line groups first (paragraphs, lists, a code block
 # with the lines glued to it), then between lines, words, characters. langchain's markdown
@@ -72,6 +74,33 @@ def _kept_lines(markdown: str) -> list[tuple[str, bool]]:
         elif s:
             out.append((line, False))
     return out
+
+
+def _fences_on_own_lines(markdown: str) -> str:
+    """The markdown with a code fence opened at the end of a text line moved to a line of its
+    own. trafilatura writes inline code that spans a line break that way (`just call ```` ``` ````
+    then the code, then a closing ```` ``` ```` line); a fence opens only at a line's start, so
+    the splitter would take the closing fence for an opening one and swap code and prose for
+    the rest of the page. Lines inside code are left alone; hashing never sees this text."""
+    lines = markdown.split("\n")
+    if not any(ln.rstrip().endswith("```") and not ln.lstrip().startswith("```") for ln in lines):
+        return markdown  # the common case: nothing to move
+    out: list[str] = []
+    fence = ""
+    for line in lines:
+        s = _clean(line)
+        if fence:
+            if s.startswith(fence):
+                fence = ""
+        elif s.startswith("```") and s.count("```") == 1:
+            fence = "```"
+        elif s.startswith("~~~"):
+            fence = "~~~"
+        elif s.endswith("```") and s.count("```") == 1:
+            out.append(line.rstrip()[:-3].rstrip())
+            line, fence = "```", "```"
+        out.append(line)
+    return "\n".join(out)
 
 
 def _trim(piece: str) -> str:
@@ -129,6 +158,7 @@ class Splitter:
         if self._sections is None:
             self._load()
         out: list[tuple[dict, str]] = []
+        markdown = _fences_on_own_lines(markdown)
         kept = iter(_kept_lines(markdown))
         for group in self._sections.split_text(markdown):  # one entry per line group / heading line
             meta, text = group.metadata, self._verbatim(group.page_content, kept)

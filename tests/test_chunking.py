@@ -434,3 +434,16 @@ def test_code_lines_keep_their_leading_whitespace(md, body, fence, size, data):
             assert ln.rstrip() in lines, (ln, chunks)
     if len(block) < size // 2:  # a block that fits stays whole, fences and all
         assert any(block in c for c in chunks), (block, chunks)
+
+
+def test_a_fence_opened_mid_line_does_not_swap_code_and_prose():
+    """trafilatura writes inline code spanning a line break as `text ```` then code then a
+    closing fence line: the code after it must still keep its indentation."""
+    from chunking.split import Splitter
+
+    md = ("## S\n\nTo call it, just call ```\nBase.method(self,\narguments)\n```\n.\n\nThen:\n\n"
+          "```\nclass A:\n    def f(self):\n        # a comment\n        return 1\n```\n\nEnd text.")
+    (chunk,) = Splitter().split(md)
+    assert "just call\n```\nBase.method(self,\narguments)\n```" in chunk
+    assert "```\nclass A:\n    def f(self):\n        # a comment\n        return 1\n```" in chunk
+    assert chunk.endswith("End text.")
