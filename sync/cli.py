@@ -93,10 +93,17 @@ def _fail(exc: BaseException, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _guarded(fn: Callable[[], int]) -> None:
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's code for a command stopped by Ctrl-C
+RUN_INTERRUPTED = ("the pass was interrupted (no report written); what it wrote is consistent "
+                   "and the next `pagesync run` resumes: pages whose write was under way are redone")
+
+
+def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     """Run a command body: PagesyncError -> one line and its exit code (the error class
     decides: configuration and environment errors, sync.errors.ConfigError and its kin, are
-    2); an OSError that reached this far (a path pagesync cannot use) is 2 as well."""
+    2); an OSError that reached this far (a path pagesync cannot use) is 2 as well. Ctrl-C
+    (SIGINT) is one line, `interrupted`, and exit 130 (the shell's convention), never 1,
+    which means "finished, but pages failed"."""
     try:
         code = fn()
     except PagesyncError as exc:
@@ -104,7 +111,8 @@ def _guarded(fn: Callable[[], int]) -> None:
     except OSError as exc:
         _fail(exc, 2)
     except KeyboardInterrupt:
-        _fail(Exception("interrupted"), 1)
+        typer.echo(f"pagesync: {interrupted}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     raise typer.Exit(code)
 
 
@@ -290,7 +298,7 @@ def run(
         typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
         return 0 if rep.ok else 1
 
-    _guarded(body)
+    _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
 
 
 @app.command(short_help="Compare the collection with the page state (--fix repairs); exit 1 when anything is found.")
