@@ -126,6 +126,23 @@ def _parse_now(value: Optional[str]) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
+def _check_clock(st, clock: datetime, given: str) -> None:
+    """A --now before the last pass's clock would record visits back in time (negative
+    elapsed times in the pages' histories): refused, unless nothing has run yet."""
+    last = st.last_run()
+    stamp = last.get("now") if isinstance(last, dict) else None
+    if not stamp:
+        return
+    try:
+        before = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return
+    before = before if before.tzinfo else before.replace(tzinfo=timezone.utc)
+    if clock < before:
+        raise ConfigError(f"--now {given} is before the last pass's clock {before.isoformat()}; the page state "
+                          "only moves forward (give a later --now, or none for the real time)")
+
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhm])")
 _DURATION_UNIT_S = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60}
 
@@ -273,6 +290,8 @@ def run(
             stack.callback(store.close)
             # A dry run on a fresh setup must not even create the state (file or collection).
             st = stack.enter_context(_open_state(state, store, missing=nothing, dry_run=dry_run))
+            if now:
+                _check_clock(st, cfg.now, now)
             progress = stack.enter_context(_Progress(quiet, dry_run))
 
             async def go():

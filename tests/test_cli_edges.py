@@ -57,3 +57,33 @@ def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site
     assert {pl["url"] for pl in stored(work).values()} == set(urls)
     a = cli(work, "audit", *COMMON)
     assert a.returncode == 0, a.stdout + a.stderr
+
+
+# -- the pass clock only moves forward ---------------------------------------------------------------
+def _pages(work):
+    import sqlite3
+
+    with sqlite3.connect(work / "s.db") as db:
+        return sorted(db.execute("SELECT * FROM pages ORDER BY url"))
+
+
+def test_now_before_the_last_pass_is_exit_2_and_nothing_written(site, work):
+    build(site)
+    assert run(site, work, "--now", "2025-01-01T00:00:00Z").returncode == 0
+    before, points = _pages(work), stored(work)
+    site.clear_log()
+    for extra in ((), ("--dry-run",), ("--full",)):
+        r = run(site, work, "--now", "2024-06-01T00:00:00Z", *extra, "--report", "R.json")
+        assert r.returncode == 2, (extra, r.stderr)
+        line = one_error_line(r)
+        assert "--now 2024-06-01T00:00:00Z is before the last pass's clock 2025-01-01T00:00:00+00:00" in line
+        assert "only moves forward" in line
+    assert not (work / "R.json").exists()
+    assert site.count() == 0, "nothing fetched"
+    assert _pages(work) == before and stored(work) == points
+    # the same clock again and later ones are fine; so is any clock before the first pass
+    assert run(site, work, "--now", "2025-01-01T00:00:00Z").returncode == 0
+    assert run(site, work, "--now", "2025-01-02T00:00:00Z", "--dry-run").returncode == 0
+    other = work / "other"
+    other.mkdir()
+    assert run(site, other, "--now", "2020-01-01T00:00:00Z").returncode == 0
