@@ -41,6 +41,10 @@ class Report:
     collection: str = ""
     embedder: str = ""
     policy: str = ""  # the revisit policy the pass scheduled with (--policy)
+    revisit_interval_s: float | None = None  # uniform's one interval (--revisit-interval), in seconds; None otherwise
+    # Pages whose due time this pass recomputed because the policy or --revisit-interval
+    # differs from the last pass's (0 on every other pass).
+    pages_rescheduled: int = 0
     pages_tracked: int = 0
     pages_due: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass

@@ -87,3 +87,66 @@ def test_now_before_the_last_pass_is_exit_2_and_nothing_written(site, work):
     other = work / "other"
     other.mkdir()
     assert run(site, other, "--now", "2020-01-01T00:00:00Z").returncode == 0
+
+
+# -- switching --policy / --revisit-interval reschedules the pages already tracked -------------------
+def _due(work) -> set[float]:
+    import sqlite3
+
+    with sqlite3.connect(work / "s.db") as db:
+        return {row[0] for row in db.execute("SELECT due_at FROM pages")}
+
+
+def _at(day: float, hours: float = 0) -> str:
+    from datetime import datetime, timedelta, timezone
+
+    return (datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=day, hours=hours)).isoformat()
+
+
+def _ts(day: float, hours: float = 0) -> float:
+    from datetime import datetime, timedelta, timezone
+
+    return (datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=day, hours=hours)).timestamp()
+
+
+def test_switching_to_uniform_caps_every_due_time_at_the_last_visit_plus_the_interval(site, work):
+    build(site)
+    hd = ("--policy", "halve-double")
+    assert run(site, work, "--now", _at(0), *hd).returncode == 0  # first visits: due in 3 d
+    assert run(site, work, "--now", _at(3), *hd).returncode == 0  # unchanged: 6 d
+    assert run(site, work, "--now", _at(9), *hd).returncode == 0  # unchanged: 12 d
+    assert _due(work) == {_ts(21)}
+    uni = ("--policy", "uniform", "--revisit-interval", "6h")
+    r = run(site, work, "--now", _at(10), *uni, "--dry-run", "--report", "D.json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((work / "D.json").read_text())["pages_fetched"] == 3
+    assert "(halve-double -> uniform 6h): would reschedule 3 of 3 visited pages, 3 of them due now" in r.stderr
+    assert _due(work) == {_ts(21)}, "a dry run writes nothing"
+
+    r = run(site, work, "--now", _at(10), *uni, "--report", "R.json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert (rep["pages_fetched"], rep["pages_rescheduled"]) == (3, 3), r.stderr
+    assert (rep["policy"], rep["revisit_interval_s"]) == ("uniform", 6 * 3600)
+    assert sum("revisit policy changed" in ln for ln in r.stderr.splitlines()) == 1
+    assert _due(work) == {_ts(10, 6)}
+    r = run(site, work, "--now", _at(10, 1), *uni, "--report", "R.json")  # no switch: no line, nothing due
+    assert "revisit policy changed" not in r.stderr
+    assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
+    # a longer interval: nothing is pulled earlier, each page keeps its due time until visited
+    r = run(site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json")
+    assert "(uniform 6h -> uniform 3d): rescheduled 0 of 3 visited pages" in r.stderr
+    assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
+    assert _due(work) == {_ts(10, 6)}
+
+
+def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(site, work):
+    build(site)
+    assert run(site, work, "--now", _at(0), "--policy", "uniform", "--revisit-interval", "30d").returncode == 0
+    assert _due(work) == {_ts(30)}
+    r = run(site, work, "--now", _at(5), "--report", "R.json")  # change-rate: a first visit gives 3 d
+    assert r.returncode == 0, r.stderr
+    assert "(uniform 30d -> change-rate): rescheduled 3 of 3 visited pages, 3 of them due now" in r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert (rep["pages_fetched"], rep["policy"], rep["revisit_interval_s"]) == (3, "change-rate", None)
+
