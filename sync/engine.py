@@ -79,7 +79,7 @@ from .policy import (
     select_visits,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap
+from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -439,6 +439,7 @@ class _Pass:
             rebuild=sorted(self.rebuild),
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
+        self.report.lastmod_state = lastmod_state(sitemap_now.values()) if sitemap_now else None
         if cfg.sitemaps and not sm.complete:
             # The removals a failed or empty sitemap held back: live pages it did not list.
             self.report.mass_delete_blocked = sum(

@@ -150,3 +150,31 @@ def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(s
     rep = json.loads((work / "R.json").read_text())
     assert (rep["pages_fetched"], rep["policy"], rep["revisit_interval_s"]) == (3, "change-rate", None)
 
+
+# -- status: no lastmod is not "one stamp on every URL" ----------------------------------------------
+def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site, work):
+    urls = build(site)
+    locs = "".join(f"<url><loc>{u}</loc></url>" for u in urls)
+    site.set("/sitemap-plain.xml", '<?xml version="1.0" encoding="UTF-8"?><urlset '
+             f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>', content_type="application/xml")
+    r = cli(work, "run", "--sitemap", site.server.url("/sitemap-plain.xml"), *COMMON, "--embedder", "fake",
+            "--report", "R.json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert (rep["lastmod_state"], rep["lastmod_trusted"]) == ("none", False)
+    st = cli(work, "status", *COMMON)
+    assert st.returncode == 0, st.stderr
+    assert "sitemap lastmod: no URL has one at the last pass" in st.stdout and "--policy uniform" in st.stdout
+    assert "same stamp" not in st.stdout
+
+    site.sitemap_mode = "same-lastmod"
+    assert run(site, work, "--report", "R.json").returncode == 0
+    assert json.loads((work / "R.json").read_text())["lastmod_state"] == "same"
+    st = cli(work, "status", *COMMON)
+    assert "sitemap lastmod: the same stamp on every URL (ignored) at the last pass" in st.stdout
+    site.sitemap_mode = "plain"
+    for i in range(3):  # distinct stamps: a usable lastmod
+        site.touch(f"/p{i}.html", 1_700_000_000 + 3600 * i)
+    assert run(site, work, "--report", "R.json").returncode == 0
+    assert json.loads((work / "R.json").read_text())["lastmod_state"] == "varied"
+    assert "sitemap lastmod:" not in cli(work, "status", *COMMON).stdout
