@@ -178,3 +178,18 @@ def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site
     assert run(site, work, "--report", "R.json").returncode == 0
     assert json.loads((work / "R.json").read_text())["lastmod_state"] == "varied"
     assert "sitemap lastmod:" not in cli(work, "status", *COMMON).stdout
+
+
+# -- import: a vector size that does not fit names the file's size, not an embedder's ---------------
+def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
+    build(site)
+    assert run(site, work).returncode == 0  # 16-d fake vectors
+    line = json.dumps({"id": "00000000-0000-0000-0000-000000000001", "payload": {"url": "https://x.example/a"},
+                       "vector": [0.6, 0.8, 0.0]})
+    before = stored(work)
+    r = cli(work, "import", "--qdrant-path", "q", input=line + "\n")
+    assert r.returncode == 2, r.stderr
+    msg = one_error_line(r)
+    assert "embedder" not in msg, msg
+    assert "3-dimensional vectors" in msg and "holds 16-dimensional vectors" in msg, msg
+    assert stored(work) == before
