@@ -409,6 +409,8 @@ class _Pass:
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
+            # Rare, and every page it lists goes untracked: said at INFO, not only in the report.
+            log.info("skipped sitemap %s (%s)", url, reason)
         before = self.state.sitemap_urls()
         if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.

@@ -193,3 +193,19 @@ def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
     assert "embedder" not in msg, msg
     assert "3-dimensional vectors" in msg and "holds 16-dimensional vectors" in msg, msg
     assert stored(work) == before
+
+
+# -- a skipped child sitemap is said in the run's log and summary ----------------------------------
+def test_a_skipped_child_sitemap_is_logged_and_counted_in_the_summary(site, work):
+    build(site)
+    index = ('<?xml version="1.0" encoding="UTF-8"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             f"<sitemap><loc>{sitemap(site)}</loc></sitemap>"
+             "<sitemap><loc>https://elsewhere.example/sitemap.xml</loc></sitemap></sitemapindex>")
+    site.set("/sitemap-index-mixed.xml", index, content_type="application/xml")
+    r = cli(work, "run", "--sitemap", site.server.url("/sitemap-index-mixed.xml"), *COMMON, "--embedder", "fake",
+            "--report", "R.json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((work / "R.json").read_text())["sitemaps_skipped"] == 1
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("skipped sitemap")]
+    assert "https://elsewhere.example/sitemap.xml" in line and "scope" in line, line
+    assert ", 0 skipped (and 1 sitemap), 0 failed" in r.stderr.splitlines()[-1]
