@@ -459,6 +459,8 @@ def search(
     def body() -> int:
         from .preflight import choose_embedder, require_collection
 
+        if not query.strip():
+            raise ConfigError("the search query is empty: give some text to search for")
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             require_collection(store)

@@ -209,3 +209,12 @@ def test_a_skipped_child_sitemap_is_logged_and_counted_in_the_summary(site, work
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("skipped sitemap")]
     assert "https://elsewhere.example/sitemap.xml" in line and "scope" in line, line
     assert ", 0 skipped (and 1 sitemap), 0 failed" in r.stderr.splitlines()[-1]
+
+
+# -- search: an empty query is bad usage ----------------------------------------------------------------
+def test_an_empty_or_blank_search_query_is_exit_2_with_one_line(work):
+    for q in ("", "   \t"):
+        r = cli(work, "search", q, "--qdrant-path", "q")
+        assert r.returncode == 2, (q, r.stdout, r.stderr)
+        assert "query is empty" in one_error_line(r)
+    assert list(work.iterdir()) == []
