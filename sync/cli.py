@@ -93,10 +93,17 @@ def _fail(exc: BaseException, code: int) -> None:
     raise typer.Exit(code)
 
 
-def _guarded(fn: Callable[[], int]) -> None:
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's code for a command stopped by Ctrl-C
+RUN_INTERRUPTED = ("the pass was interrupted (no report written); what it wrote is consistent "
+                   "and the next `pagesync run` resumes: pages whose write was under way are redone")
+
+
+def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     """Run a command body: PagesyncError -> one line and its exit code (the error class
     decides: configuration and environment errors, sync.errors.ConfigError and its kin, are
-    2); an OSError that reached this far (a path pagesync cannot use) is 2 as well."""
+    2); an OSError that reached this far (a path pagesync cannot use) is 2 as well. Ctrl-C
+    (SIGINT) is one line, `interrupted`, and exit 130 (the shell's convention), never 1,
+    which means "finished, but pages failed"."""
     try:
         code = fn()
     except PagesyncError as exc:
@@ -104,7 +111,8 @@ def _guarded(fn: Callable[[], int]) -> None:
     except OSError as exc:
         _fail(exc, 2)
     except KeyboardInterrupt:
-        _fail(Exception("interrupted"), 1)
+        typer.echo(f"pagesync: {interrupted}", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     raise typer.Exit(code)
 
 
@@ -116,6 +124,23 @@ def _parse_now(value: Optional[str]) -> datetime:
     except ValueError:
         raise ConfigError(f"--now {value!r} is not ISO 8601 (e.g. 2026-11-30T06:00:00Z)") from None
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _check_clock(st, clock: datetime, given: str) -> None:
+    """A --now before the last pass's clock would record visits back in time (negative
+    elapsed times in the pages' histories): refused, unless nothing has run yet."""
+    last = st.last_run()
+    stamp = last.get("now") if isinstance(last, dict) else None
+    if not stamp:
+        return
+    try:
+        before = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return
+    before = before if before.tzinfo else before.replace(tzinfo=timezone.utc)
+    if clock < before:
+        raise ConfigError(f"--now {given} is before the last pass's clock {before.isoformat()}; the page state "
+                          "only moves forward (give a later --now, or none for the real time)")
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhm])")
@@ -265,6 +290,8 @@ def run(
             stack.callback(store.close)
             # A dry run on a fresh setup must not even create the state (file or collection).
             st = stack.enter_context(_open_state(state, store, missing=nothing, dry_run=dry_run))
+            if now:
+                _check_clock(st, cfg.now, now)
             progress = stack.enter_context(_Progress(quiet, dry_run))
 
             async def go():
@@ -290,7 +317,7 @@ def run(
         typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
         return 0 if rep.ok else 1
 
-    _guarded(body)
+    _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
 
 
 @app.command(short_help="Compare the collection with the page state (--fix repairs); exit 1 when anything is found.")
@@ -432,6 +459,8 @@ def search(
     def body() -> int:
         from .preflight import choose_embedder, require_collection
 
+        if not query.strip():
+            raise ConfigError("the search query is empty: give some text to search for")
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             require_collection(store)

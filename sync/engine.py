@@ -79,7 +79,7 @@ from .policy import (
     select_visits,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap
+from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -120,6 +120,17 @@ class PassConfig:
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
+
+
+def _uniform_interval_s(policy) -> float | None:
+    """Uniform's one interval in seconds (what the run report records); None for the others."""
+    return float(policy.interval_s) if policy.name == "uniform" else None
+
+
+def _span_s(seconds: float | None) -> str:
+    if not seconds:
+        return "?"
+    return f"{seconds / 86400:g}d" if seconds % 86400 == 0 else f"{seconds / 3600:g}h"
 
 
 def plan_events(
@@ -285,6 +296,13 @@ class _Pass:
         self.rebuild: set[str] = set()
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
         self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
+        if cfg.repair:
+            # A repair pass (audit --fix) chooses no policy: the last pass's goes on, so the
+            # pages it rewrites are scheduled as the next pass would, and the next pass sees
+            # no policy switch (`_reschedule_on_switch`).
+            self.policy = self._last_policy() or self.policy
+        self.report.policy = self.policy.name
+        self.report.revisit_interval_s = _uniform_interval_s(self.policy)
         self.trust_seen = state.host_trust_counts()
         self.trust_delta: dict[str, list[int]] = {}
         # Bulk edits: per host, the state carried in the last run report, and this pass's
@@ -391,6 +409,8 @@ class _Pass:
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
+            # Rare, and every page it lists goes untracked: said at INFO, not only in the report.
+            log.info("skipped sitemap %s (%s)", url, reason)
         before = self.state.sitemap_urls()
         if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
@@ -402,7 +422,10 @@ class _Pass:
             self.report.error(url, f"sitemap: {err}")
         self.tracked_before = self.state.tracked_count()
         extra = [canonical_url(u) for u in cfg.urls]
+        made_due = self._reschedule_on_switch()
         due = self.state.due_urls(self.now)  # includes pages with a pending write
+        if made_due:  # a dry run wrote nothing: its rescheduled pages are not in the state
+            due = sorted(set(due) | made_due)
         if lost:
             self._check_lost()
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
@@ -418,6 +441,7 @@ class _Pass:
             rebuild=sorted(self.rebuild),
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
+        self.report.lastmod_state = lastmod_state(sitemap_now.values()) if sitemap_now else None
         if cfg.sitemaps and not sm.complete:
             # The removals a failed or empty sitemap held back: live pages it did not list.
             self.report.mass_delete_blocked = sum(
@@ -525,6 +549,74 @@ class _Pass:
         await self._apply_purges()
 
     # -- scheduling -------------------------------------------------------------------------
+    def _last_policy(self):
+        """The policy the last recorded pass scheduled with, or None when it is not known."""
+        last = self.state.last_run()
+        name = last.get("policy") if isinstance(last, dict) else None
+        if not name:
+            return None
+        secs = last.get("revisit_interval_s")
+        try:
+            return make_policy(name, interval=timedelta(seconds=secs) if name == "uniform" and secs else None)
+        except (PagesyncError, TypeError, ValueError):
+            return None
+
+    def _reschedule_on_switch(self) -> set[str]:
+        """When --policy or --revisit-interval differs from the last pass's, put every
+        tracked page's due time under this pass's policy; returns the URLs that are due now.
+
+        The due queue is read through an index on due_at, so due times must be right in
+        the state: a page scheduled 60 d ahead by halve-double would otherwise wait out
+        those 60 d under `uniform --revisit-interval 6h`. This reads every page once, only
+        on a pass that switches (the run report records each pass's policy and interval).
+        `uniform` caps each page's due time at its last visit + the interval; `change-rate`
+        sets it to the last visit + the interval its history gives now; `halve-double`,
+        which learns nothing, goes on from each page's current interval. Pages never
+        visited, gone, failing (their retry backoff stands) or with a pending write (due
+        anyway) are left as they are.
+        """
+        last = self.state.last_run()
+        old = last.get("policy") if isinstance(last, dict) else None
+        if not old:
+            return set()  # nothing ran yet, or the last run was no sync pass of a pagesync that recorded it
+        old_s = last.get("revisit_interval_s") if old == "uniform" else None
+        new_s = _uniform_interval_s(self.policy)
+        if (old, old_s) == (self.policy.name, new_s):
+            return set()
+        was = f"{old} {_span_s(old_s)}" if old == "uniform" and old_s else old
+        now_ = f"{self.policy.name} {_span_s(new_s)}" if new_s else self.policy.name
+        if self.policy.name == "halve-double":
+            log.info("revisit policy changed since the last pass (%s -> %s): each page goes on from its "
+                     "current interval", was, now_)
+            return set()
+        changed: list[PageState] = []
+        tracked = 0
+        for page in self.state.all_pages():
+            if (page.status == GONE or page.last_fetched_at is None or page.failures
+                    or page.pending_hash is not None or page.due_at is None):
+                continue
+            tracked += 1
+            if new_s is not None:  # uniform
+                interval = timedelta(seconds=new_s)
+                due_at = page.last_fetched_at + interval
+                if page.due_at <= due_at:
+                    continue
+            else:
+                visits = history_from_json(page.history)
+                interval = self.policy.next_interval(visits, page.interval, visits[-1].changed if visits else None)
+                due_at = page.last_fetched_at + interval
+                if due_at == page.due_at:
+                    continue
+            page.interval, page.due_at = interval, due_at
+            changed.append(page)
+        self._save(changed)
+        made_due = {p.url for p in changed if p.due_at <= self.now}
+        self.report.pages_rescheduled = len(changed)
+        log.info("revisit policy changed since the last pass (%s -> %s): %s %d of %d visited pages, %d of them "
+                 "due now", was, now_, "would reschedule" if self.cfg.dry_run else "rescheduled",
+                 len(changed), tracked, len(made_due))
+        return made_due
+
     def _lastmod_due(self, url: str) -> bool:
         host = urlsplit(url).hostname or ""
         return lastmod_makes_due(host_lastmod_trust(*self.trust_seen.get(host, (0, 0))))

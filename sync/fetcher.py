@@ -326,7 +326,10 @@ class Fetcher:
                 # the pass must not look successful, and the pages are retried soon.
                 return FetchResult(url, Outcome.ERROR, error=f"{rules.unavailable}: host not crawled this pass")
             if not rules.allows(url, self.user_agent):
-                return FetchResult(url, Outcome.SKIPPED, error=f"disallowed by robots.txt ({rules.reason})")
+                # rules.reason is "robots.txt" or "robots.txt, cached": say the file once.
+                how = rules.reason.removeprefix("robots.txt").strip(" ,")
+                return FetchResult(url, Outcome.SKIPPED,
+                                   error="disallowed by robots.txt" + (f" ({how} copy)" if how else ""))
             delay = min(rules.crawl_delay(self.user_agent) or 0.0, self._max_crawl_delay)
         else:
             delay = 0.0

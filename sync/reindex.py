@@ -600,7 +600,11 @@ class _Reindex:
         r.finished_at = datetime.now(timezone.utc).isoformat()
         r.seconds = round(time.monotonic() - self.t0, 3)
         if r.ok and not r.dry_run:
-            self.state.record_run(r.to_dict())
+            # A reindex schedules nothing: the last pass's revisit policy goes on (the next
+            # pass compares its own with it, sync.engine._Pass._reschedule_on_switch).
+            last = self.state.last_run()
+            carry = {k: last[k] for k in ("policy", "revisit_interval_s") if isinstance(last, dict) and k in last}
+            self.state.record_run({**carry, **r.to_dict()})
         return r
 
 

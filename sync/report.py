@@ -41,6 +41,10 @@ class Report:
     collection: str = ""
     embedder: str = ""
     policy: str = ""  # the revisit policy the pass scheduled with (--policy)
+    revisit_interval_s: float | None = None  # uniform's one interval (--revisit-interval), in seconds; None otherwise
+    # Pages whose due time this pass recomputed because the policy or --revisit-interval
+    # differs from the last pass's (0 on every other pass).
+    pages_rescheduled: int = 0
     pages_tracked: int = 0
     pages_due: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass
@@ -57,6 +61,9 @@ class Report:
     sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed
     sitemap_errors: int = 0
     lastmod_trusted: bool | None = None
+    # What the sitemaps' lastmod said (sync.sitemaps.lastmod_state): "none" (no URL has one),
+    # "same" (one stamp on every URL: ignored), "varied" (usable); None without sitemap URLs.
+    lastmod_state: str | None = None
     # With bulk-edit detection on (PassConfig.bulk_edits): per host, the evidence of the
     # last passes and the bulk edit under way, if any (sync.policy.bulk_state_to_json).
     # The next pass reads it back from the last run.
@@ -89,9 +96,12 @@ class Report:
         else:
             chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                       f"{self.chunks_written} written, {self.chunks_deleted} deleted")
+        n = self.sitemaps_skipped
+        sitemaps = f" (and {n} sitemap{'s' if n != 1 else ''})" if n else ""
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
-            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped, {self.pages_failed} failed; chunks: {chunks}; "
+            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped{sitemaps}, {self.pages_failed} failed; "
+            f"chunks: {chunks}; "
             f"{self.bytes_downloaded} bytes in {self.seconds:.1f}s"
         )

@@ -34,6 +34,7 @@ __all__ = [
     "parse_lastmod",
     "diff_sitemap",
     "lastmod_trusted",
+    "lastmod_state",
     "collect_sitemaps",
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
@@ -211,6 +212,25 @@ def lastmod_trusted(lastmods: Iterable[str | None]) -> bool:
         return bool(stamps)
     every_url_stamped = len(stamps) == len(distinct)  # no None (or empty) value among them
     return not (every_url_stamped and len(stamps) == 1)
+
+
+def lastmod_state(lastmods: Iterable[str | None]) -> str:
+    """What the sitemaps' lastmod says, for the run report and `status`: "none" (no URL
+    has one), "same" (two URLs or more, every one stamped with one and the same stamp:
+    ignored) or "varied" (usable: stamps that differ, some URLs without one, or a single
+    URL). `lastmod_trusted` is exactly `lastmod_state(...) == "varied"`."""
+    n = 0
+    stamps: set[str] = set()
+    missing = False
+    for v in lastmods:
+        n += 1
+        if v:
+            stamps.add(v)
+        else:
+            missing = True
+    if not stamps:
+        return "none"
+    return "same" if n >= 2 and not missing and len(stamps) == 1 else "varied"
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,15 @@ def _pages_line(info: dict[str, Any]) -> str:
     return line
 
 
+# What the last pass's sitemaps said by lastmod (the run report's lastmod_state), when the
+# revisit policy alone decides; "unusable": a report from before lastmod_state existed.
+_LASTMOD_SAID = {
+    "none": "no URL has one",
+    "same": "the same stamp on every URL (ignored)",
+    "unusable": "none, or the same stamp on every URL",
+}
+
+
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
@@ -113,10 +122,11 @@ def render_status(info: dict[str, Any]) -> str:
             f"added {lp['pages_added']}, changed {lp['pages_changed']}, removed {lp['pages_removed']}, "
             f"failed {lp['pages_failed']}, chunks embedded {lp['chunks_embedded']}, reused {lp.get('chunks_reused', 0)}"
         )
-        if lp.get("lastmod_trusted") is False and lp.get("policy") != "uniform":
-            lines.append("sitemap lastmod: the same stamp on every URL at the last pass, so it is ignored and the "
-                         "revisit policy alone decides; without a usable lastmod, --policy uniform with a "
-                         "--revisit-interval measured better than the default (README, Measured)")
+        said = _LASTMOD_SAID.get(lp.get("lastmod_state") or ("unusable" if lp.get("lastmod_trusted") is False else ""))
+        if said and lp.get("policy") != "uniform":
+            lines.append(f"sitemap lastmod: {said} at the last pass, so the revisit policy alone decides; without "
+                         "a usable lastmod, --policy uniform with a --revisit-interval measured better than the "
+                         "default (README, Measured)")
     else:
         lines.append("last pass: none")
     for h in info.get("hosts", []):

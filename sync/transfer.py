@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 
-from .errors import ConfigError
+from .errors import CollectionMismatchError, ConfigError
 from .state import PageState
 from .state_protocol import State
 from .store import Store, StoredPoint
@@ -47,7 +47,15 @@ def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
         if not point.vector:
             raise ConfigError(f"line {lineno}: point {point.id} has no vector (export with --with-vectors)")
         if not dim_checked:
-            store.ensure_collection(len(point.vector))
+            try:
+                store.ensure_collection(len(point.vector))
+            except CollectionMismatchError:
+                # No embedder is involved here: the size to name is the file's.
+                size = getattr(store, "vector_size", lambda: None)()
+                held = f"{size}-dimensional vectors" if size is not None else "vectors of another size"
+                raise CollectionMismatchError(
+                    f"the points in the file have {len(point.vector)}-dimensional vectors but collection "
+                    f"{store.collection!r} holds {held}; import into another --collection") from None
             dim_checked = True
         buf.append(point)
         if len(buf) >= batch:

@@ -541,6 +541,12 @@ def test_robots_rules(status, body, path, allowed):
         assert [r.url.path for r in site.requests] == ["/robots.txt"]
 
 
+def test_a_robots_txt_skip_names_the_file_once():
+    site = _robots_site(200, b"User-agent: *\nDisallow: /private\n")
+    res = fetch_page(site, url="https://docs.example.com/private/x.html", respect_robots=True)
+    assert (res.outcome, res.error) == (Outcome.SKIPPED, "disallowed by robots.txt")
+
+
 def test_robots_read_once_per_host():
     site = _robots_site(200, b"User-agent: *\nAllow: /\n")
 
@@ -636,7 +642,7 @@ def test_fresh_cached_robots_answer_is_used_without_a_request():
     cache.robots[ORIGIN] = RobotsAnswer(200, b"User-agent: *\nDisallow: /private\n", T0)
     site = _robots_site(200, b"User-agent: *\nAllow: /\n")  # what the server says now: not asked
     res = page_visit(site, cache, T0 + timedelta(hours=23, minutes=59), "/private/x.html")
-    assert res.outcome is Outcome.SKIPPED and "cached" in res.error
+    assert res.outcome is Outcome.SKIPPED and res.error == "disallowed by robots.txt (cached copy)"
     assert robots_paths(site) == 0 and site.requests == []
     assert page_visit(site, cache, T0 + timedelta(hours=1)).outcome is Outcome.OK
     assert robots_paths(site) == 0 and cache.writes == 0

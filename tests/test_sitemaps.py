@@ -21,6 +21,7 @@ from sync.sitemaps import (
     SitemapEntry,
     collect_sitemaps,
     diff_sitemap,
+    lastmod_state,
     lastmod_trusted,
     pack_parsed,
     parse_key,
@@ -362,6 +363,21 @@ def _lastmod_trusted_reference(lastmods):
 @given(st.lists(st.sampled_from([None, "", "2024-01-01", "2024-01-02", "x"]), max_size=12))
 def test_lastmod_trusted_matches_the_reference_rule(lastmods):
     assert lastmod_trusted(lastmods) is _lastmod_trusted_reference(lastmods)
+
+
+@pytest.mark.parametrize("lastmods, state", [
+    ([], "none"), ([None], "none"), ([None, None, ""], "none"),  # no lastmod at all: not "one stamp"
+    (["d", "d"], "same"), (["d"] * 50, "same"),
+    (["d"], "varied"), (["d", "e"], "varied"), (["d", None], "varied"), (["d", "d", "e"], "varied"),
+])
+def test_lastmod_state_tells_no_lastmod_from_one_stamp(lastmods, state):
+    assert lastmod_state(iter(lastmods)) == state
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([None, "", "2024-01-01", "2024-01-02", "x"]), max_size=12))
+def test_lastmod_state_agrees_with_lastmod_trusted(lastmods):
+    assert (lastmod_state(lastmods) == "varied") is lastmod_trusted(lastmods)
 
 
 # -- kept parses: parse_key, pack_parsed, unpack_parsed --------------------------------------------
