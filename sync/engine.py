@@ -77,6 +77,7 @@ from .policy import (
     host_lastmod_trust,
     make_policy,
     select_visits,
+    _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
 from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state
@@ -125,12 +126,6 @@ class PassConfig:
 def _uniform_interval_s(policy) -> float | None:
     """Uniform's one interval in seconds (what the run report records); None for the others."""
     return float(policy.interval_s) if policy.name == "uniform" else None
-
-
-def _span_s(seconds: float | None) -> str:
-    if not seconds:
-        return "?"
-    return f"{seconds / 86400:g}d" if seconds % 86400 == 0 else f"{seconds / 3600:g}h"
 
 
 def plan_events(
@@ -583,8 +578,8 @@ class _Pass:
         new_s = _uniform_interval_s(self.policy)
         if (old, old_s) == (self.policy.name, new_s):
             return set()
-        was = f"{old} {_span_s(old_s)}" if old == "uniform" and old_s else old
-        now_ = f"{self.policy.name} {_span_s(new_s)}" if new_s else self.policy.name
+        was = f"{old} {_span(timedelta(seconds=old_s))}" if old == "uniform" and old_s else old
+        now_ = f"{self.policy.name} {_span(timedelta(seconds=new_s))}" if new_s else self.policy.name
         if self.policy.name == "halve-double":
             log.info("revisit policy changed since the last pass (%s -> %s): each page goes on from its "
                      "current interval", was, now_)

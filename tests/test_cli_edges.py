@@ -120,7 +120,7 @@ def test_switching_to_uniform_caps_every_due_time_at_the_last_visit_plus_the_int
     r = run(site, work, "--now", _at(10), *uni, "--dry-run", "--report", "D.json")
     assert r.returncode == 0, r.stderr
     assert json.loads((work / "D.json").read_text())["pages_fetched"] == 3
-    assert "(halve-double -> uniform 6h): would reschedule 3 of 3 visited pages, 3 of them due now" in r.stderr
+    assert "(halve-double -> uniform 6 h): would reschedule 3 of 3 visited pages, 3 of them due now" in r.stderr
     assert _due(work) == {_ts(21)}, "a dry run writes nothing"
 
     r = run(site, work, "--now", _at(10), *uni, "--report", "R.json")
@@ -135,7 +135,7 @@ def test_switching_to_uniform_caps_every_due_time_at_the_last_visit_plus_the_int
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     # a longer interval: nothing is pulled earlier, each page keeps its due time until visited
     r = run(site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json")
-    assert "(uniform 6h -> uniform 3d): rescheduled 0 of 3 visited pages" in r.stderr
+    assert "(uniform 6 h -> uniform 3 d): rescheduled 0 of 3 visited pages" in r.stderr
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     assert _due(work) == {_ts(10, 6)}
 
@@ -146,7 +146,7 @@ def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(s
     assert _due(work) == {_ts(30)}
     r = run(site, work, "--now", _at(5), "--report", "R.json")  # change-rate: a first visit gives 3 d
     assert r.returncode == 0, r.stderr
-    assert "(uniform 30d -> change-rate): rescheduled 3 of 3 visited pages, 3 of them due now" in r.stderr
+    assert "(uniform 30 d -> change-rate): rescheduled 3 of 3 visited pages, 3 of them due now" in r.stderr
     rep = json.loads((work / "R.json").read_text())
     assert (rep["pages_fetched"], rep["policy"], rep["revisit_interval_s"]) == (3, "change-rate", None)
 
