@@ -127,8 +127,9 @@ def _parse_now(value: Optional[str]) -> datetime:
 
 
 def _check_clock(st, clock: datetime, given: str) -> None:
-    """A --now before the last pass's clock would record visits back in time (negative
-    elapsed times in the pages' histories): refused, unless nothing has run yet."""
+    """A --now before the last pass's clock: a warning, not a refusal (CONTRACT.md names
+    backfills among --now's uses). The engine records such a visit as no time elapsed, so
+    no history goes negative, but due times and intervals are computed from that clock."""
     last = st.last_run()
     stamp = last.get("now") if isinstance(last, dict) else None
     if not stamp:
@@ -139,8 +140,8 @@ def _check_clock(st, clock: datetime, given: str) -> None:
         return
     before = before if before.tzinfo else before.replace(tzinfo=timezone.utc)
     if clock < before:
-        raise ConfigError(f"--now {given} is before the last pass's clock {before.isoformat()}; the page state "
-                          "only moves forward (give a later --now, or none for the real time)")
+        log.warning("warning: --now %s is before the last pass's clock %s: visits count as no time elapsed "
+                    "since the last one, and due times start from this earlier clock", given, before.isoformat())
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhm])")
