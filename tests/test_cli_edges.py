@@ -59,7 +59,7 @@ def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site
     assert a.returncode == 0, a.stdout + a.stderr
 
 
-# -- the pass clock only moves forward ---------------------------------------------------------------
+# -- a --now before the last pass: a warning (backfills are one of its uses) ------------------------
 def _pages(work):
     import sqlite3
 
