@@ -29,7 +29,10 @@ def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site
     site.slow("/p3.html", 30)  # fetched last (one worker, sorted): the pass is still running then
     p = subprocess.Popen([sys.executable, "-m", "sync", "run", "--sitemap", sitemap(site), *COMMON,
                           "--embedder", "fake", "--workers", "1", "--embed-batch", "1", "--report", "R.json"],
-                         cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # As from a terminal: a test run started in the background (nohup, a CI
+                         # step's `&`) ignores SIGINT, and Python keeps an inherited SIG_IGN.
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 30
         while site.count(path="/p2.html") == 0:  # answered when p3's request starts
