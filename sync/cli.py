@@ -135,10 +135,9 @@ def _check_clock(st, clock: datetime, given: str) -> None:
     if not stamp:
         return
     try:
-        before = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-    except ValueError:
+        before = _parse_now(str(stamp))
+    except ConfigError:
         return
-    before = before if before.tzinfo else before.replace(tzinfo=timezone.utc)
     if clock < before:
         log.warning("warning: --now %s is before the last pass's clock %s: visits count as no time elapsed "
                     "since the last one, and due times start from this earlier clock", given, before.isoformat())

@@ -291,6 +291,10 @@ class _Pass:
         self.rebuild: set[str] = set()
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
         self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
+        # The last recorded pass's report, read once: its policy (a switch reschedules, a
+        # repair pass goes on with it) and its bulk-edit state.
+        last = state.last_run()
+        self.last_report: dict = last if isinstance(last, dict) else {}
         if cfg.repair:
             # A repair pass (audit --fix) chooses no policy: the last pass's goes on, so the
             # pages it rewrites are scheduled as the next pass would, and the next pass sees
@@ -304,8 +308,7 @@ class _Pass:
         # (predicted P(change), changed) observations.
         self.bulk: dict[str, BulkState] = {}
         if cfg.bulk_edits:
-            last = state.last_run() or {}
-            raw = last.get("bulk_edits") if isinstance(last, dict) else None
+            raw = self.last_report.get("bulk_edits")
             if isinstance(raw, dict):
                 self.bulk = {str(h): bulk_state_from_json(v) for h, v in raw.items()}
         self.observed: dict[str, list[tuple[float, bool]]] = {}
@@ -546,11 +549,10 @@ class _Pass:
     # -- scheduling -------------------------------------------------------------------------
     def _last_policy(self):
         """The policy the last recorded pass scheduled with, or None when it is not known."""
-        last = self.state.last_run()
-        name = last.get("policy") if isinstance(last, dict) else None
+        name = self.last_report.get("policy")
         if not name:
             return None
-        secs = last.get("revisit_interval_s")
+        secs = self.last_report.get("revisit_interval_s")
         try:
             return make_policy(name, interval=timedelta(seconds=secs) if name == "uniform" and secs else None)
         except (PagesyncError, TypeError, ValueError):
@@ -570,11 +572,10 @@ class _Pass:
         visited, gone, failing (their retry backoff stands) or with a pending write (due
         anyway) are left as they are.
         """
-        last = self.state.last_run()
-        old = last.get("policy") if isinstance(last, dict) else None
+        old = self.last_report.get("policy")
         if not old:
             return set()  # nothing ran yet, or the last run was no sync pass of a pagesync that recorded it
-        old_s = last.get("revisit_interval_s") if old == "uniform" else None
+        old_s = self.last_report.get("revisit_interval_s") if old == "uniform" else None
         new_s = _uniform_interval_s(self.policy)
         if (old, old_s) == (self.policy.name, new_s):
             return set()

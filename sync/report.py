@@ -85,10 +85,6 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def would_embed(self) -> int:
-        """A dry run's model inputs: the changes' chunks that would not be reused."""
-        return self.chunks_would_embed
-
     def summary(self) -> str:
         verb = "would " if self.dry_run else ""
         if self.dry_run:

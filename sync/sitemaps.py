@@ -205,20 +205,14 @@ def lastmod_trusted(lastmods: Iterable[str | None]) -> bool:
     A site that stamps every URL with the deploy date says nothing about which page
     changed; with one URL there is nothing to compare, so it is trusted.
     """
-    values = list(lastmods)
-    distinct = set(values)
-    stamps = {v for v in distinct if v}
-    if len(values) < 2 or not stamps:
-        return bool(stamps)
-    every_url_stamped = len(stamps) == len(distinct)  # no None (or empty) value among them
-    return not (every_url_stamped and len(stamps) == 1)
+    return lastmod_state(lastmods) == "varied"
 
 
 def lastmod_state(lastmods: Iterable[str | None]) -> str:
     """What the sitemaps' lastmod says, for the run report and `status`: "none" (no URL
     has one), "same" (two URLs or more, every one stamped with one and the same stamp:
     ignored) or "varied" (usable: stamps that differ, some URLs without one, or a single
-    URL). `lastmod_trusted` is exactly `lastmod_state(...) == "varied"`."""
+    URL)."""
     n = 0
     stamps: set[str] = set()
     missing = False
