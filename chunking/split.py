@@ -51,28 +51,29 @@ def _clean(line: str) -> str:
     return "".join(filter(str.isprintable, line.strip()))
 
 
+def _fence_after(fence: str, s: str) -> str:
+    """langchain's fence rule (its `split_text`): the open fence after the cleaned line `s`,
+    given the one open before it ("" outside code). A line opens a block if it starts with a
+    single ``` or with ~~~, and the next line starting with that fence closes it."""
+    if fence:
+        return "" if s.startswith(fence) else fence
+    if s.startswith("```") and s.count("```") == 1:
+        return "```"
+    return "~~~" if s.startswith("~~~") else ""
+
+
 def _kept_lines(markdown: str) -> list[tuple[str, bool]]:
     """The markdown's lines that langchain keeps, in its order, each with whether it belongs to
-    a code block (fences included). Same fence rule as langchain's `split_text`: a line opens a
-    block if it starts with a single ``` or with ~~~, and the next line starting with that
-    fence closes it. Inside a block every line is kept, blank ones too; outside, blank lines
-    only separate line groups."""
+    a code block (fences included, `_fence_after`). Inside a block every line is kept, blank
+    ones too; outside, blank lines only separate line groups."""
     out: list[tuple[str, bool]] = []
     fence = ""
     for line in markdown.split("\n"):
         s = _clean(line)
-        if not fence and s.startswith("```") and s.count("```") == 1:
-            fence = "```"
-            out.append((line, True))
-        elif not fence and s.startswith("~~~"):
-            fence = "~~~"
-            out.append((line, True))
-        elif fence:
-            if s.startswith(fence):
-                fence = ""
-            out.append((line, True))
-        elif s:
-            out.append((line, False))
+        after = _fence_after(fence, s)
+        code, fence = bool(fence or after), after
+        if code or s:
+            out.append((line, code))
     return out
 
 
@@ -89,16 +90,10 @@ def _fences_on_own_lines(markdown: str) -> str:
     fence = ""
     for line in lines:
         s = _clean(line)
-        if fence:
-            if s.startswith(fence):
-                fence = ""
-        elif s.startswith("```") and s.count("```") == 1:
-            fence = "```"
-        elif s.startswith("~~~"):
-            fence = "~~~"
-        elif s.endswith("```") and s.count("```") == 1:
+        if not fence and not _fence_after("", s) and s.endswith("```") and s.count("```") == 1:
             out.append(line.rstrip()[:-3].rstrip())
-            line, fence = "```", "```"
+            line = s = "```"
+        fence = _fence_after(fence, s)
         out.append(line)
     return "\n".join(out)
 
