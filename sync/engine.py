@@ -62,6 +62,7 @@ from .policy import (
     DEFAULT_POLICY,
     BulkState,
     Candidate,
+    Policy,
     Visit,
     add_visit,
     bulk_state_from_json,
@@ -80,7 +81,7 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state
+from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state, lastmod_trusted
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -304,6 +305,11 @@ class _Pass:
         self.report.revisit_interval_s = _uniform_interval_s(self.policy)
         self.trust_seen = state.host_trust_counts()
         self.trust_delta: dict[str, list[int]] = {}
+        # The pass's sitemap entries (url -> lastmod) and whether their lastmods can be a
+        # change feed at all (not one stamp on every URL): see `_policy_for`.
+        self.sitemap_now: dict[str, str | None] = {}
+        self.lastmod_feed = False
+        self.feed_policies: dict[str, Policy] = {}
         # Bulk edits: per host, the state carried in the last run report, and this pass's
         # (predicted P(change), changed) observations.
         self.bulk: dict[str, BulkState] = {}
@@ -420,6 +426,8 @@ class _Pass:
             self.report.error(url, f"sitemap: {err}")
         self.tracked_before = self.state.tracked_count()
         extra = [canonical_url(u) for u in cfg.urls]
+        self.sitemap_now = sitemap_now
+        self.lastmod_feed = bool(sitemap_now) and lastmod_trusted(sitemap_now.values())
         made_due = self._reschedule_on_switch()
         due = self.state.due_urls(self.now)  # includes pages with a pending write
         if made_due:  # a dry run wrote nothing: its rescheduled pages are not in the state
@@ -599,7 +607,8 @@ class _Pass:
                     continue
             else:
                 visits = history_from_json(page.history)
-                interval = self.policy.next_interval(visits, page.interval, visits[-1].changed if visits else None)
+                interval = self._policy_for(page.url).next_interval(
+                    visits, page.interval, visits[-1].changed if visits else None)
                 due_at = page.last_fetched_at + interval
                 if due_at == page.due_at:
                     continue
@@ -616,6 +625,21 @@ class _Pass:
     def _lastmod_due(self, url: str) -> bool:
         host = urlsplit(url).hostname or ""
         return lastmod_makes_due(host_lastmod_trust(*self.trust_seen.get(host, (0, 0))))
+
+    def _policy_for(self, url: str) -> Policy:
+        """The policy that schedules `url`: the pass's, or `Policy.under_feed` when a
+        trusted lastmod feed covers the page (the sitemaps' lastmods vary, this page has
+        one, and its host's lastmod has earned trust), with a prior for the changes the
+        feed misses that shrinks as the host's trust grows. One object per host and pass."""
+        if not (self.lastmod_feed and self.sitemap_now.get(url) is not None):
+            return self.policy
+        host = urlsplit(url).hostname or ""
+        policy = self.feed_policies.get(host)
+        if policy is None:
+            trust = host_lastmod_trust(*self.trust_seen.get(host, (0, 0)))
+            policy = self.policy.under_feed(trust) if lastmod_makes_due(trust) else self.policy
+            self.feed_policies[host] = policy
+        return policy
 
     def _edit_for(self, url: str):
         """The bulk edit under way on the url's host, or None."""
@@ -693,6 +717,7 @@ class _Pass:
                         or (page is not None and page.pending_hash is not None)),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),
+                policy=self._policy_for(ev.url),
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}
@@ -726,7 +751,7 @@ class _Pass:
                 counts[0] += 1
                 counts[1] += int(changed)
             page.lastmod_pending = False
-        page.interval = self.policy.next_interval(visits, page.interval, changed)
+        page.interval = self._policy_for(page.url).next_interval(visits, page.interval, changed)
         page.due_at = self.now + page.interval
         page.last_fetched_at = self.now
 
@@ -746,7 +771,7 @@ class _Pass:
             return changed
         if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending", "rebuild"):
             return False
-        rate_of = getattr(self.policy, "rate", None) or estimate_rate
+        rate_of = getattr(self._policy_for(page.url), "rate", None) or estimate_rate
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
         return False
 

@@ -9,7 +9,7 @@ import pytest
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
 from sync.ids import chunk_id, point_id
-from sync.policy import history_from_json
+from sync.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
 from sync.state import StateDB
 from sync.store import EdgeStore
 from tests.helpers import page_html, para
@@ -428,6 +428,29 @@ def test_lying_lastmod_loses_trust(site, harness):
     with StateDB(harness.state_path) as st:
         adv, conf = st.host_trust_counts()["127.0.0.1"]
         assert adv >= 3 and conf == 0
+
+
+@pytest.mark.parametrize("mode", ["plain", "same-lastmod"])
+def test_a_trusted_lastmod_feed_lengthens_a_quiet_pages_interval(site, harness, mode):
+    """Change-rate learns the changes the feed misses: under a trusted, varied lastmod its
+    prior is scaled by (1 - host trust) (`ChangeRatePolicy.under_feed`), so a page found
+    unchanged waits longer than the same page under one stamp, where the policy alone
+    must find every change."""
+    build(site, n=2)
+    site.touch("/p1.html", site.resources["/p0.html"].mtime - 100)
+    site.sitemap_mode = mode
+    assert harness.run().lastmod_trusted is (mode == "plain")  # two stamps, or one
+    harness.run(advance=timedelta(days=3))  # both due: visited, unchanged
+    with StateDB(harness.state_path) as st:
+        page = st.get(site.server.url("/p0.html"))
+        trust = host_lastmod_trust(*st.host_trust_counts().get("127.0.0.1", (0, 0)))
+    hist = history_from_json(page.history)
+    assert [v.changed for v in hist] == [False]
+    base = ChangeRatePolicy()
+    expected = (base.under_feed(trust) if mode == "plain" else base).next_interval(hist, None, False)
+    assert page.interval == expected
+    if mode == "plain":
+        assert trust == pytest.approx(2 / 3) and page.interval > base.next_interval(hist, None, False)
 
 
 # -- the cache across passes: robots.txt reused, sitemaps revalidated ----------------------------

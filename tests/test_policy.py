@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import math
 import random
+from dataclasses import replace
 from datetime import timedelta
 from functools import lru_cache
 
@@ -418,6 +419,71 @@ def test_change_rate_priority_is_the_utility():
     assert p.priority(visits, None) == math.inf
     assert p.priority(visits, 3 * D) == expected_staleness(estimate_rate(visits), 3 * D)
     assert p.priority(visits, -5.0) == 0.0
+
+
+# -- under a trusted lastmod feed ------------------------------------------------------------
+
+
+def test_under_feed_scales_only_the_change_rate_prior():
+    base = ChangeRatePolicy()
+    fed = base.under_feed(0.9)
+    assert fed.prior_changes == pytest.approx(0.05) and fed.prior_seconds == base.prior_seconds
+    assert fed.target_staleness_s == base.target_staleness_s and fed.name == "change-rate"
+    assert fed.rate([]) == pytest.approx(base.rate([]) / 10)
+    assert base.under_feed(0.0) == base
+    # Policies that learn nothing are the same policy under a feed.
+    for p in (HalveDoublePolicy(), UniformPolicy(), UniformPolicy(6 * H)):
+        assert p.under_feed(0.9) is p
+
+
+@pytest.mark.parametrize("trust", [-0.1, 1.0, 1.5, math.nan])
+def test_under_feed_rejects_a_trust_outside_0_1(trust):
+    with pytest.raises(ValueError):
+        ChangeRatePolicy().under_feed(trust)
+
+
+def test_a_quiet_page_under_a_trusted_feed_waits_longer_but_not_past_the_ceiling():
+    """Table: two unchanged visits 3 d apart. The feed's trust sets how much of the
+    prior's pull remains (host_lastmod_trust: 2/3 with no record, 0.95 after 36 of 37
+    advances confirmed)."""
+    hist = [Visit(3 * D, False), Visit(3 * D, False)]
+    days = {t: ChangeRatePolicy().under_feed(t).next_interval(hist, None, False) / timedelta(days=1)
+            for t in (0.0, 2 / 3, 0.95, 0.999)}
+    assert days[0.0] == pytest.approx(ChangeRatePolicy().next_interval(hist, None, False) / timedelta(days=1))
+    assert days[0.0] < days[2 / 3] < days[0.95] < days[0.999] <= 60
+    assert 3 < days[0.0] < 4.5 and 13 < days[0.95] < 30
+
+
+@given(histories, st.floats(min_value=0.0, max_value=0.999), st.booleans())
+def test_a_feed_never_raises_a_rate_or_shortens_an_interval(visits, trust, changed):
+    base, fed = ChangeRatePolicy(), ChangeRatePolicy().under_feed(trust)
+    assert fed.rate(visits) <= base.rate(visits) * (1 + 1e-9)
+    assert fed.next_interval(visits, None, changed) >= base.next_interval(visits, None, changed) - timedelta(seconds=1)
+
+
+def test_a_missed_change_counts_in_full_under_a_feed():
+    """A change the feed did not announce, found by a revisit, raises the page's rate
+    far above the feed's prior: such a page earns short intervals back from its data."""
+    fed = ChangeRatePolicy().under_feed(0.95)
+    quiet = [Visit(3 * D, False)] * 3
+    missed = [*quiet, Visit(3 * D, True)]
+    announced = [*quiet, Visit(3 * D, True, announced=True)]
+    assert fed.rate(missed) > 20 * fed.rate(quiet)
+    assert fed.rate(announced) < fed.rate(quiet)
+    assert fed.next_interval(missed, None, True) < fed.next_interval(announced, None, True) / 3
+
+
+def test_select_visits_scores_a_candidate_by_its_own_policy():
+    """Two due pages with the same history and wait: one a trusted feed covers (its
+    weaker prior, a lower utility) goes after the one nobody announces changes for."""
+    hist = (Visit(3 * D, False),)
+    base = ChangeRatePolicy()
+    fed = Candidate("https://a/fed", hist, 5 * D, due=True, forced=False, policy=base.under_feed(0.9))
+    plain = Candidate("https://a/plain", hist, 5 * D, due=True, forced=False)
+    assert select_visits([fed, plain], base, 1) == ["https://a/plain"]
+    assert select_visits([fed, plain], base, None) == ["https://a/plain", "https://a/fed"]
+    # Without its own policy, the tie is broken by URL.
+    assert select_visits([replace(fed, policy=None), plain], base, 1) == ["https://a/fed"]
 
 
 def test_change_rate_rejects_bad_parameters():
