@@ -929,7 +929,9 @@ def run_all(args: argparse.Namespace) -> dict:
                 best, even = oracle_freshness(timeline.initial_rates, requests / campaign.horizon)
                 oracle[f"{sc}@{key}"] = {"requests": requests, "optimal": best, "uniform": even}
     return {"spec": asdict(spec), "pass_hours": args.pass_hours, "n_passes": campaign.n_passes, "jobs": args.jobs,
-            "wall_s": time.monotonic() - started, "oracle": oracle, "results": results}
+            "wall_s": time.monotonic() - started, "oracle": oracle, "results": results,
+            # reference runs taken from --refs-from (the targets need them), not re-run here
+            "references": [r for r in campaign.refs.values() if r not in results]}
 
 
 def log(msg: str) -> None:
@@ -995,7 +997,8 @@ def targets(data: dict) -> list[str]:
     """The issue's three targets, checked (not asserted), per scenario."""
     out = []
     for sc in SCENARIOS:
-        by = {r["strategy"]["key"]: r for r in data["results"] if r["scenario"] == sc}
+        # The references (halve-double, nightly) may come from --refs-from: data["references"].
+        by = {r["strategy"]["key"]: r for r in data["results"] + data.get("references", []) if r["scenario"] == sc}
         if not {"hd", "cr@hd", "nightly"} <= set(by):
             continue
         hd, crhd, night = by["hd"], by["cr@hd"], by["nightly"]
