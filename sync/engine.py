@@ -81,7 +81,7 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, lastmod_state, lastmod_trusted
+from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -141,6 +141,7 @@ def plan_events(
     full: bool,
     lastmod_due: Callable[[str], bool] = lambda url: True,
     rebuild: Sequence[str] = (),
+    feed: frozenset[str] | None = None,
 ) -> tuple[list[ChangeEvent], list[ChangeEvent], bool, list[str]]:
     """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
 
@@ -152,9 +153,10 @@ def plan_events(
     reads as "every URL removed". `full` visits every known page that is not gone, and
     gone ones (404/410/301) that a sitemap or `extra_urls` still names. `rebuild`: indexed
     pages whose points the collection lost (it was missing or empty at the pass's start):
-    visited with reason "rebuild".
+    visited with reason "rebuild". `feed`: the hosts whose lastmods are a change feed
+    (`feed_hosts(sitemap_now)`), when the caller has them already.
     """
-    diff = diff_sitemap(sitemap_before, sitemap_now)
+    diff = diff_sitemap(sitemap_before, sitemap_now, feed)
     reasons: dict[str, str] = {}
     extras = set(extra_urls)
 
@@ -305,10 +307,10 @@ class _Pass:
         self.report.revisit_interval_s = _uniform_interval_s(self.policy)
         self.trust_seen = state.host_trust_counts()
         self.trust_delta: dict[str, list[int]] = {}
-        # The pass's sitemap entries (url -> lastmod) and whether their lastmods can be a
-        # change feed at all (not one stamp on every URL): see `_policy_for`.
+        # The pass's sitemap entries (url -> lastmod) and the hosts whose lastmods can be a
+        # change feed at all (not one stamp on every URL; `feed_hosts`): see `_policy_for`.
         self.sitemap_now: dict[str, str | None] = {}
-        self.lastmod_feed = False
+        self.feed_hosts: frozenset[str] = frozenset()
         self.feed_policies: dict[str, Policy] = {}
         # Bulk edits: per host, the state carried in the last run report, and this pass's
         # (predicted P(change), changed) observations.
@@ -427,7 +429,7 @@ class _Pass:
         self.tracked_before = self.state.tracked_count()
         extra = [canonical_url(u) for u in cfg.urls]
         self.sitemap_now = sitemap_now
-        self.lastmod_feed = bool(sitemap_now) and lastmod_trusted(sitemap_now.values())
+        self.feed_hosts = feed_hosts(sitemap_now)
         made_due = self._reschedule_on_switch()
         due = self.state.due_urls(self.now)  # includes pages with a pending write
         if made_due:  # a dry run wrote nothing: its rescheduled pages are not in the state
@@ -444,10 +446,12 @@ class _Pass:
         visits, removals, trusted, advanced = plan_events(
             sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
             extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
-            rebuild=sorted(self.rebuild),
+            rebuild=sorted(self.rebuild), feed=self.feed_hosts,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
-        self.report.lastmod_state = lastmod_state(sitemap_now.values()) if sitemap_now else None
+        # Judged per host, as the feed is: stamps that vary only between two sites are "same".
+        state = lastmod_state(sitemap_now.values()) if sitemap_now else None
+        self.report.lastmod_state = "same" if state == "varied" and not trusted else state
         if cfg.sitemaps and not sm.complete:
             # The removals a failed or empty sitemap held back: live pages it did not list.
             self.report.mass_delete_blocked = sum(
@@ -628,12 +632,15 @@ class _Pass:
 
     def _policy_for(self, url: str) -> Policy:
         """The policy that schedules `url`: the pass's, or `Policy.under_feed` when a
-        trusted lastmod feed covers the page (the sitemaps' lastmods vary, this page has
-        one, and its host's lastmod has earned trust), with a prior for the changes the
+        trusted lastmod feed covers the page (its host's sitemap lastmods vary, this page
+        has one, and its host's lastmod has earned trust), with a prior for the changes the
         feed misses that shrinks as the host's trust grows. One object per host and pass."""
-        if not (self.lastmod_feed and self.sitemap_now.get(url) is not None):
+        if self.sitemap_now.get(url) is None:
             return self.policy
-        host = urlsplit(url).hostname or ""
+        parts = urlsplit(url)
+        if parts.netloc.lower() not in self.feed_hosts:
+            return self.policy
+        host = parts.hostname or ""
         policy = self.feed_policies.get(host)
         if policy is None:
             trust = host_lastmod_trust(*self.trust_seen.get(host, (0, 0)))

@@ -35,6 +35,7 @@ __all__ = [
     "diff_sitemap",
     "lastmod_trusted",
     "lastmod_state",
+    "feed_hosts",
     "collect_sitemaps",
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
@@ -227,6 +228,28 @@ def lastmod_state(lastmods: Iterable[str | None]) -> str:
     return "same" if n >= 2 and not missing and len(stamps) == 1 else "varied"
 
 
+def _netloc(url: str) -> str:
+    """`urlsplit(url).netloc` for the absolute URLs a sitemap holds, at a fraction of its
+    cost (it runs on every sitemap URL of every pass)."""
+    parts = url.split("/", 3)
+    return parts[2].lower() if len(parts) > 2 else ""
+
+
+def feed_hosts(entries: Mapping[str, str | None]) -> frozenset[str]:
+    """The hosts (netlocs) whose sitemap `lastmod` can serve as a change feed: the
+    `lastmod_state` of that host's own URLs is "varied". Judged per host, because one
+    site stamping every URL with its deploy date says nothing about which of its pages
+    changed, whatever another site's sitemap in the same run does."""
+    by_host: dict[str, list[str | None]] = {}
+    for url, lastmod in entries.items():
+        host = _netloc(url)
+        group = by_host.get(host)
+        if group is None:
+            group = by_host[host] = []
+        group.append(lastmod)
+    return frozenset(h for h, lastmods in by_host.items() if lastmod_state(lastmods) == "varied")
+
+
 @dataclass(frozen=True)
 class SitemapDiff:
     added: list[str]
@@ -235,19 +258,24 @@ class SitemapDiff:
     lastmod_trusted: bool
 
 
-def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None]) -> SitemapDiff:
+def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None],
+                 feed: frozenset[str] | None = None) -> SitemapDiff:
     """Compare the sitemap URLs we tracked (url -> lastmod) with today's.
 
-    `lastmod_changed` lists URLs in both whose lastmod differs, and is empty when
-    today's lastmods are untrusted (all the same stamp).
+    `lastmod_changed` lists URLs in both whose lastmod differs, on the hosts whose
+    lastmods today are a feed (`feed_hosts`; pass `feed` when already computed): a host
+    with one stamp on every URL has none. `lastmod_trusted`: some host has a feed.
     """
     # Set operations on the mappings' views: 20,000 unchanged URLs are compared in C.
     added = sorted(current.keys() - previous.keys())
     removed = sorted(previous.keys() - current.keys())
-    trusted = lastmod_trusted(current.values())
+    if feed is None:
+        feed = feed_hosts(current)
+    trusted = bool(feed)
     changed: list[str] = []
     if trusted:
-        changed = sorted(u for u, lm in current.items() - previous.items() if lm and u in previous)
+        changed = sorted(u for u, lm in current.items() - previous.items()
+                         if lm and u in previous and _netloc(u) in feed)
     return SitemapDiff(added, removed, changed, trusted)
 
 

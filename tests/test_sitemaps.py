@@ -21,6 +21,7 @@ from sync.sitemaps import (
     SitemapEntry,
     collect_sitemaps,
     diff_sitemap,
+    feed_hosts,
     lastmod_state,
     lastmod_trusted,
     pack_parsed,
@@ -493,6 +494,52 @@ def test_diff_sitemap_properties(previous, current):
         expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u])
         assert d.lastmod_changed == expected
     assert diff_sitemap(MappingProxyType(previous), MappingProxyType(current)) == d  # any Mapping
+
+
+# -- several sites in one run: the feed is judged per host ----------------------------------
+
+_murl = st.sampled_from([f"https://{h}/p{i}" for h in ("a.com", "B.com:8443", "c.org") for i in range(5)])
+_mmaps = st.dictionaries(_murl, _stamp, max_size=15)
+
+
+def _feed_reference(current):
+    from urllib.parse import urlsplit
+
+    hosts: dict[str, list] = {}
+    for u, lm in current.items():
+        hosts.setdefault(urlsplit(u).netloc.lower(), []).append(lm)
+    return {h for h, lms in hosts.items() if lastmod_state(lms) == "varied"}
+
+
+def test_a_deploy_stamped_site_is_no_feed_beside_one_whose_stamps_vary():
+    """Site A's lastmods move with its pages; site B stamps every URL with its deploy
+    date. B's deploy moves every B stamp: that says nothing, and is no advance."""
+    a = {f"https://a.com/p{i}": f"2024-01-0{i + 1}" for i in range(3)}
+    b_before = {f"https://b.com/p{i}": "2024-05-01" for i in range(3)}
+    b_now = {u: "2024-06-01" for u in b_before}
+    before = {**a, **b_before}
+    now = {**a, "https://a.com/p0": "2024-02-01", **b_now}
+    assert feed_hosts(now) == {"a.com"}
+    d = diff_sitemap(before, now)
+    assert d.lastmod_changed == ["https://a.com/p0"] and d.lastmod_trusted
+    # Two deploy-stamped sites with different dates: stamps vary across the run, but no feed.
+    assert feed_hosts({**b_now, "https://c.org/x": "2024-01-01", "https://c.org/y": "2024-01-01"}) == set()
+    assert not diff_sitemap({}, {**b_now, "https://c.org/x": "2024-01-01", "https://c.org/y": "2024-01-01"}).lastmod_trusted
+
+
+@settings(max_examples=300, deadline=None)
+@given(_mmaps, _mmaps)
+def test_diff_sitemap_follows_advances_only_on_feed_hosts(previous, current):
+    feed = feed_hosts(current)
+    assert feed == _feed_reference(current)
+    d = diff_sitemap(previous, current)
+    assert d == diff_sitemap(previous, current, feed)
+    assert d.lastmod_trusted is bool(feed)
+    from urllib.parse import urlsplit
+
+    expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u]
+                      and urlsplit(u).netloc.lower() in feed)
+    assert d.lastmod_changed == expected
 
 
 @settings(max_examples=200, deadline=None)
