@@ -307,6 +307,12 @@ class Fetcher:
                 await asyncio.sleep(wait)
             host.next_start = loop.time() + delay
 
+    @staticmethod
+    def _backing_off(url: str, blocked: float) -> FetchResult:
+        """A page not requested because its host asked (Retry-After) for more than the wait we allow."""
+        return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
+                           retry_after=blocked)
+
     async def fetch_page(self, url: str, validators: Validators | None = None,
                          moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
         """One conditional GET. Never raises for network or HTTP trouble.
@@ -335,10 +341,13 @@ class Fetcher:
             delay = 0.0
         blocked = host.blocked_until - loop.time()
         if blocked > self._max_retry_wait:
-            return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
-                               retry_after=blocked)
+            return self._backing_off(url, blocked)
         async with host.sem:
+            # Checked again: a Retry-After may have come while this request waited for the
+            # per-host bound; only a short one is slept out here, never a long one.
             blocked = host.blocked_until - loop.time()
+            if blocked > self._max_retry_wait:
+                return self._backing_off(url, blocked)
             if blocked > 0:
                 await asyncio.sleep(blocked)
             await self._pace(host, delay)

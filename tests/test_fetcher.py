@@ -592,6 +592,29 @@ def test_retry_after_backs_the_host_off():
     assert len(site.requests) == 1  # the second page was not requested
 
 
+
+def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
+    """A page queued behind the per-host bound when the 429 arrives must not sleep out a long
+    Retry-After (3600 s here): it fails as backing off, like a page that asks afterwards."""
+    requests = []
+
+    async def handler(request):
+        requests.append(request)
+        await asyncio.sleep(0.05)  # the others reach the per-host bound meanwhile
+        if request.url.path == "/a.html":
+            return httpx.Response(429, headers={"retry-after": "3600"})
+        return httpx.Response(200, content=HTML, headers={"content-type": "text/html"})
+
+    async def together(f):
+        pages = (f.fetch_page(f"https://docs.example.com/{n}.html") for n in ("a", "b", "c"))
+        return await asyncio.wait_for(asyncio.gather(*pages), 10)
+
+    first, second, third = run(handler, together, per_host=1)
+    assert first.outcome is Outcome.ERROR and first.retry_after == 3600
+    for r in (second, third):
+        assert r.outcome is Outcome.ERROR and "backing off" in r.error and r.retry_after > 3500
+    assert len(requests) == 1
+
 # -- the cache across passes: robots.txt (24 h) and conditional sitemaps -------------------------
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
