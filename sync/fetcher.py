@@ -174,7 +174,8 @@ class Fetcher:
     Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
     the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
     before a request is sent. `now` is the pass clock that dates and ages cached answers
-    (the real clock when None).
+    (the real clock when None). A page's answer, all of it, must arrive within `deadline`
+    seconds (by default the client's read timeout).
     """
 
     def __init__(
@@ -190,8 +191,12 @@ class Fetcher:
         max_redirects: int = MAX_REDIRECTS,
         cache: FetchCache | None = None,
         now: datetime | None = None,
+        deadline: float | None = None,
     ):
         self._client = client
+        # A page's whole answer (redirect hops and body): `deadline` seconds, by default the
+        # client's read timeout (`--timeout`), None for no bound.
+        self._deadline = deadline if deadline is not None else client.timeout.read
         self._per_host = per_host
         self._max_bytes = max_bytes
         self.scope = scope
@@ -358,10 +363,14 @@ class Fetcher:
                 return conditional_headers(sent[0])
 
             try:
-                ans = await self._get(url, conditional_headers(validators), self._max_bytes, moved_headers=moved_headers)
+                # httpx's timeouts bound each connect and each read; the deadline bounds the
+                # whole answer, so a server trickling bytes cannot hold the pass for long.
+                async with asyncio.timeout(self._deadline):
+                    ans = await self._get(url, conditional_headers(validators), self._max_bytes,
+                                          moved_headers=moved_headers)
             except _Refused as exc:
                 return FetchResult(url, Outcome.ERROR, error=str(exc))
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, TimeoutError):
                 return FetchResult(url, Outcome.ERROR, error="timeout")
             except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 return FetchResult(url, Outcome.ERROR, error=f"{type(exc).__name__}: {exc}".rstrip(": "))

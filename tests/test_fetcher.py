@@ -241,6 +241,30 @@ def test_timeouts_become_error(exc_type):
     assert res.body == b""
 
 
+
+def test_a_trickling_answer_times_out_as_a_whole():
+    """Every read arrives well within the client's read timeout, but the body as a whole
+    does not arrive within `--timeout`: the page is a timeout, not a 20-second wait."""
+
+    class Trickle(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for _ in range(100):
+                await asyncio.sleep(0.2)
+                yield b"x"
+
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/html"}, stream=Trickle())
+
+    async def go():
+        async with make_client(transport=httpx.MockTransport(handler), timeout=1) as client:
+            t = asyncio.get_running_loop().time()
+            res = await Fetcher(client, respect_robots=False).fetch_page(URL)
+            return res, asyncio.get_running_loop().time() - t
+
+    res, elapsed = asyncio.run(go())
+    assert res.outcome is Outcome.ERROR and res.error == "timeout"
+    assert elapsed < 3
+
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError])
 def test_transport_errors_become_error(exc_type):
     res = fetch_page(_raiser(exc_type, "connection refused"))
