@@ -908,7 +908,8 @@ class _Pass:
             await self._process(tpage, again)
             return
         moved = FetchResult(target, result.outcome, status=result.status, body=result.body,
-                            content_type=result.content_type, validators=result.validators, final_url=result.final_url)
+                            content_type=result.content_type, charset=result.charset, validators=result.validators,
+                            final_url=result.final_url)
         await self._process(tpage, moved)
 
     def _moved_validators(self, target: str) -> Validators | None:
@@ -960,7 +961,8 @@ class _Pass:
         chunks: list[str] = []
         if result.outcome is Outcome.OK:
             try:
-                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url)
+                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url,
+                                                    charset=result.charset)
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self._fail(page, f"extraction failed: {exc}")
                 return

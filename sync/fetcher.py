@@ -85,7 +85,8 @@ class FetchResult:
     outcome: Outcome
     status: int | None = None
     body: bytes = b""
-    content_type: str = ""
+    content_type: str = ""  # the media type alone, lowercase
+    charset: str | None = None  # the Content-Type header's charset parameter, if any
     validators: Validators = Validators()
     error: str | None = None
     bytes_downloaded: int = 0
@@ -394,6 +395,7 @@ class Fetcher:
             status=status,
             body=ans.body if outcome is Outcome.OK else b"",
             content_type=ctype,
+            charset=resp.charset_encoding,
             validators=new_validators,
             bytes_downloaded=ans.wire,
             final_url=str(resp.url),

@@ -325,6 +325,7 @@ def test_text_content_types_are_ok(ctype):
     res = fetch_page(Recorder(lambda r: html_response(ctype=ctype)))
     assert res.outcome is Outcome.OK
     assert res.content_type == ctype.split(";")[0].strip().lower()
+    assert res.charset == ("utf-8" if "charset" in ctype.lower() else None)  # for the extractor
 
 
 def test_body_over_max_bytes_is_skipped():
