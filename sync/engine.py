@@ -977,6 +977,10 @@ class _Pass:
             decision = Decision(Action.REPLACE, "repair")
         elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, "rebuild: the collection lost its points")
+        elif decision.action is Action.SKIP_UNCHANGED and (title or "") != (page.title or ""):
+            # Every point carries the title, which the hash (of the markdown) does not cover:
+            # a page whose title alone changed is rewritten, each chunk's vector reused.
+            decision = Decision(Action.REPLACE, "title changed")
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
             self._reschedule(page, changed=False)
