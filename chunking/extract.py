@@ -20,6 +20,9 @@ EXTRACTOR_ID = "trafilatura-md-v4"
 # (was 97 %), with recall and code retention unchanged (bench/results/extraction_quality.md).
 _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_CHARSET_PARAM = re.compile(r";\s*charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)")
+# <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 # <aside> inside the main content is content (Starlight's admonitions, docutils' footnotes,
 # sidebars and topics), though trafilatura drops every <aside> as boilerplate; one outside
 # it is a page sidebar. Kept when its links are at most half of its text (a table of
@@ -91,13 +94,40 @@ def _title_full(body: bytes, url: str | None) -> str:
     return (meta.title or "").strip() if meta is not None else ""
 
 
-def _decode(body: bytes) -> str:
-    for enc in ("utf-8", "cp1252"):
+def _decode(body: bytes, charset: str | None = None) -> str:
+    """UTF-8 first (what a valid UTF-8 body decodes to never depends on a label), then the
+    declared charset, then cp1252."""
+    for enc in ("utf-8", charset, "cp1252"):
+        if not enc:
+            continue
         try:
             return body.decode(enc)
-        except UnicodeDecodeError:
+        except (LookupError, UnicodeDecodeError):
             continue
     return body.decode("utf-8", errors="replace")
+
+
+def _as_utf8(body: bytes, charset: str | None) -> bytes:
+    """An HTML body that is not UTF-8, re-encoded as UTF-8 from the charset its Content-Type
+    header declares, else from a <meta> charset near its start; else as it came.
+
+    trafilatura reads neither label: it takes valid UTF-8 as is and guesses anything else,
+    and on short pages the guess goes wrong (latin-1 prose came out as cp1257). A UTF-8
+    body is passed on untouched, so its hash never depends on a label."""
+    try:
+        body.decode("utf-8")
+        return body
+    except UnicodeDecodeError:
+        pass
+    m = _META_CHARSET.search(body[:2048])
+    for enc in (charset, m.group(1).decode("ascii") if m else None):
+        if not enc:
+            continue
+        try:
+            return body.decode(enc).encode("utf-8")
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return body
 
 
 def _keep_content_asides(body: bytes):
@@ -118,19 +148,26 @@ def _keep_content_asides(body: bytes):
     return tree
 
 
-def extract_page(body: bytes, content_type: str = "text/html", url: str | None = None) -> Extracted:
+def extract_page(body: bytes, content_type: str = "text/html", url: str | None = None, *,
+                 charset: str | None = None) -> Extracted:
     """Extract (title, markdown). Markdown and plain-text bodies pass through untouched.
 
-    An HTML page with no extractable main content yields empty markdown (the page then
-    has no chunks, and is tracked but not indexed).
+    `charset` is the one the Content-Type header declares (else read from `content_type`
+    when that is the whole header): it decodes a body that is not UTF-8. An HTML page with no extractable main content yields empty markdown (the page
+    then has no chunks, and is tracked but not indexed).
     """
     ctype = (content_type or "text/html").lower()
+    if charset is None:
+        m = _CHARSET_PARAM.search(ctype)
+        charset = m.group(1) if m else None
     if ctype.startswith(("text/markdown", "text/x-markdown", "text/plain")):
-        text = _decode(body)
+        text = _decode(body, charset)
         first = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.strip()), "")
         return Extracted(title=first[:200], markdown=text.strip())
 
     import trafilatura  # imported here: heavy, and only needed when a page really arrived
+
+    body = _as_utf8(body, charset)
 
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.

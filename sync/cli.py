@@ -94,6 +94,7 @@ def _fail(exc: BaseException, code: int) -> None:
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's code for a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the shell's code for a writer whose reader left (`export | head`)
 RUN_INTERRUPTED = ("the pass was interrupted (no report written); what it wrote is consistent "
                    "and the next `pagesync run` resumes: pages whose write was under way are redone")
 
@@ -103,11 +104,17 @@ def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     decides: configuration and environment errors, sync.errors.ConfigError and its kin, are
     2); an OSError that reached this far (a path pagesync cannot use) is 2 as well. Ctrl-C
     (SIGINT) is one line, `interrupted`, and exit 130 (the shell's convention), never 1,
-    which means "finished, but pages failed"."""
+    which means "finished, but pages failed". A reader of stdout that went away (`export |
+    head`) ends the command quietly with 141, as SIGPIPE would, not as a usage error."""
     try:
         code = fn()
     except PagesyncError as exc:
         _fail(exc, exc.exit_code)
+    except BrokenPipeError:
+        # Before OSError, its base. stdout goes to /dev/null so that the interpreter's last
+        # flush at exit does not raise (and print) the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(EXIT_BROKEN_PIPE) from None
     except OSError as exc:
         _fail(exc, 2)
     except KeyboardInterrupt:

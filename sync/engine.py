@@ -940,7 +940,8 @@ class _Pass:
             await self._process(tpage, again)
             return
         moved = FetchResult(target, result.outcome, status=result.status, body=result.body,
-                            content_type=result.content_type, validators=result.validators, final_url=result.final_url)
+                            content_type=result.content_type, charset=result.charset, validators=result.validators,
+                            final_url=result.final_url)
         await self._process(tpage, moved)
 
     def _moved_validators(self, target: str) -> Validators | None:
@@ -992,7 +993,8 @@ class _Pass:
         chunks: list[str] = []
         if result.outcome is Outcome.OK:
             try:
-                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url)
+                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url,
+                                                    charset=result.charset)
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self._fail(page, f"extraction failed: {exc}")
                 return
@@ -1007,6 +1009,10 @@ class _Pass:
             decision = Decision(Action.REPLACE, "repair")
         elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, "rebuild: the collection lost its points")
+        elif decision.action is Action.SKIP_UNCHANGED and (title or "") != (page.title or ""):
+            # Every point carries the title, which the hash (of the markdown) does not cover:
+            # a page whose title alone changed is rewritten, each chunk's vector reused.
+            decision = Decision(Action.REPLACE, "title changed")
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
             self._reschedule(page, changed=False)

@@ -85,7 +85,8 @@ class FetchResult:
     outcome: Outcome
     status: int | None = None
     body: bytes = b""
-    content_type: str = ""
+    content_type: str = ""  # the media type alone, lowercase
+    charset: str | None = None  # the Content-Type header's charset parameter, if any
     validators: Validators = Validators()
     error: str | None = None
     bytes_downloaded: int = 0
@@ -174,7 +175,8 @@ class Fetcher:
     Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
     the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
     before a request is sent. `now` is the pass clock that dates and ages cached answers
-    (the real clock when None).
+    (the real clock when None). A page's answer, all of it, must arrive within `deadline`
+    seconds (by default the client's read timeout).
     """
 
     def __init__(
@@ -190,8 +192,12 @@ class Fetcher:
         max_redirects: int = MAX_REDIRECTS,
         cache: FetchCache | None = None,
         now: datetime | None = None,
+        deadline: float | None = None,
     ):
         self._client = client
+        # A page's whole answer (redirect hops and body): `deadline` seconds, by default the
+        # client's read timeout (`--timeout`), None for no bound.
+        self._deadline = deadline if deadline is not None else client.timeout.read
         self._per_host = per_host
         self._max_bytes = max_bytes
         self.scope = scope
@@ -307,6 +313,12 @@ class Fetcher:
                 await asyncio.sleep(wait)
             host.next_start = loop.time() + delay
 
+    @staticmethod
+    def _backing_off(url: str, blocked: float) -> FetchResult:
+        """A page not requested because its host asked (Retry-After) for more than the wait we allow."""
+        return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
+                           retry_after=blocked)
+
     async def fetch_page(self, url: str, validators: Validators | None = None,
                          moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
         """One conditional GET. Never raises for network or HTTP trouble.
@@ -335,10 +347,13 @@ class Fetcher:
             delay = 0.0
         blocked = host.blocked_until - loop.time()
         if blocked > self._max_retry_wait:
-            return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
-                               retry_after=blocked)
+            return self._backing_off(url, blocked)
         async with host.sem:
+            # Checked again: a Retry-After may have come while this request waited for the
+            # per-host bound; only a short one is slept out here, never a long one.
             blocked = host.blocked_until - loop.time()
+            if blocked > self._max_retry_wait:
+                return self._backing_off(url, blocked)
             if blocked > 0:
                 await asyncio.sleep(blocked)
             await self._pace(host, delay)
@@ -349,10 +364,14 @@ class Fetcher:
                 return conditional_headers(sent[0])
 
             try:
-                ans = await self._get(url, conditional_headers(validators), self._max_bytes, moved_headers=moved_headers)
+                # httpx's timeouts bound each connect and each read; the deadline bounds the
+                # whole answer, so a server trickling bytes cannot hold the pass for long.
+                async with asyncio.timeout(self._deadline):
+                    ans = await self._get(url, conditional_headers(validators), self._max_bytes,
+                                          moved_headers=moved_headers)
             except _Refused as exc:
                 return FetchResult(url, Outcome.ERROR, error=str(exc))
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, TimeoutError):
                 return FetchResult(url, Outcome.ERROR, error="timeout")
             except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 return FetchResult(url, Outcome.ERROR, error=f"{type(exc).__name__}: {exc}".rstrip(": "))
@@ -376,6 +395,7 @@ class Fetcher:
             status=status,
             body=ans.body if outcome is Outcome.OK else b"",
             content_type=ctype,
+            charset=resp.charset_encoding,
             validators=new_validators,
             bytes_downloaded=ans.wire,
             final_url=str(resp.url),

@@ -354,7 +354,8 @@ class _Reindex:
             problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
         if problem is None:
             try:
-                md, title, chunks = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url)
+                md, title, chunks = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url,
+                                                               res.charset)
             except Exception as exc:  # a page the extractor chokes on
                 problem = f"extraction failed: {exc}"
         if problem is not None:
@@ -371,8 +372,8 @@ class _Reindex:
             stamp = self.now_iso
         return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash)
 
-    def _extract(self, body: bytes, ctype: str, url: str) -> tuple[str, str, list[str]]:
-        ex = extract_page(body, ctype, url)
+    def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[str]]:
+        ex = extract_page(body, ctype, url, charset=charset)
         return ex.markdown, ex.title or "", self.splitter.split(ex.markdown)
 
     async def _build(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None, store: Store) -> None:

@@ -36,6 +36,23 @@ def origin_key(url: str) -> str | None:
     return m.group() if m else None
 
 
+def _host_of(value: str) -> str | None:
+    """An --allow-host value as the bare host that `check` compares: scopes are per host,
+    so `docs.example.com:8443`, `[::1]` and `https://docs.example.com/` name their host
+    (a port or scheme kept would match no URL, and that host's pages would quietly drop out)."""
+    value = value.strip()
+    try:
+        ipaddress.ip_address(value.strip("[]"))  # an IP literal, bracketed or not: as written,
+        return value.strip("[]").lower()        # like the hostname urlsplit gives for it
+    except ValueError:
+        pass
+    try:
+        host = urlsplit(value if "://" in value else "//" + value).hostname
+    except ValueError:
+        return None
+    return host.lower() if host else None
+
+
 def is_private_address(ip: str) -> bool:
     """Loopback, private, link-local, reserved, multicast or unspecified: not the public web."""
     try:
@@ -62,7 +79,7 @@ class Scope:
 
     @classmethod
     def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
-        hosts = {h.lower().strip("[]") for h in allow_hosts}
+        hosts = {h for h in map(_host_of, allow_hosts) if h}
         for u in urls:
             try:
                 host = urlsplit(u).hostname

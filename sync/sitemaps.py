@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
+from urllib.parse import urljoin
 
 from .errors import FetchError, SitemapError
 from .ids import canonical_url
@@ -331,7 +332,9 @@ async def collect_sitemaps(
                 found = robots_sitemaps(body)
                 if not found:
                     out.errors.append((url, "robots.txt names no Sitemap"))
-                frontier.extend((u, depth + 1) for u in found)
+                # RFC 9309 wants absolute URLs, but `Sitemap: /sitemap.xml` is common: it
+                # means the file beside robots.txt (read as is, it was a URL with no scheme).
+                frontier.extend((urljoin(url, u.strip()), depth + 1) for u in found)
                 continue
             parsed = parse(url, body) if parse is not None else parse_sitemap(body)
         except FetchError as exc:

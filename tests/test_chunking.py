@@ -137,6 +137,29 @@ def test_plain_text_non_utf8_is_decoded():
     assert e.markdown == "caf\u00e9 na\u00efve"
 
 
+@pytest.mark.parametrize("content_type, charset", [("text/plain", "koi8-r"), ("text/plain; charset=koi8-r", None),
+                                                   ("text/markdown", "iso-8859-5")])
+def test_plain_text_in_its_declared_charset_is_decoded_with_it(content_type, charset):
+    """The Content-Type header's charset was dropped and every non-UTF-8 body read as cp1252:
+    a koi8-r page was indexed as mojibake."""
+    text = "Заголовок\n\nПривет, мир: настройка сервера."
+    e = extract_page(text.encode(charset or "koi8-r"), content_type, charset=charset)
+    assert e.markdown == text and e.title == "Заголовок"
+
+
+@pytest.mark.parametrize("declared", ["header", "meta", "http-equiv"])
+def test_html_in_a_declared_charset_is_decoded_with_it(declared):
+    """trafilatura ignores both labels and guesses; on a short latin-1 page it guessed wrong
+    ("élève" came out as "élčve")."""
+    head = {"header": "", "meta": "<meta charset='iso-8859-1'>",
+            "http-equiv": "<meta http-equiv='Content-Type' content='text/html; charset=iso-8859-1'>"}[declared]
+    html = render_page("Café", "<p>Un élève à Noël, déjà. Un élève à Noël, déjà.</p>")
+    html = html.replace("<meta charset='utf-8'>", head)
+    e = extract_page(html.encode("latin-1"), "text/html", charset="iso-8859-1" if declared == "header" else None)
+    assert "Un élève à Noël, déjà." in e.markdown and e.title.startswith("Café")
+    assert e.markdown == extract_page(html.encode("utf-8"), "text/html").markdown
+
+
 @pytest.mark.parametrize(
     "html",
     [b"<html><head><title>Empty</title></head><body></body></html>",

@@ -409,6 +409,21 @@ def test_import_of_a_missing_file_exits_2(work):
 
 
 # -- shared options ------------------------------------------------------------------------------
+def test_export_into_a_closed_pipe_ends_quietly(site, work):
+    """`pagesync export | head -1`: the reader leaves early. That was 'pagesync: error: [Errno
+    32] Broken pipe', twice, and exit 2 (a usage error); now silence and 141, as SIGPIPE gives."""
+    build(site)
+    assert run(site, work).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    proc = subprocess.Popen([sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db",
+                             "--with-vectors"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Broken pipe" not in err and "Traceback" not in err, err
+
+
 def test_status_export_import_accept_the_shared_options(site, work):
     build(site)
     assert run(site, work, "--collection", "docs").returncode == 0

@@ -86,6 +86,23 @@ def test_nav_and_footer_churn_embeds_nothing(site, harness):
     assert rep.chunks_embedded == 0 and rep.chunks_written == 0
 
 
+def test_a_title_only_change_rewrites_the_payloads_and_embeds_nothing(site, harness):
+    """The title (here og:title) is in every point's payload but not in the content hash: it
+    used to count as unchanged, and the points kept the old title for good, unlike a fresh index."""
+    build(site)
+    harness.run()
+    html = page_html("Page 1", [para(f"p1-s{j}") for j in range(3)])
+    site.set("/p1.html", html.replace("</title>", "</title><meta property='og:title' content='Renamed'>"))
+    emb = harness.embedder.texts_embedded
+    rep = harness.run(full=True)
+    assert rep.pages_changed == 1 and rep.chunks_embedded == 0 and rep.chunks_reused == rep.chunks_written > 0
+    assert harness.embedder.texts_embedded == emb
+    titles = {p["title"] for p in harness.points().values() if p["url"].endswith("/p1.html")}
+    assert titles == {"Renamed"}
+    rep = harness.run(full=True)  # and then it is settled
+    assert rep.pages_changed == 0 and rep.chunks_written == 0
+
+
 def test_shrink_leaves_no_stale_tail_chunk(site, harness):
     site.set("/big.html", page_html("Big", [para(f"big{j}", 80) for j in range(6)]))
     harness.run()

@@ -241,6 +241,30 @@ def test_timeouts_become_error(exc_type):
     assert res.body == b""
 
 
+
+def test_a_trickling_answer_times_out_as_a_whole():
+    """Every read arrives well within the client's read timeout, but the body as a whole
+    does not arrive within `--timeout`: the page is a timeout, not a 20-second wait."""
+
+    class Trickle(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            for _ in range(100):
+                await asyncio.sleep(0.2)
+                yield b"x"
+
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/html"}, stream=Trickle())
+
+    async def go():
+        async with make_client(transport=httpx.MockTransport(handler), timeout=1) as client:
+            t = asyncio.get_running_loop().time()
+            res = await Fetcher(client, respect_robots=False).fetch_page(URL)
+            return res, asyncio.get_running_loop().time() - t
+
+    res, elapsed = asyncio.run(go())
+    assert res.outcome is Outcome.ERROR and res.error == "timeout"
+    assert elapsed < 3
+
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError])
 def test_transport_errors_become_error(exc_type):
     res = fetch_page(_raiser(exc_type, "connection refused"))
@@ -301,6 +325,7 @@ def test_text_content_types_are_ok(ctype):
     res = fetch_page(Recorder(lambda r: html_response(ctype=ctype)))
     assert res.outcome is Outcome.OK
     assert res.content_type == ctype.split(";")[0].strip().lower()
+    assert res.charset == ("utf-8" if "charset" in ctype.lower() else None)  # for the extractor
 
 
 def test_body_over_max_bytes_is_skipped():
@@ -591,6 +616,29 @@ def test_retry_after_backs_the_host_off():
     assert second.outcome is Outcome.ERROR and "backing off" in second.error
     assert len(site.requests) == 1  # the second page was not requested
 
+
+
+def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
+    """A page queued behind the per-host bound when the 429 arrives must not sleep out a long
+    Retry-After (3600 s here): it fails as backing off, like a page that asks afterwards."""
+    requests = []
+
+    async def handler(request):
+        requests.append(request)
+        await asyncio.sleep(0.05)  # the others reach the per-host bound meanwhile
+        if request.url.path == "/a.html":
+            return httpx.Response(429, headers={"retry-after": "3600"})
+        return httpx.Response(200, content=HTML, headers={"content-type": "text/html"})
+
+    async def together(f):
+        pages = (f.fetch_page(f"https://docs.example.com/{n}.html") for n in ("a", "b", "c"))
+        return await asyncio.wait_for(asyncio.gather(*pages), 10)
+
+    first, second, third = run(handler, together, per_host=1)
+    assert first.outcome is Outcome.ERROR and first.retry_after == 3600
+    for r in (second, third):
+        assert r.outcome is Outcome.ERROR and "backing off" in r.error and r.retry_after > 3500
+    assert len(requests) == 1
 
 # -- the cache across passes: robots.txt (24 h) and conditional sitemaps -------------------------
 

@@ -49,6 +49,21 @@ def test_a_site_on_a_private_network_may_reach_its_own_hosts_only():
     assert scope.check("http://docs.example.com/a") is not None
 
 
+@pytest.mark.parametrize("allow", ["cdn.example.com", "CDN.example.com", "cdn.example.com:8443",
+                                   "https://cdn.example.com/", "http://cdn.example.com:8080/docs"])
+def test_allow_host_names_a_host_however_written(allow):
+    """A port or a URL given to --allow-host allows its host; it did not match anything before,
+    so that host's sitemap entries were skipped and its indexed pages purged as gone."""
+    scope = Scope.from_urls(["https://docs.example.com/sitemap.xml"], [allow], resolve=resolve)
+    assert scope.check("https://cdn.example.com/a") is None
+    assert scope.check("https://other.example.com/a") is not None
+
+
+def test_allow_host_takes_an_ipv6_literal():
+    scope = Scope.from_urls(["http://[::1]:8080/sitemap.xml"], ["[fd00::5]", "fd00::6"])
+    assert scope.check("http://[fd00::5]/a") is None and scope.check("http://[fd00::6]:81/a") is None
+
+
 def test_reasons_name_the_problem():
     scope = public_scope()
     assert "ftp" in scope.check("ftp://docs.example.com/a")

@@ -591,6 +591,20 @@ def test_collect_index_to_children():
     assert fetch.calls == ["https://e.com/sitemap.xml", "https://e.com/s1.xml", "https://e.com/s2.xml.gz"]
 
 
+def test_collect_resolves_relative_sitemap_lines_of_robots_txt():
+    """`Sitemap: /sitemap.xml` used to be skipped as 'scheme (none) not allowed', and the pass
+    then failed with 'sitemap(s) listed no URLs'."""
+    fetch = FakeFetch({
+        "https://e.com/robots.txt": b"User-agent: *\nSitemap: /s1.xml\nSitemap: https://e.com/s2.xml\n",
+        "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
+        "https://e.com/s2.xml": urlset(("https://e.com/b", None)),
+    })
+    scope = lambda u: None if u.startswith("https://e.com/") else "out"  # noqa: E731
+    out = collect(["https://e.com/robots.txt"], fetch, scope=scope)
+    assert set(out.entries) == {"https://e.com/a", "https://e.com/b"}
+    assert out.complete and out.skipped == []
+
+
 def test_collect_several_roots_and_repeated_roots_fetched_once():
     fetch = FakeFetch({
         "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
