@@ -54,10 +54,15 @@ def decide(
     stored_fingerprint: str | None,
     fingerprint: str,
     indexed: bool,
+    text_empty: bool = False,
 ) -> Decision:
     """Decide one page.
 
     `indexed` says whether the page currently has points (live in the state with a hash).
+    `text_empty`: the page answered but its main content extracted to nothing. For an
+    indexed page whose text was not empty before, that is a purge, not a change: a deploy
+    that breaks extraction (a page rendered by JavaScript, a new template) looks the same
+    on every page, and as a purge it passes the mass-deletion guard like a 404 would.
     A 304 or an equal hash under the same pipeline is a skip: no chunking, no embedding,
     no writes. Errors never purge.
     """
@@ -78,6 +83,8 @@ def decide(
     if not indexed:
         return Decision(Action.ADD, "new page")
     if new_hash != stored_hash:
+        if text_empty:
+            return Decision(Action.PURGE, "no text extracted")
         return Decision(Action.REPLACE, "content changed")
     if stored_fingerprint != fingerprint:
         return Decision(Action.REPLACE, "pipeline changed")

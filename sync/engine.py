@@ -1000,7 +1000,13 @@ class _Pass:
                 return
             new_hash, title = content_hash(extracted.markdown), extracted.title
         decision = decide(result.outcome, new_hash=new_hash, stored_hash=page.content_hash,
-                          stored_fingerprint=page.fingerprint, fingerprint=self.fingerprint, indexed=page.indexed)
+                          stored_fingerprint=page.fingerprint, fingerprint=self.fingerprint, indexed=page.indexed,
+                          text_empty=result.outcome is Outcome.OK and not extracted.markdown)
+        if decision.action is Action.PURGE:  # its text extracted to nothing: queued like a 404
+            page.last_fetched_at = self.now
+            self._queue_purge(page, left_sitemap=False, reason="no text extracted (an empty page, or a template "
+                                                                  "or rendering change the extractor cannot read)")
+            return
         if decision.action is Action.FAIL:
             page.etag = page.last_modified = None  # stale validators: next visit unconditional
             self._fail(page, decision.reason)

@@ -90,6 +90,22 @@ def test_decide_explicit_rows(outcome, new_hash, stored_hash, stored_fp, indexed
     assert d.action is action
 
 
+@pytest.mark.parametrize(
+    "new_hash, stored_hash, indexed, action",
+    [
+        (OTHER_HASH, HASH, True, Action.PURGE),  # had text, extracts to nothing now: a purge
+        (HASH, HASH, True, Action.SKIP_UNCHANGED),  # was empty already (its hash is the empty text's)
+        (HASH, None, False, Action.ADD),  # a new page with no text: tracked, nothing to write
+    ],
+)
+def test_decide_a_page_whose_text_extracts_to_nothing(new_hash, stored_hash, indexed, action):
+    d = decide(Outcome.OK, new_hash=new_hash, stored_hash=stored_hash, stored_fingerprint=FP,
+               fingerprint=FP, indexed=indexed, text_empty=True)
+    assert d.action is action
+    if action is Action.PURGE:
+        assert d.reason == "no text extracted"
+
+
 @pytest.mark.parametrize("action, writes", [
     (Action.ADD, True), (Action.REPLACE, True), (Action.PURGE, True),
     (Action.SKIP_NOT_MODIFIED, False), (Action.SKIP_UNCHANGED, False), (Action.FAIL, False),

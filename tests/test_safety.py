@@ -163,6 +163,47 @@ def test_site_answering_404_everywhere_purges_nothing(site, harness):
     assert harness.points() == before
 
 
+# A deploy the extractor cannot read: every page answers 200 with an empty <main> (the
+# text now comes from JavaScript). Each page would lose its points as a "change".
+EMPTIED = "<html><head><title>Docs</title></head><body><nav><a href='/'>Home</a></nav><main></main></body></html>"
+
+
+def test_a_deploy_that_extracts_to_nothing_everywhere_purges_nothing(site, harness, tmp_path):
+    build(site, n=8)
+    harness.run()
+    before = harness.points()
+    for i in range(8):
+        site.set(f"/p{i}.html", EMPTIED)
+    rep = harness.run(full=True)
+    assert rep.mass_delete_blocked == 8 and rep.pages_removed == 0 and rep.pages_changed == 0 and not rep.ok
+    assert "--allow-mass-delete" in rep.errors[-1]["error"]
+    assert harness.points() == before
+    # The deploy is rolled back: the pages held back are whole again, nothing re-embedded.
+    build(site, n=8)
+    rep = harness.run(full=True, advance=timedelta(hours=2))
+    assert rep.ok and rep.pages_removed == 0 and rep.chunks_embedded == 0
+    assert harness.points() == before
+
+
+def test_a_page_emptied_alone_is_purged_and_the_collection_equals_a_fresh_index(site, harness, tmp_path):
+    from tests.test_moved import assert_equals_fresh
+
+    build(site, n=8)
+    harness.run()
+    site.set("/p3.html", EMPTIED)
+    rep = harness.run(full=True)
+    assert rep.ok and rep.pages_removed == 1 and rep.mass_delete_blocked == 0
+    assert [c["reason"] for c in rep.to_dict()["changes"] if c["url"].endswith("/p3.html")] == ["no text extracted "
+            "(an empty page, or a template or rendering change the extractor cannot read)"]
+    assert site.server.url("/p3.html") not in by_url(harness.points())
+    assert_equals_fresh(harness)
+    # Its text comes back: indexed again.
+    build(site, n=8)
+    rep = harness.run(full=True, advance=timedelta(hours=2))
+    assert rep.ok and rep.pages_added + rep.pages_changed == 1
+    assert_equals_fresh(harness, "fresh-2")
+
+
 def test_empty_sitemap_purges_nothing(site, harness):
     build(site, n=2)
     harness.run()
