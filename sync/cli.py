@@ -291,12 +291,15 @@ def run(
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         emb = make_embedder(embedder)
-        nothing = None if sitemap or url else "nothing to sync: give --sitemap or --url (no page state {where} yet)"
+        if not (sitemap or url):
+            # The state does not keep them, and the scope (which hosts may be fetched) is
+            # theirs: without one, every due page would be skipped as out of scope.
+            raise ConfigError("nothing to sync: give --sitemap or --url (the page state does not keep them)")
         with ExitStack() as stack:
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
             # A dry run on a fresh setup must not even create the state (file or collection).
-            st = stack.enter_context(_open_state(state, store, missing=nothing, dry_run=dry_run))
+            st = stack.enter_context(_open_state(state, store, dry_run=dry_run))
             if now:
                 _check_clock(st, cfg.now, now)
             progress = stack.enter_context(_Progress(quiet, dry_run))

@@ -217,3 +217,16 @@ def test_a_sitemap_error_names_the_url_once(site, work):
     assert r.returncode == 1, r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert line.count(sitemap(site)) == 1, line
+
+
+def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, work):
+    """The state does not keep the sources, and the scope is theirs: a run without them
+    used to skip every due page as out of scope and exit 0 (user trial 3)."""
+    build(site)
+    assert run(site, work).returncode == 0
+    r = cli(work, "run", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", "--now", "2030-01-01T00:00:00Z")
+    assert r.returncode == 2
+    assert "give --sitemap or --url" in one_error_line(r)
+    fresh = cli(work, "run", "--qdrant-path", "q2", "--state", "s2.db", "--embedder", "fake")
+    assert fresh.returncode == 2 and "give --sitemap or --url" in one_error_line(fresh)
+    assert not (work / "s2.db").exists()
