@@ -404,9 +404,11 @@ class _Pass:
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
+        out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why
         for url, lastmod in sm.entries.items():
             reason = self.scope.check(url)
             if reason:  # a hostile or sloppy sitemap: listed, never fetched
+                out_of_scope[url] = reason
                 self.report.skip(url, f"out of scope: {reason}")
                 self.report.pages_out_of_scope += 1
                 self.report.pages_skipped += 1
@@ -499,7 +501,11 @@ class _Pass:
                 page = known[ev.url]
                 if page.moved_to is not None:
                     self.unmoved.add(page.moved_to)
-                self._queue_purge(page, left_sitemap=True, reason="left the sitemap")
+                # Still listed but out of scope now (an --allow-host dropped): a fresh index
+                # would not hold it either, so it goes, under its real reason.
+                why = out_of_scope.get(ev.url)
+                self._queue_purge(page, left_sitemap=True,
+                                  reason=f"out of scope: {why}" if why else "left the sitemap")
         self.visiting = {ev.url for ev in visits}
         await self._visit([pages[ev.url] for ev in visits])
         self._queue_orphans(set(sitemap_now) | set(extra))

@@ -87,6 +87,26 @@ def test_allow_host_extends_the_scope(site, harness):
     assert rep.pages_added == 1
 
 
+def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
+    """A page indexed through --allow-host, its host dropped from the run: still listed,
+    never fetched, and gone from the collection as a fresh index of this configuration
+    would be, under "out of scope", not "left the sitemap" (user trial 3)."""
+    build(site, n=2)
+    base = site.server.base_url
+    port = base.rsplit(":", 1)[1]
+    other = f"http://localhost:{port}/p0.html"
+    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", other]) + "</urlset>")
+    site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
+    sm = [site.server.url("/custom-sitemap.xml")]
+    assert harness.run(sitemaps=sm, allow_hosts=["localhost"]).pages_added == 2
+    rep = harness.run(sitemaps=sm, advance=timedelta(minutes=5))
+    assert rep.pages_removed == 1 and rep.pages_out_of_scope == 1
+    (change,) = [c for c in rep.to_dict()["changes"] if c["url"] == other]
+    assert change["reason"].startswith("out of scope: ") and "left the sitemap" not in change["reason"]
+    assert set(by_url(harness.points())) == {f"{base}/p1.html"}
+
+
 def test_permanent_redirect_moves_the_key_to_the_target(site, harness):
     build(site, n=2)
     harness.run()
