@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ from .aliasfile import resolve_alias
 from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreUnavailableError)
 from .hashing import reuse_key
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no advisory lock, Qdrant Edge's own WAL lock only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "StoredPoint",
@@ -43,6 +49,7 @@ __all__ = [
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
+SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge touches a segment
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
 
@@ -191,8 +198,15 @@ class EdgeStore(_PagedScroll):
     `collection` may be an alias kept in `<path>/aliases.json` (`sync.aliasfile`, written
     by `pagesync reindex`): it is resolved each time the store is about to touch the disk
     and pinned while the shard is open (`resolve_alias=False`: the name is the directory).
-    A shard can be open in one place at a time (Qdrant Edge locks its write-ahead log);
-    opening one that is in use is retried for up to `lock_wait` seconds.
+    A shard can be open in one place at a time. Qdrant Edge locks its write-ahead log, but
+    only after `EdgeShard.load` has mapped the segment files read-write and loaded them: a
+    load attempt against a shard another process has open, even one that then fails with
+    WouldBlock, races that process's writes and flushes and can lose points it wrote
+    (reproduced by bench/kill_stress.py: a pass's pages gone while its state records them).
+    So every opening first takes an exclusive lock on `<shard>/pagesync.lock` (flock,
+    released by `close` or when the process dies), waited for up to `lock_wait` seconds,
+    and only then loads or creates the shard; a shard whose WAL is still locked under that
+    lock (a holder that is not pagesync) is refused at once, never load-polled.
 
     `search_threads` is the shard's `max_search_threads` (written to its config when it
     differs). Qdrant Edge runs reads (count, scroll, query) on that pool, one task per
@@ -215,6 +229,7 @@ class EdgeStore(_PagedScroll):
         self._pinned: Path | None = None
         self._shard = None
         self._qe = None
+        self._lock_fd: int | None = None
 
     @property
     def dir(self) -> Path:
@@ -225,17 +240,43 @@ class EdgeStore(_PagedScroll):
 
     def _load(self, qe, path: Path):
         config = self._load_config(qe, path)
+        try:
+            return qe.EdgeShard.load(str(path), config)
+        except Exception as exc:
+            if "WouldBlock" not in str(exc):
+                raise
+            # Held, but not under pagesync.lock: another program (or a pagesync from before
+            # the lock). Not polled: each attempt maps the held shard's segments read-write.
+            raise StoreUnavailableError(f"embedded store ({path}) is open in another process or thread "
+                                        f"(its write-ahead log is locked)") from None
+
+    def _lock(self, path: Path) -> None:
+        """Take `<path>/pagesync.lock` (exclusive), waiting up to `lock_wait` seconds, before
+        anything opens the shard's files; `_unlock` (from `close`) releases it."""
+        if fcntl is None or self._lock_fd is not None:
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path / SHARD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         deadline = time.monotonic() + self.lock_wait
         while True:
             try:
-                return qe.EdgeShard.load(str(path), config)
-            except Exception as exc:
-                if "WouldBlock" not in str(exc):
-                    raise
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
                 if time.monotonic() >= deadline:
+                    os.close(fd)
                     raise StoreUnavailableError(f"embedded store ({path}) is open in another process or thread "
-                                     f"(waited {self.lock_wait:g}s)") from None
+                                                f"(waited {self.lock_wait:g}s)") from None
                 time.sleep(0.05)
+            except BaseException:
+                os.close(fd)
+                raise
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor releases the flock
 
     @contextlib.contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -303,10 +344,14 @@ class EdgeStore(_PagedScroll):
         finally:
             if self._shard is None:
                 self._pinned = None
+                self._unlock()
 
     def _open_pinned(self, qe, dimension: int | None):
         with self._guard("open"):
-            if self.exists():
+            if dimension is None and not self.exists():
+                raise StoreError(f"collection {self.collection!r} does not exist at {self.dir}")
+            self._lock(self.dir)
+            if self.exists():  # asked again under the lock: another process may have created it
                 if dimension is not None:
                     self._check_size(dimension)
                 self._shard = self._load(qe, self.dir)
@@ -450,6 +495,7 @@ class EdgeStore(_PagedScroll):
             finally:
                 self._shard = None
                 self._pinned = None
+                self._unlock()
 
 
 # ---------------------------------------------------------------------------------------
