@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from demo.site_server import Site, SiteServer  # noqa: E402
-from tests.helpers import page_html, para  # noqa: E402
+from tests.helpers import group_alive, page_html, para  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
 PY = sys.executable
@@ -91,14 +91,6 @@ def difference(incremental: dict[str, dict], fresh: dict[str, dict]) -> str | No
         if max((abs(a - b) for a, b in zip(p["vector"], q["vector"])), default=0.0) > 1e-4:
             return f"vector of {p['payload'].get('chunk_id')} differs"
     return None
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def open_with_threads(work: Path, threads: int | None) -> str:

@@ -153,8 +153,9 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     """Extract (title, markdown). Markdown and plain-text bodies pass through untouched.
 
     `charset` is the one the Content-Type header declares (else read from `content_type`
-    when that is the whole header): it decodes a body that is not UTF-8. An HTML page with no extractable main content yields empty markdown (the page
-    then has no chunks, and is tracked but not indexed).
+    when that is the whole header): it decodes a body that is not UTF-8. An HTML page with
+    no extractable main content yields empty markdown: a new page is then tracked with no
+    chunks, and a page that had text is purged (`sync.decision.decide`, `text_empty`).
     """
     ctype = (content_type or "text/html").lower()
     if charset is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -105,3 +106,12 @@ class Harness:
             return {p.id: p.vector for p in store.scroll(with_vectors=True)}
         finally:
             store.close()
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group `pgid` is still there (a killed pass's children)."""
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False

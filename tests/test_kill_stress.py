@@ -35,7 +35,7 @@ import pytest
 
 from sync.errors import StoreError
 from sync.store import EdgeStore, StoredPoint
-from tests.helpers import page_html, para
+from tests.helpers import group_alive, page_html, para
 from tests.test_cli import ROOT
 
 ITERATIONS = 5
@@ -150,14 +150,6 @@ def test_a_shard_open_in_another_process_is_loaded_once_when_released(tmp_path, 
 
 
 # -- the reported scenario, repeated ------------------------------------------------------------
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
 def fresh_points(site, tmp: Path) -> dict:
     """A fresh full index of the site as it is now, made in-process exactly as `pagesync run
     --embedder fake` makes it (same splitter, same embedder)."""
