@@ -57,6 +57,7 @@ class Site:
         self._lock = threading.Lock()
         self.resources: dict[str, Resource] = {}
         self.requests: list[tuple[str, str, int, dict[str, str]]] = []
+        self.times: list[float] = []  # time.monotonic() of each logged request, parallel to `requests`
         self.sitemap_mode = "plain"  # plain | index | gzip | broken | missing | same-lastmod
         self.base_url = ""
         self._sitemap_stamps: dict[str, tuple[bytes, float]] = {}  # path -> (sha256 of body, mtime)
@@ -177,6 +178,7 @@ class Site:
     def clear_log(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.times.clear()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -234,6 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
         site: Site = self.server.site  # type: ignore[attr-defined]
         with site._lock:
             site.requests.append(("GET", path, status, req_headers))
+            site.times.append(time.monotonic())
         self.send_response(status)
         if ctype:
             self.send_header("Content-Type", ctype)
