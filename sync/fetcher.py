@@ -177,9 +177,10 @@ class Fetcher:
     Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
     the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
     before a request is sent. `now` is the pass clock that dates and ages cached answers
-    (the real clock when None). A page's answer, all of it, must arrive within `deadline`
-    seconds (by default the client's read timeout). `ready_in(url)` says how long a page
-    would wait on its host; `HostQueue` uses it to give workers pages of hosts that can send.
+    (the real clock when None). Every answer (a page's, a sitemap's, robots.txt's), all of
+    it, must arrive within `deadline` seconds (by default the client's read timeout).
+    `ready_in(url)` says how long a page would wait on its host; `HostQueue` uses it to
+    give workers pages of hosts that can send.
     """
 
     def __init__(
@@ -198,8 +199,8 @@ class Fetcher:
         deadline: float | None = None,
     ):
         self._client = client
-        # A page's whole answer (redirect hops and body): `deadline` seconds, by default the
-        # client's read timeout (`--timeout`), None for no bound.
+        # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
+        # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
         self._per_host = per_host
         self._max_bytes = max_bytes
@@ -294,8 +295,10 @@ class Fetcher:
             rules.reason += ", cached"
             return rules
         try:
-            ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES, prefix_ok=True)
-        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            async with asyncio.timeout(self._deadline):  # a trickled robots.txt is no answer
+                ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES,
+                                      prefix_ok=True)
+        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError, TimeoutError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"
             rules.unavailable = f"robots.txt got no answer ({type(exc).__name__})"
@@ -498,9 +501,12 @@ class Fetcher:
         try:
             async with host.sem:
                 try:
-                    return await self._get(url, headers, MAX_SITEMAP_BYTES)
+                    async with asyncio.timeout(self._deadline):  # the whole answer, as for a page
+                        return await self._get(url, headers, MAX_SITEMAP_BYTES)
                 except _Refused as exc:
                     raise FetchError(f"{url[:200]}: {exc}") from None
+                except TimeoutError:
+                    raise FetchError(f"{url[:200]}: timeout") from None
                 except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                     raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
         finally:
