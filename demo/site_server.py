@@ -2,7 +2,7 @@
 
 It behaves like a static host: strong ETags (hash of the body), Last-Modified, 304 for
 matching If-None-Match / If-Modified-Since, gzip-encoded responses when asked, plus
-what tests need to provoke: 404, 410, redirects, 5xx, slow answers, a generated
+what tests need to provoke: 404, 410, redirects, 5xx, slow and trickled answers, a generated
 sitemap (or sitemap index, or .xml.gz). Sitemap files behave like static files too: their
 ETag and Last-Modified move only when their bytes change, so they answer 304 to a
 conditional GET. Every request is logged for assertions.
@@ -57,6 +57,8 @@ class Site:
         self._lock = threading.Lock()
         self.resources: dict[str, Resource] = {}
         self.requests: list[tuple[str, str, int, dict[str, str]]] = []
+        self.times: list[float] = []  # time.monotonic() of each logged request, parallel to `requests`
+        self.trickling: dict[str, float] = {}  # path -> seconds between the body's bytes (see `trickle`)
         self.sitemap_mode = "plain"  # plain | index | gzip | broken | missing | same-lastmod
         self.base_url = ""
         self._sitemap_stamps: dict[str, tuple[bytes, float]] = {}  # path -> (sha256 of body, mtime)
@@ -96,6 +98,12 @@ class Site:
     def slow(self, path: str, seconds: float) -> None:
         with self._lock:
             self.resources[path].delay = seconds
+
+    def trickle(self, path: str, seconds: float) -> None:
+        """Send `path`'s body (any path, sitemaps too) one byte every `seconds`: each read is
+        quick, the whole answer is not."""
+        with self._lock:
+            self.trickling[path] = seconds
 
     def pages(self) -> list[str]:
         with self._lock:
@@ -177,6 +185,7 @@ class Site:
     def clear_log(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.times.clear()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -234,6 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         site: Site = self.server.site  # type: ignore[attr-defined]
         with site._lock:
             site.requests.append(("GET", path, status, req_headers))
+            site.times.append(time.monotonic())
         self.send_response(status)
         if ctype:
             self.send_header("Content-Type", ctype)
@@ -241,8 +251,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if body:
-            self.wfile.write(body)
+        with site._lock:
+            gap = site.trickling.get(path)
+        if gap is None:
+            if body:
+                self.wfile.write(body)
+            return
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(gap)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up
 
 
 class SiteServer:

@@ -52,7 +52,7 @@ from embedders.base import Embedder
 
 from .decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
 from .errors import PagesyncError
-from .fetcher import Fetcher, FetchResult, Validators
+from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
@@ -876,19 +876,16 @@ class _Pass:
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
             return
-        todo: asyncio.Queue[PageState | None] = asyncio.Queue()
-        for p in pages:
-            todo.put_nowait(p)
+        # Per host: a worker takes the first page whose host can send now, so no worker
+        # sits in one host's Crawl-delay, Retry-After or per-host bound while another's wait.
+        todo = HostQueue(self.fetcher, pages, url=lambda p: p.url)
         # Bounded: fetched bodies wait here while the model works, so memory stays flat.
         done: asyncio.Queue[tuple[PageState, FetchResult] | None] = asyncio.Queue(maxsize=max(8, self.cfg.workers * 2))
         n_workers = min(self.cfg.workers, len(pages))
 
         async def worker() -> None:
-            while True:
-                try:
-                    page = todo.get_nowait()
-                except asyncio.QueueEmpty:
-                    break
+            while (page := await todo.get()) is not None:
+                # No await between get() and fetch_page(): see HostQueue.get.
                 result = await self.fetcher.fetch_page(page.url, self._validators(page), self._moved_validators)
                 await done.put((page, result))
             await done.put(None)

@@ -11,10 +11,11 @@ and sitemap copies from one pass to the next; without one every pass asks afresh
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Callable
+from typing import Callable, Generic, Iterable, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -29,6 +30,7 @@ __all__ = [
     "Validators",
     "FetchResult",
     "Fetcher",
+    "HostQueue",
     "conditional_headers",
     "classify_status",
     "DEFAULT_USER_AGENT",
@@ -175,8 +177,10 @@ class Fetcher:
     Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
     the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
     before a request is sent. `now` is the pass clock that dates and ages cached answers
-    (the real clock when None). A page's answer, all of it, must arrive within `deadline`
-    seconds (by default the client's read timeout).
+    (the real clock when None). Every answer (a page's, a sitemap's, robots.txt's), all of
+    it, must arrive within `deadline` seconds (by default the client's read timeout).
+    `ready_in(url)` says how long a page would wait on its host; `HostQueue` uses it to
+    give workers pages of hosts that can send.
     """
 
     def __init__(
@@ -195,8 +199,8 @@ class Fetcher:
         deadline: float | None = None,
     ):
         self._client = client
-        # A page's whole answer (redirect hops and body): `deadline` seconds, by default the
-        # client's read timeout (`--timeout`), None for no bound.
+        # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
+        # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
         self._per_host = per_host
         self._max_bytes = max_bytes
@@ -211,6 +215,8 @@ class Fetcher:
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
+        # Set, then replaced, whenever a request ends: wakes HostQueues waiting for a host.
+        self._ended = asyncio.Event()
 
     def _now(self) -> datetime:
         return self.now or datetime.now(timezone.utc)
@@ -289,8 +295,10 @@ class Fetcher:
             rules.reason += ", cached"
             return rules
         try:
-            ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES, prefix_ok=True)
-        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+            async with asyncio.timeout(self._deadline):  # a trickled robots.txt is no answer
+                ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES,
+                                      prefix_ok=True)
+        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError, TimeoutError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"
             rules.unavailable = f"robots.txt got no answer ({type(exc).__name__})"
@@ -319,6 +327,41 @@ class Fetcher:
         return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
                            retry_after=blocked)
 
+    def ready_in(self, url: str) -> float | None:
+        """How long `fetch_page(url)` would wait on its host before sending: 0.0 when it
+        would send at once (or answer without a request: out of scope, disallowed, backing
+        off), the seconds left of a Crawl-delay or a short Retry-After, or None while it
+        would wait for a request under way on the host to end (the per-host bound is full,
+        or the host's robots.txt is being read)."""
+        if self.scope and self.scope(url):
+            return 0.0
+        key, host = self._host(url)
+        if self._robots_on and key:
+            if host.robots is None:
+                return None if host.robots_lock.locked() else 0.0
+            if host.robots.unavailable is not None or not host.robots.allows(url, self.user_agent):
+                return 0.0
+        if host.sem.locked():
+            return None
+        now = asyncio.get_running_loop().time()
+        blocked = host.blocked_until - now
+        if blocked > self._max_retry_wait:
+            return 0.0
+        return max(0.0, blocked, host.next_start - now)
+
+    async def request_ended(self, timeout: float | None = None) -> None:
+        """Return when a request of this Fetcher ends (a host may be ready now), or after `timeout` seconds."""
+        ended = self._ended
+        try:
+            async with asyncio.timeout(timeout):
+                await ended.wait()
+        except TimeoutError:
+            pass
+
+    def _end_request(self) -> None:
+        self._ended.set()  # wakes every waiter of this round
+        self._ended = asyncio.Event()
+
     async def fetch_page(self, url: str, validators: Validators | None = None,
                          moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
         """One conditional GET. Never raises for network or HTTP trouble.
@@ -326,6 +369,15 @@ class Fetcher:
         `validators` are never sent past a 301/308 hop: the target is asked with
         `moved_validators(target)` (its own, when the caller knows them), else without.
         """
+        try:
+            return await self._fetch_page(url, validators, moved_validators)
+        finally:
+            # After the host's state is settled (bound released, robots.txt known,
+            # Retry-After recorded): HostQueues look again.
+            self._end_request()
+
+    async def _fetch_page(self, url: str, validators: Validators | None,
+                          moved_validators: Callable[[str], Validators | None] | None) -> FetchResult:
         reason = self.scope(url) if self.scope else None
         if reason:
             return FetchResult(url, Outcome.SKIPPED, error=f"out of scope: {reason}")
@@ -348,6 +400,9 @@ class Fetcher:
         blocked = host.blocked_until - loop.time()
         if blocked > self._max_retry_wait:
             return self._backing_off(url, blocked)
+        # For a host `ready_in` calls ready, nothing up to the request suspends (a free lock
+        # or semaphore is taken at once), so its place in the bound and its Crawl-delay start
+        # are taken before any other task runs: HostQueue.get relies on it.
         async with host.sem:
             # Checked again: a Retry-After may have come while this request waited for the
             # per-host bound; only a short one is slept out here, never a long one.
@@ -443,13 +498,19 @@ class Fetcher:
 
     async def _get_sitemap(self, url: str, headers: dict[str, str]) -> _Answer:
         _key, host = self._host(url)
-        async with host.sem:
-            try:
-                return await self._get(url, headers, MAX_SITEMAP_BYTES)
-            except _Refused as exc:
-                raise FetchError(f"{url[:200]}: {exc}") from None
-            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
-                raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
+        try:
+            async with host.sem:
+                try:
+                    async with asyncio.timeout(self._deadline):  # the whole answer, as for a page
+                        return await self._get(url, headers, MAX_SITEMAP_BYTES)
+                except _Refused as exc:
+                    raise FetchError(f"{url[:200]}: {exc}") from None
+                except TimeoutError:
+                    raise FetchError(f"{url[:200]}: timeout") from None
+                except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
+                    raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._end_request()  # it held a place in the host's bound, which HostQueues watch
 
     def _keep_sitemap(self, url: str, kept: SitemapCopy | None, ans: _Answer) -> None:
         """Keep a 200's body with its validators; without validators there is nothing to ask with."""
@@ -467,3 +528,50 @@ class Fetcher:
         last_modified = resp.headers.get("last-modified") or kept.last_modified
         if self.cache is not None and (etag, last_modified) != (kept.etag, kept.last_modified):
             self.cache.cache_sitemap(url, SitemapCopy(etag, last_modified, kept.packed, self._now()))
+
+
+T = TypeVar("T")
+
+
+class HostQueue(Generic[T]):
+    """Items to fetch (pages), queued per host in the order given, for workers sharing one
+    Fetcher.
+
+    `get` hands out the earliest-queued item whose host can take a request now
+    (`Fetcher.ready_in`), so a host's Crawl-delay, Retry-After or full per-host bound
+    never holds a worker while another host has pages ready; a worker waits only when no
+    host can send, until the first one can. Within a host the order is kept; with one
+    host, or none waiting, it is the order given.
+    """
+
+    def __init__(self, fetcher: Fetcher, items: Iterable[T], url: Callable[[T], str]):
+        self._fetcher = fetcher
+        self._url = url
+        self._hosts: dict[str, deque[tuple[int, T]]] = {}
+        for i, item in enumerate(items):
+            self._hosts.setdefault(fetcher._host(url(item))[0], deque()).append((i, item))
+
+    async def get(self) -> T | None:
+        """The next item, as soon as its host can take it; None when none are left.
+
+        The caller must call `fetch_page` for it straight away, awaiting nothing before:
+        fetch_page takes the host's place (per-host bound, Crawl-delay start) before it
+        first suspends, so the next `get` already sees the host as busy."""
+        while self._hosts:
+            best: str | None = None
+            wait: float | None = None  # the soonest a host with items can send (None: when a request ends)
+            for key, q in self._hosts.items():
+                ready = self._fetcher.ready_in(self._url(q[0][1]))
+                if ready == 0.0:
+                    if best is None or q[0][0] < self._hosts[best][0][0]:
+                        best = key
+                elif ready is not None:
+                    wait = ready if wait is None else min(wait, ready)
+            if best is not None:
+                q = self._hosts[best]
+                item = q.popleft()[1]
+                if not q:
+                    del self._hosts[best]
+                return item
+            await self._fetcher.request_ended(wait)
+        return None

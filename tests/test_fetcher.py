@@ -19,6 +19,7 @@ from sync.fetcher import (
     DEFAULT_USER_AGENT,
     Fetcher,
     FetchResult,
+    HostQueue,
     Validators,
     classify_status,
     conditional_headers,
@@ -639,6 +640,36 @@ def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
     for r in (second, third):
         assert r.outcome is Outcome.ERROR and "backing off" in r.error and r.retry_after > 3500
     assert len(requests) == 1
+
+
+@pytest.mark.parametrize("robots,first,why", [
+    (b"User-agent: *\nCrawl-delay: 100\nDisallow: /private\n", 200, "disallowed by robots.txt"),
+    (b"", 429, "backing off"),
+])
+def test_host_queue_hands_out_at_once_what_needs_no_request(robots, first, why):
+    """A page fetch_page answers without a request (disallowed, its host backing off for
+    longer than we wait) is handed out at once, not after the host's Crawl-delay (100 s
+    here) or its Retry-After (3600 s). The order given is kept."""
+
+    def handler(request):
+        if request.url.path == "/robots.txt":
+            return httpx.Response(200, content=robots)
+        if request.url.path == "/a.html":
+            return httpx.Response(first, content=HTML, headers={"content-type": "text/html", "retry-after": "3600"})
+        return html_response()
+
+    urls = [f"https://docs.example.com/{p}" for p in ("a.html", "private/b.html", "private/c.html")]
+
+    async def drain(f):
+        queue, got = HostQueue(f, urls, url=lambda u: u), []
+        while (url := await queue.get()) is not None:
+            got.append((url, await f.fetch_page(url)))
+        return got
+
+    got = run(handler, lambda f: asyncio.wait_for(drain(f), 10), respect_robots=True, max_crawl_delay=100)
+    assert [u for u, _ in got] == urls
+    assert all(why in r.error for _, r in got[1:])
+
 
 # -- the cache across passes: robots.txt (24 h) and conditional sitemaps -------------------------
 
