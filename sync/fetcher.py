@@ -333,21 +333,24 @@ class Fetcher:
         off), the seconds left of a Crawl-delay or a short Retry-After, or None while it
         would wait for a request under way on the host to end (the per-host bound is full,
         or the host's robots.txt is being read)."""
-        if self.scope and self.scope(url):
-            return 0.0
         key, host = self._host(url)
-        if self._robots_on and key:
-            if host.robots is None:
-                return None if host.robots_lock.locked() else 0.0
-            if host.robots.unavailable is not None or not host.robots.allows(url, self.user_agent):
-                return 0.0
-        if host.sem.locked():
-            return None
+        if self._robots_on and key and host.robots is None:
+            # Read by a request under way: wait for it, unless no request would be sent.
+            return None if host.robots_lock.locked() and not (self.scope and self.scope(url)) else 0.0
         now = asyncio.get_running_loop().time()
         blocked = host.blocked_until - now
+        wait = None if host.sem.locked() else max(0.0, blocked, host.next_start - now)
+        if wait == 0.0:
+            return 0.0  # the common case, decided without the scope and robots checks
+        # A page fetch_page answers without a request never waits for the host.
+        if self.scope and self.scope(url):
+            return 0.0
+        if self._robots_on and key and (host.robots.unavailable is not None
+                                        or not host.robots.allows(url, self.user_agent)):
+            return 0.0
         if blocked > self._max_retry_wait:
             return 0.0
-        return max(0.0, blocked, host.next_start - now)
+        return wait
 
     async def request_ended(self, timeout: float | None = None) -> None:
         """Return when a request of this Fetcher ends (a host may be ready now), or after `timeout` seconds."""
