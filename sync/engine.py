@@ -414,6 +414,14 @@ class _Pass:
                 self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
+        for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
+            self.report.skip(loc, reason)
+            self.report.pages_invalid_loc += 1
+            self.report.pages_skipped += 1
+        if sm.invalid:  # a sitemap generator writing relative URLs hides the whole site: said once
+            loc, reason = next(iter(sm.invalid.items()))
+            log.info("skipped %d sitemap entr%s with an invalid <loc>, e.g. %r (%s)", len(sm.invalid),
+                     "y" if len(sm.invalid) == 1 else "ies", loc, reason.removeprefix("invalid <loc>: "))
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1

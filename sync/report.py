@@ -51,6 +51,9 @@ class Report:
     pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
     sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
+    # Sitemap <url> entries whose <loc> is no absolute http(s) URL (relative, mailto:, ftp:,
+    # empty, malformed): never tracked; counted in pages_skipped too, each in `skipped`.
+    pages_invalid_loc: int = 0
     # The collection was missing or empty at the pass's start while the state recorded
     # indexed pages with chunks (a deleted --qdrant-path, a new server, another --collection):
     # those pages (pages_rebuilt) were fetched unconditionally and rewritten this pass.
