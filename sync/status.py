@@ -11,7 +11,9 @@ from .state import GONE
 from .state_protocol import State
 from .store import Store
 
-__all__ = ["collect_status", "render_status"]
+__all__ = ["collect_status", "render_status", "FAILING_EXAMPLES"]
+
+FAILING_EXAMPLES = 5  # failing pages shown without --pages: enough to see what is wrong, bounded
 
 
 def _fmt_interval(seconds: float | None) -> str:
@@ -36,7 +38,12 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "pages_tracked": len(live),
         "pages_due": len(due),
         "pages_pending": sum(1 for p in pages if p.pending_hash is not None),
-        "pages_failing": sum(1 for p in live if p.failures > 0),
+        "pages_failing": len(failing := [p for p in live if p.failures > 0]),
+        # The worst few, so a plain `status` shows what fails and why (--pages lists them all).
+        "failing_examples": [
+            {"url": p.url, "failures": p.failures, "last_error": p.last_error}
+            for p in sorted(failing, key=lambda p: (-p.failures, p.url))[:FAILING_EXAMPLES]
+        ],
         "chunks_recorded": sum(p.chunk_count for p in live),
         "next_due_at": next_due.isoformat() if next_due else None,
         "interval_min": _fmt_interval(intervals[0]) if intervals else None,
@@ -106,6 +113,22 @@ _LASTMOD_SAID = {
 }
 
 
+def _failing_lines(info: dict[str, Any]) -> list[str]:
+    """The failing pages' examples (most failures first) with their last error, and how
+    many more there are; "see status --pages" only when the page list is not shown anyway."""
+    examples = info.get("failing_examples") or []
+    if not examples:
+        return []
+    lines = ["failing pages (most failures first):"]
+    lines += [f"  {p['url']}  [{p['failures']} failure{'s' if p['failures'] != 1 else ''}: {p['last_error']}]"
+              for p in examples]
+    more = info["pages_failing"] - len(examples)
+    if more > 0:
+        lines.append(f"  {more} more failing page{'s' if more != 1 else ''}"
+                     + ("" if "page_list" in info else ": see status --pages"))
+    return lines
+
+
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
@@ -115,6 +138,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"next due: {info['next_due_at'] or '-'}",
         f"revisit intervals: min {info['interval_min'] or '-'}, median {info['interval_median'] or '-'}, max {info['interval_max'] or '-'}",
     ]
+    lines += _failing_lines(info)
     lp = info.get("last_pass")
     if lp:
         lines.append(
