@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from .ids import point_id as make_point_id
 from .ids import url_digest
+from .plural import plural
 from .state_protocol import State
 from .store import Store
 
@@ -76,7 +77,7 @@ class AuditReport:
         }
 
     def render(self) -> str:
-        lines = [f"scanned {self.points_scanned} points against {self.pages_live} live pages"]
+        lines = [f"scanned {plural(self.points_scanned, 'point')} against {plural(self.pages_live, 'live page')}"]
         lines.append(f"{'category':<10} {'count':>8}  example")
         for c in CATEGORIES:
             ex = self.examples[c][0] if self.examples[c] else None
@@ -90,12 +91,12 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
     """One example in words. A page's `points` in the JSON are its well-formed points of the
     current generation; its stale points and points with a bad id or index are counted apart."""
     if category in ("broken", "missing"):
-        text = f"{ex['points']} good current points of {ex['expected']} recorded"
+        text = f"{plural(ex['points'], 'good current point')} of {ex['expected']} recorded"
         if ex.get("bad_ids"):
             text += f" + {ex['bad_ids']} with a bad id or chunk index"
         return f"{text}: {ex['url']}"
     if category == "stale":
-        return f"{ex['points']} points of an old generation: {ex['url']}"
+        return f"{plural(ex['points'], 'point')} of an old generation: {ex['url']}"
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
@@ -233,6 +234,6 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
                       "pass": rep.to_dict() if rep else None}
         out["after_fix"] = final.to_dict()
-        text += (f"\n\nfix: deleted {deleted} points, re-indexed {len(first.reindex_urls)} pages; "
+        text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}; "
                  f"audit again:\n{final.render()}")
     return out, final.ok, text

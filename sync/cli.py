@@ -19,6 +19,7 @@ from typing import Callable, Optional
 import typer
 
 from .errors import ConfigError, PagesyncError
+from .plural import plural
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
 # pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
@@ -319,7 +320,7 @@ def run(
             report.write_text(json.dumps(data, indent=2) + "\n")
         if dry_run:
             for c in rep.changes:
-                chunks = f"; {c['chunks']} chunks, {c['reused']} reused" if "reused" in c else ""
+                chunks = f"; {plural(c['chunks'], 'chunk')}, {c['reused']} reused" if "reused" in c else ""
                 typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks})")
         for e in rep.errors:
             # Errors that already name their URL (a sitemap's "sitemap: URL: HTTP 500") say it once.
@@ -419,7 +420,7 @@ def export(
             n = export_points(store, sys.stdout, with_vectors=with_vectors)
         finally:
             store.close()
-        log.info("exported %d points", n)
+        log.info("exported %s", plural(n, "point"))
         return 0
 
     _guarded(body)
@@ -447,7 +448,7 @@ def import_(
                 n = import_points(store, fh)
         finally:
             store.close()
-        log.info("imported %d points into %s", n, collection)
+        log.info("imported %s into %s", plural(n, "point"), collection)
         return 0
 
     _guarded(body)
@@ -527,7 +528,7 @@ def state_export(
                 n = export_state(st, out)
         finally:
             store.close()
-        log.info("exported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        log.info("exported %s, %s, %s", plural(n["pages"], "page"), plural(n["hosts"], "host"), plural(n["runs"], "run"))
         return 0
 
     _guarded(body)
@@ -568,7 +569,7 @@ def state_import(
                 n = load_state(st, dump, replace=replace, wait_lock=wait_lock)
         finally:
             store.close()
-        log.info("imported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        log.info("imported %s, %s, %s", plural(n["pages"], "page"), plural(n["hosts"], "host"), plural(n["runs"], "run"))
         return 0
 
     _guarded(body)
@@ -627,7 +628,7 @@ def reindex(
             typer.echo(json.dumps(rep.to_dict(), indent=2))
         else:
             for entry in rep.plan:
-                typer.echo(f"would reindex {entry['url']}  ({entry['chunks']} chunks, text: {entry['source']})")
+                typer.echo(f"would reindex {entry['url']}  ({plural(entry['chunks'], 'chunk')}, text: {entry['source']})")
             typer.echo(rep.summary())
         for e in rep.errors:
             log.warning("warning: %s", e["error"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .plural import plural
+
 __all__ = ["Report"]
 
 
@@ -96,11 +98,11 @@ class Report:
             chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                       f"{self.chunks_written} written, {self.chunks_deleted} deleted")
         n = self.sitemaps_skipped
-        sitemaps = f" (and {n} sitemap{'s' if n != 1 else ''})" if n else ""
+        sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
             f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped{sitemaps}, {self.pages_failed} failed; "
             f"chunks: {chunks}; "
-            f"{self.bytes_downloaded} bytes in {self.seconds:.1f}s"
+            f"{plural(self.bytes_downloaded, 'byte')} in {self.seconds:.1f}s"
         )

@@ -340,7 +340,7 @@ def test_status_shows_each_hosts_lastmod_trust(site, work):
     assert run(site, work, "--now", "2026-01-01T01:00:00Z").returncode == 0  # the advance is visited, confirmed
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     host = site.server.url("/").split("//")[1].split(":")[0]
-    assert (f"host {host}: 1 sitemap lastmod advances, 1 confirmed by a text change: trust 0.75, "
+    assert (f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "
             "advances make a page due now") in r.stdout, r.stdout
     r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     assert json.loads(r.stdout)["hosts"] == [{"host": host, "lastmod_advances": 1, "lastmod_confirmed": 1,
