@@ -61,7 +61,8 @@ def build(root: Path, n_points: int) -> None:
                                                              "embedder": "bench"}, vecs[k].tolist()))
                     k += 1
                 states.append(PageState(url=url, status=LIVE, content_hash=h, fingerprint="bench", chunk_count=CHUNKS,
-                                        interval=timedelta(days=3), due_at=now + timedelta(days=3), last_fetched_at=now))
+                                        title=f"Page {p}", interval=timedelta(days=3), due_at=now + timedelta(days=3),
+                                        last_fetched_at=now))
             store.upsert(batch)
             st.put_many(states)
     store.close()

@@ -4,15 +4,19 @@ One scroll over the collection (payload fields only, in pages), folded into per-
 summaries, so memory grows with the number of pages, not of points. Findings:
 
 - orphans: points whose `url` is not a live tracked page;
-- stale: points whose `content_hash` is not the page's recorded hash (an old generation);
+- stale: points whose `content_hash` is not the page's recorded hash (an old generation),
+  and points of the current generation whose `title` is not the page's recorded title
+  (a title-only rewrite that did not finish: the hash does not cover the title);
 - broken: a live page whose current points have gaps or duplicates in `chunk_index`, a
   `chunk_id` that is not `sha256(url)_cN`, or a point id not derived from its `chunk_id`;
 - missing: live pages with no points, or fewer than their recorded chunk count;
 - foreign: points with no `url` payload (written by something else): reported, and
   touched only with `include_foreign`.
 
-`plan_fix` says what a repair does: delete orphan and stale points (and foreign ones
-when asked), and re-index broken and missing pages through a normal pass.
+A repair deletes orphan points and old generations (and foreign points when asked), and
+re-indexes broken and missing pages and pages with an old title through a repair pass. An
+old title's points are the page's current chunks: they are rewritten with the page as a
+unit, never deleted first (a re-fetch that fails then leaves them in place).
 """
 
 from __future__ import annotations
@@ -22,26 +26,33 @@ from typing import Any, Iterator
 
 from .ids import point_id as make_point_id
 from .ids import url_digest
+from .plural import plural
 from .state_protocol import State
 from .store import Store
 
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "run_audit", "CATEGORIES"]
 
 CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign")
-_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash"]
+_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title"]
 
 
 class _UrlSummary:
     """What the scan saw of one live url's points."""
 
-    __slots__ = ("content_hash", "chunk_prefix", "indexes", "bad_ids", "stale_ids")
+    __slots__ = ("content_hash", "title", "chunk_prefix", "indexes", "bad_ids", "stale_ids", "old_titles",
+                 "stored_title")
 
-    def __init__(self, url: str, content_hash: str | None):
+    def __init__(self, url: str, content_hash: str | None, title: str | None):
         self.content_hash = content_hash
+        self.title = title or ""  # as the points carry it: a page without a title has ""
         self.chunk_prefix = f"{url_digest(url)}_c"  # chunk_id(url, i) is this + f"{i}": one sha256 a url
         self.indexes: dict[int, int] = {}  # chunk_index -> count (current generation)
         self.bad_ids: list[str] = []
         self.stale_ids: list[str] = []
+        # Well-formed current points whose title is not the page's: a count and the first
+        # title seen, not their ids (the fix rewrites the page), so memory stays per page.
+        self.old_titles = 0
+        self.stored_title: Any = None
 
 
 @dataclass
@@ -76,7 +87,7 @@ class AuditReport:
         }
 
     def render(self) -> str:
-        lines = [f"scanned {self.points_scanned} points against {self.pages_live} live pages"]
+        lines = [f"scanned {plural(self.points_scanned, 'point')} against {plural(self.pages_live, 'live page')}"]
         lines.append(f"{'category':<10} {'count':>8}  example")
         for c in CATEGORIES:
             ex = self.examples[c][0] if self.examples[c] else None
@@ -90,12 +101,14 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
     """One example in words. A page's `points` in the JSON are its well-formed points of the
     current generation; its stale points and points with a bad id or index are counted apart."""
     if category in ("broken", "missing"):
-        text = f"{ex['points']} good current points of {ex['expected']} recorded"
+        text = f"{plural(ex['points'], 'good current point')} of {ex['expected']} recorded"
         if ex.get("bad_ids"):
             text += f" + {ex['bad_ids']} with a bad id or chunk index"
         return f"{text}: {ex['url']}"
     if category == "stale":
-        return f"{ex['points']} points of an old generation: {ex['url']}"
+        if "stored_title" in ex:
+            return f"{plural(ex['points'], 'point')} with an old title ({ex['stored_title']!r}, not {ex['title']!r}): {ex['url']}"
+        return f"{plural(ex['points'], 'point')} of an old generation: {ex['url']}"
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
@@ -127,7 +140,7 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                     rep.note("orphans", 1, {"id": pid, "url": url}, examples)
                     rep.delete_ids.append(pid)
                     continue
-                summary = seen[url] = _UrlSummary(url, page.content_hash)
+                summary = seen[url] = _UrlSummary(url, page.content_hash, page.title)
             if pl.get("content_hash") != summary.content_hash:
                 summary.stale_ids.append(pid)
                 continue
@@ -138,6 +151,13 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                 continue
             indexes = summary.indexes
             indexes[idx] = indexes.get(idx, 0) + 1
+            # A current, well-formed point (it counts above, so its page is neither missing
+            # nor broken for it) whose title is not the page's: stale as well.
+            title = pl.get("title")
+            if (title or "") != summary.title:
+                if not summary.old_titles:
+                    summary.stored_title = title
+                summary.old_titles += 1
     rep.points_scanned = scanned
 
     for url, page in live.items():
@@ -153,6 +173,11 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             rep.note("broken", 1, {"url": url, "points": current, "expected": page.chunk_count,
                                    "bad_ids": len(s.bad_ids)}, examples)
             rep.reindex_urls.append(url)
+        if s is not None and s.old_titles:
+            rep.note("stale", s.old_titles, {"url": url, "points": s.old_titles, "title": s.title,
+                                             "stored_title": s.stored_title}, examples)
+            if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # once, if not broken or missing already
+                rep.reindex_urls.append(url)
     rep.seconds = round(time.monotonic() - t0, 3)
     return rep
 
@@ -233,6 +258,6 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
                       "pass": rep.to_dict() if rep else None}
         out["after_fix"] = final.to_dict()
-        text += (f"\n\nfix: deleted {deleted} points, re-indexed {len(first.reindex_urls)} pages; "
+        text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}; "
                  f"audit again:\n{final.render()}")
     return out, final.ok, text

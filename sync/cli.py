@@ -19,6 +19,7 @@ from typing import Callable, Optional
 import typer
 
 from .errors import ConfigError, PagesyncError
+from .plural import plural
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
 # pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
@@ -170,14 +171,27 @@ def _check_url(u: str, flag: str) -> str:
     return u
 
 
-# A dry run's lines say what a pass would do: "would add URL", never "added URL".
-_DRY_VERBS = {"added": "add", "changed": "change", "removed": "remove", "failed": "fail", "skipped": "skip",
+# A dry run's lines say what a pass would do: "would add URL", never "added URL". Not for
+# "failed": a dry run fails a page only on what it met itself (the fetch answered 500, timed
+# out, the page could not be extracted), never on a write, so that failure happened: "failed".
+_DRY_VERBS = {"added": "add", "changed": "change", "removed": "remove", "skipped": "skip",
               "unchanged": "keep", "not_modified": "keep"}
 _SKIPS = ("not_modified", "unchanged")
+_DRY_FAILED = "a pass would keep its points and retry later"  # what a real pass does with it (decision.py)
 
 
 def _action_text(action: str, dry_run: bool) -> str:
-    return f"would {_DRY_VERBS.get(action, action)}" if dry_run else action
+    return f"would {_DRY_VERBS[action]}" if dry_run and action in _DRY_VERBS else action
+
+
+def _error_line(e: dict[str, str], failed_in_dry_run: set[str]) -> str:
+    """One run error for stderr. Errors that already name their URL (a sitemap's "sitemap:
+    URL: HTTP 500") say it once. A failed page's error in a dry run is a failure the dry run
+    met, with nothing written: it reads as such, not as an error of the pass."""
+    text = e["error"] if e["url"] in e["error"] else f"{e['url']}: {e['error']}"
+    if e["url"] in failed_in_dry_run:
+        return f"failed {text} (dry run: nothing written)"
+    return f"error {text}"
 
 
 class _Progress:
@@ -319,11 +333,12 @@ def run(
             report.write_text(json.dumps(data, indent=2) + "\n")
         if dry_run:
             for c in rep.changes:
-                chunks = f"; {c['chunks']} chunks, {c['reused']} reused" if "reused" in c else ""
-                typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks})")
+                chunks = f"; {plural(c['chunks'], 'chunk')}, {c['reused']} reused" if "reused" in c else ""
+                after = f"; {_DRY_FAILED}" if c["action"] == "failed" else ""
+                typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks}{after})")
+        failed = {c["url"] for c in rep.changes if c["action"] == "failed"} if dry_run else set()
         for e in rep.errors:
-            # Errors that already name their URL (a sitemap's "sitemap: URL: HTTP 500") say it once.
-            log.warning("error %s", e["error"] if e["url"] in e["error"] else f"{e['url']}: {e['error']}")
+            log.warning("%s", _error_line(e, failed))
         typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
         return 0 if rep.ok else 1
 
@@ -419,7 +434,7 @@ def export(
             n = export_points(store, sys.stdout, with_vectors=with_vectors)
         finally:
             store.close()
-        log.info("exported %d points", n)
+        log.info("exported %s", plural(n, "point"))
         return 0
 
     _guarded(body)
@@ -447,7 +462,7 @@ def import_(
                 n = import_points(store, fh)
         finally:
             store.close()
-        log.info("imported %d points into %s", n, collection)
+        log.info("imported %s into %s", plural(n, "point"), collection)
         return 0
 
     _guarded(body)
@@ -527,7 +542,7 @@ def state_export(
                 n = export_state(st, out)
         finally:
             store.close()
-        log.info("exported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        log.info("exported %s, %s, %s", plural(n["pages"], "page"), plural(n["hosts"], "host"), plural(n["runs"], "run"))
         return 0
 
     _guarded(body)
@@ -568,7 +583,7 @@ def state_import(
                 n = load_state(st, dump, replace=replace, wait_lock=wait_lock)
         finally:
             store.close()
-        log.info("imported %d pages, %d hosts, %d runs", n["pages"], n["hosts"], n["runs"])
+        log.info("imported %s, %s, %s", plural(n["pages"], "page"), plural(n["hosts"], "host"), plural(n["runs"], "run"))
         return 0
 
     _guarded(body)
@@ -627,7 +642,7 @@ def reindex(
             typer.echo(json.dumps(rep.to_dict(), indent=2))
         else:
             for entry in rep.plan:
-                typer.echo(f"would reindex {entry['url']}  ({entry['chunks']} chunks, text: {entry['source']})")
+                typer.echo(f"would reindex {entry['url']}  ({plural(entry['chunks'], 'chunk')}, text: {entry['source']})")
             typer.echo(rep.summary())
         for e in rep.errors:
             log.warning("warning: %s", e["error"])

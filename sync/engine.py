@@ -56,6 +56,7 @@ from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
+from .plural import plural
 from .report import Report
 from .scope import Scope
 from .policy import (
@@ -414,6 +415,14 @@ class _Pass:
                 self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
+        for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
+            self.report.skip(loc, reason)
+            self.report.pages_invalid_loc += 1
+            self.report.pages_skipped += 1
+        if sm.invalid:  # a sitemap generator writing relative URLs hides the whole site: said once
+            loc, reason = next(iter(sm.invalid.items()))
+            log.info("skipped %s with an invalid <loc>, e.g. %r (%s)", plural(len(sm.invalid), "sitemap entry",
+                     "sitemap entries"), loc, reason.removeprefix("invalid <loc>: "))
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
@@ -536,8 +545,8 @@ class _Pass:
         chunks = sum(p.chunk_count for p in lost)
         self.report.collection_lost = True
         self.report.pages_rebuilt = len(lost)
-        log.warning("collection %r is missing or empty but the state records %d chunks of %d pages: "
-                    "%s them this pass", self.store.collection, chunks, len(lost),
+        log.warning("collection %r is missing or empty but the state records %s of %s: "
+                    "%s them this pass", self.store.collection, plural(chunks, "chunk"), plural(len(lost), "page"),
                     "would re-index" if self.cfg.dry_run else "re-indexing")
 
     def _finish(self, t0: float) -> Report:

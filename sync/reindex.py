@@ -57,6 +57,7 @@ from .engine import build_points
 from .errors import ConfigError, PagesyncError
 from .hashing import content_hash, pipeline_fingerprint
 from .ids import canonical_url
+from .plural import plural
 from .report import Report
 from .scope import Scope
 from .state import PageState
@@ -144,17 +145,17 @@ class ReindexReport:
         if self.dry_run:
             approx = "about " if self.chunks_estimated else ""
             line = (f"dry run: would build {self.target!r} from {self.source!r} with {self.embedder} "
-                    f"({self.dimension}-d): {self.pages} pages, {approx}{self.chunks} chunks (text: {src}); "
+                    f"({self.dimension}-d): {plural(self.pages, 'page')}, {approx}{plural(self.chunks, 'chunk')} (text: {src}); "
                     f"then point alias {self.alias!r} at it")
             if self.drop_old:
                 line += f" and delete {self.source!r}"
             return line
-        line = (f"reindexed {self.pages} pages, {self.chunks} chunks into {self.target!r} with {self.embedder} "
+        line = (f"reindexed {plural(self.pages, 'page')}, {plural(self.chunks, 'chunk')} into {self.target!r} with {self.embedder} "
                 f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}")
         if self.replaced_collection:
             line += f" (collection {self.source!r} deleted first to free the name: {self.gap_seconds:.3f}s without it)"
         if self.pages_changed:
-            line += f"; {self.pages_changed} re-fetched pages had changed"
+            line += f"; {plural(self.pages_changed, 're-fetched page')} had changed"
         if self.kept:
             line += f"; kept {', '.join(repr(k) for k in self.kept)} (delete with --drop-old)"
         if self.dropped:
@@ -445,7 +446,7 @@ class _Reindex:
         size = self.catalog.vector_size(target)
         self.report.verify = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
         if n != expected:
-            problems.append(f"{n} points where the pages have {expected} chunks")
+            problems.append(f"{plural(n, 'point')} where the pages have {plural(expected, 'chunk')}")
         if not audit.ok:
             found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
             problems.append(f"audit found {found}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .plural import plural
+
 __all__ = ["Report"]
 
 
@@ -51,6 +53,9 @@ class Report:
     pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
     sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
+    # Sitemap <url> entries whose <loc> is no absolute http(s) URL (relative, mailto:, ftp:,
+    # empty, malformed): never tracked; counted in pages_skipped too, each in `skipped`.
+    pages_invalid_loc: int = 0
     # The collection was missing or empty at the pass's start while the state recorded
     # indexed pages with chunks (a deleted --qdrant-path, a new server, another --collection):
     # those pages (pages_rebuilt) were fetched unconditionally and rewritten this pass.
@@ -93,11 +98,11 @@ class Report:
             chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
                       f"{self.chunks_written} written, {self.chunks_deleted} deleted")
         n = self.sitemaps_skipped
-        sitemaps = f" (and {n} sitemap{'s' if n != 1 else ''})" if n else ""
+        sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
             f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped{sitemaps}, {self.pages_failed} failed; "
             f"chunks: {chunks}; "
-            f"{self.bytes_downloaded} bytes in {self.seconds:.1f}s"
+            f"{plural(self.bytes_downloaded, 'byte')} in {self.seconds:.1f}s"
         )

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from .errors import FetchError, SitemapError
 from .ids import canonical_url
@@ -66,6 +66,9 @@ class ParsedSitemap:
     sitemaps: list[str] = field(default_factory=list)  # children when this is an index
     # More <url> entries than the protocol allows (MAX_SITEMAP_URLS): the rest were not read.
     truncated: bool = False
+    # <url> entries whose <loc> is no absolute http(s) URL: (the <loc> as written, why),
+    # each <loc> once. Never tracked; the run report counts them as skipped pages.
+    invalid: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -104,6 +107,21 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
 
 
+def _invalid_loc(loc: str) -> str | None:
+    """Why a <loc> (stripped) cannot be a page: None for an absolute http(s) URL."""
+    if not loc:
+        return "invalid <loc>: empty"
+    if loc.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        scheme = urlsplit(loc).scheme
+    except ValueError:
+        scheme = ""
+    if not scheme:  # "/a.html", "a.html", "//host/a.html"
+        return "invalid <loc>: relative URL (a sitemap lists absolute URLs)"
+    return f"invalid <loc>: scheme {scheme.lower()}, not http(s)"
+
+
 def parse_sitemap(data: bytes) -> ParsedSitemap:
     """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
     from lxml import etree  # here, not at the top: a pass whose sitemaps are all kept parses never loads lxml
@@ -132,6 +150,7 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
     if kind != "urlset":
         raise SitemapError(f"root element is <{kind}>, expected <urlset> or <sitemapindex>")
     seen: set[str] = set()
+    bad: dict[str, str] = {}  # invalid <loc> -> why, each once (first wins, as for valid URLs)
     for u in root:
         if _local(u.tag) != "url":
             continue
@@ -142,11 +161,16 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
                 loc = c.text.strip()
             elif name == "lastmod" and c.text:
                 lastmod = c.text.strip()
-        if not loc or not loc.lower().startswith(("http://", "https://")):
-            continue
-        try:
-            url = canonical_url(loc)
-        except ValueError:  # one malformed <loc> (bad IPv6 literal, bad port) is skipped alone
+        loc = loc or ""
+        why = _invalid_loc(loc)
+        if why is None:
+            try:
+                url = canonical_url(loc)
+            except ValueError as exc:  # one malformed <loc> (bad IPv6 literal, bad port) is skipped alone
+                why = f"invalid <loc>: malformed URL ({exc})"
+        if why is not None:
+            if len(bad) < MAX_SITEMAP_URLS:  # as bounded as the entries
+                bad.setdefault(loc, why)
             continue
         if url in seen:
             continue
@@ -157,12 +181,13 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         parsed = parse_lastmod(lastmod)
         # An unreadable stamp is no stamp: a changed typo is not a change of the page.
         out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
+    out.invalid = list(bad.items())
     return out
 
 
 # Bump whenever parse_sitemap, canonical_url or parse_lastmod would return something
 # different for the same bytes: every kept parse then misses once and is redone.
-PARSE_VERSION = 2
+PARSE_VERSION = 3  # 3: invalid <loc> entries are kept (ParsedSitemap.invalid)
 
 
 def parse_key(body: bytes) -> str:
@@ -177,7 +202,8 @@ def parse_key(body: bytes) -> str:
 def pack_parsed(parsed: ParsedSitemap) -> bytes:
     """A parse result as compact bytes (zlib-compressed JSON), the inverse of `unpack_parsed`."""
     doc = {"urls": [e.url for e in parsed.entries], "lastmods": [e.lastmod for e in parsed.entries],
-           "sitemaps": list(parsed.sitemaps), "truncated": parsed.truncated}
+           "sitemaps": list(parsed.sitemaps), "truncated": parsed.truncated,
+           "invalid": [list(pair) for pair in parsed.invalid]}
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("ascii"), 1)
 
 
@@ -190,6 +216,9 @@ def unpack_parsed(packed: bytes) -> ParsedSitemap | None:
     try:
         doc = json.loads(zlib.decompress(packed))
         urls, lastmods, children, truncated = doc["urls"], doc["lastmods"], doc["sitemaps"], doc["truncated"]
+        invalid = [(loc, why) for loc, why in doc["invalid"] if type(loc) is str and type(why) is str]
+        if type(doc["invalid"]) is not list or len(invalid) != len(doc["invalid"]):
+            return None
     except (zlib.error, UnicodeDecodeError, ValueError, TypeError, KeyError):
         return None
     if not (type(urls) is list and type(lastmods) is list and type(children) is list and len(urls) == len(lastmods)
@@ -198,7 +227,7 @@ def unpack_parsed(packed: bytes) -> ParsedSitemap | None:
     # Type checks over whole lists at C speed: a 20,000-URL sitemap is read in a few ms.
     if not (set(map(type, urls)) <= _STR and set(map(type, lastmods)) <= _STR_OR_NONE and set(map(type, children)) <= _STR):
         return None
-    return ParsedSitemap(list(map(SitemapEntry, urls, lastmods)), children, truncated)
+    return ParsedSitemap(list(map(SitemapEntry, urls, lastmods)), children, truncated, invalid)
 
 
 def lastmod_trusted(lastmods: Iterable[str | None]) -> bool:
@@ -285,6 +314,7 @@ class SitemapCollection:
     entries: dict[str, str | None] = field(default_factory=dict)  # url -> lastmod
     errors: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, error)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, why not read)
+    invalid: dict[str, str] = field(default_factory=dict)  # <loc> that is no http(s) URL -> why (first file wins)
     bytes_downloaded: int = 0
 
     @property
@@ -353,4 +383,6 @@ async def collect_sitemaps(
                                     "split it with a sitemap index"))
         for e in parsed.entries:
             out.entries.setdefault(e.url, e.lastmod)
+        for loc, why in parsed.invalid:
+            out.invalid.setdefault(loc, why)
     return out

@@ -6,12 +6,15 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from .plural import plural
 from .policy import host_lastmod_trust, lastmod_makes_due
 from .state import GONE
 from .state_protocol import State
 from .store import Store
 
-__all__ = ["collect_status", "render_status"]
+__all__ = ["collect_status", "render_status", "FAILING_EXAMPLES"]
+
+FAILING_EXAMPLES = 5  # failing pages shown without --pages: enough to see what is wrong, bounded
 
 
 def _fmt_interval(seconds: float | None) -> str:
@@ -36,7 +39,12 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "pages_tracked": len(live),
         "pages_due": len(due),
         "pages_pending": sum(1 for p in pages if p.pending_hash is not None),
-        "pages_failing": sum(1 for p in live if p.failures > 0),
+        "pages_failing": len(failing := [p for p in live if p.failures > 0]),
+        # The worst few, so a plain `status` shows what fails and why (--pages lists them all).
+        "failing_examples": [
+            {"url": p.url, "failures": p.failures, "last_error": p.last_error}
+            for p in sorted(failing, key=lambda p: (-p.failures, p.url))[:FAILING_EXAMPLES]
+        ],
         "chunks_recorded": sum(p.chunk_count for p in live),
         "next_due_at": next_due.isoformat() if next_due else None,
         "interval_min": _fmt_interval(intervals[0]) if intervals else None,
@@ -51,7 +59,7 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
     if info["points"] == 0 and info["chunks_recorded"] > 0:
-        recorded = f"the state records {info['chunks_recorded']} chunks"
+        recorded = f"the state records {plural(info['chunks_recorded'], 'chunk')}"
         if store.exists():
             info["warnings"].append(
                 f"collection {store.collection!r} has no points but {recorded}: it was emptied; re-index with "
@@ -106,15 +114,31 @@ _LASTMOD_SAID = {
 }
 
 
+def _failing_lines(info: dict[str, Any]) -> list[str]:
+    """The failing pages' examples (most failures first) with their last error, and how
+    many more there are; "see status --pages" only when the page list is not shown anyway."""
+    examples = info.get("failing_examples") or []
+    if not examples:
+        return []
+    lines = ["failing pages (most failures first):"]
+    lines += [f"  {p['url']}  [{plural(p['failures'], 'failure')}: {p['last_error']}]" for p in examples]
+    more = info["pages_failing"] - len(examples)
+    if more > 0:
+        lines.append(f"  {plural(more, 'more failing page')}"
+                     + ("" if "page_list" in info else ": see status --pages"))
+    return lines
+
+
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
-        f"collection {info['collection']}: {info['points']} points; state records {info['chunks_recorded']} chunks",
+        f"collection {info['collection']}: {plural(info['points'], 'point')}; state records {plural(info['chunks_recorded'], 'chunk')}",
         _pages_line(info),
         f"due now: {info['pages_due']}   pending writes: {info['pages_pending']}   failing: {info['pages_failing']}",
         f"next due: {info['next_due_at'] or '-'}",
         f"revisit intervals: min {info['interval_min'] or '-'}, median {info['interval_median'] or '-'}, max {info['interval_max'] or '-'}",
     ]
+    lines += _failing_lines(info)
     lp = info.get("last_pass")
     if lp:
         lines.append(
@@ -130,10 +154,11 @@ def render_status(info: dict[str, Any]) -> str:
     else:
         lines.append("last pass: none")
     for h in info.get("hosts", []):
-        lines.append(f"host {h['host']}: {h['lastmod_advances']} sitemap lastmod advances, {h['lastmod_confirmed']} "
+        lines.append(f"host {h['host']}: {plural(h['lastmod_advances'], 'sitemap lastmod advance')}, {h['lastmod_confirmed']} "
                      f"confirmed by a text change: trust {h['lastmod_trust']:.2f}, "
                      + ("advances make a page due now" if h["lastmod_followed"] else "advances not followed"))
     for p in info.get("page_list", []):
-        lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} {p['chunks']:>4} chunks  {p['url']}"
-                     + (f"  [{p['failures']} failures: {p['last_error']}]" if p["failures"] else ""))
+        lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} "
+                     f"{p['chunks']:>4} chunk{'' if p['chunks'] == 1 else 's'}  {p['url']}"  # aligned: not plural()
+                     + (f"  [{plural(p['failures'], 'failure')}: {p['last_error']}]" if p["failures"] else ""))
     return "\n".join(lines)

@@ -69,6 +69,36 @@ def test_missing_pages_are_found(site, harness):
     assert rep.counts["missing"] == 1 and rep.reindex_urls == [gone]
 
 
+def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its_page(site, harness):
+    """The audit compared hashes, not titles: points left with an old `title` (a title-only
+    rewrite interrupted, a hand edit) passed as clean (user trial 4). They are stale now, and
+    --fix re-indexes the page (its points are its current chunks: they are rewritten, never
+    deleted first, so a failed re-fetch cannot leave the page without points)."""
+    from sync.audit import run_audit
+
+    harness.splitter = Splitter()  # the CLI's settings, since the fix does the repair
+    build_site(site, n=2)
+    harness.run()
+    url = site.server.url("/p0.html")
+    clean = harness.points()
+    vectors = harness.vectors()
+    hit = sorted(pid for pid, p in clean.items() if p["url"] == url)[:2]
+    store = EdgeStore(harness.store_path, "pages")
+    try:
+        store.upsert([StoredPoint(pid, {**clean[pid], "title": "Page 0 (old)"}, vectors[pid]) for pid in hit])
+        with StateDB(harness.state_path) as st:
+            rep = audit_collection(store, st)
+            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0}
+            assert rep.examples["stale"] == [{"url": url, "points": 2, "title": "Page 0", "stored_title": "Page 0 (old)"}]
+            assert "2 points with an old title" in rep.render()
+            assert rep.reindex_urls == [url] and rep.delete_ids == []
+            out, ok, text = run_audit(store, st, fix=True, embedder_name="fake")
+    finally:
+        store.close()
+    assert ok and out["fix"] == {**out["fix"], "deleted_points": 0, "reindexed_pages": 1}, text
+    assert comparable(harness.points()) == comparable(clean)
+
+
 def test_audit_cli_then_fix_leaves_a_clean_collection_equal_to_a_fresh_index(site, harness, tmp_path):
     harness.splitter = Splitter()  # the CLI's settings, since the CLI does the repair
     build_site(site)

@@ -3,7 +3,7 @@
 `reference_audit` is the audit as it was before the scan was tuned: one `StoredPoint` a
 point, `chunk_id` and `uuid.uuid5` computed afresh for each. Hypothesis builds small
 collections with every kind of damage (foreign payloads, non-string urls, orphans, stale
-hashes, bad or boolean or negative chunk indexes, wrong chunk ids, wrong point ids,
+hashes, old or missing titles, bad or boolean or negative chunk indexes, wrong chunk ids, wrong point ids,
 duplicates, gaps) and a page state over some of their urls; both must report the same
 findings, in the same order, through the lean `scroll_payloads` path and the fallback for
 a store that only has `scroll`.
@@ -24,6 +24,7 @@ from sync.store import StoredPoint
 
 URLS = ["https://d.example/a", "https://d.example/b", "https://d.example/c", "https://d.example/é"]
 HASHES = ["h1", "h2"]
+TITLES = ["T", "Old T", "", None, 3]  # None: the payload has no title (or the state records none)
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Page:
     content_hash: str | None
     chunk_count: int
     indexed: bool
+    title: str | None = None
 
 
 class FakeState:
@@ -67,7 +69,7 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
     live = {p.url: p for p in state.all_pages() if p.indexed}
     rep.pages_live = len(live)
     seen: dict[str, dict] = {}
-    for point in store.scroll(batch=batch, payload_fields=["url", "chunk_id", "chunk_index", "content_hash"]):
+    for point in store.scroll(batch=batch, payload_fields=["url", "chunk_id", "chunk_index", "content_hash", "title"]):
         rep.points_scanned += 1
         pl = point.payload
         url = pl.get("url")
@@ -80,7 +82,7 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
             rep.delete_ids.append(point.id)
             continue
-        s = seen.setdefault(url, {"indexes": {}, "bad": [], "stale": []})
+        s = seen.setdefault(url, {"indexes": {}, "bad": [], "stale": [], "titles": []})
         if pl.get("content_hash") != page.content_hash:
             s["stale"].append(point.id)
             continue
@@ -91,6 +93,8 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             s["bad"].append(point.id)
             continue
         s["indexes"][idx] = s["indexes"].get(idx, 0) + 1
+        if (pl.get("title") or "") != (page.title or ""):
+            s["titles"].append(pl.get("title"))
     for url, page in live.items():
         s = seen.get(url)
         if s is not None and s["stale"]:
@@ -104,6 +108,11 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             rep.note("broken", 1, {"url": url, "points": current, "expected": page.chunk_count,
                                    "bad_ids": len(s["bad"])}, examples)
             rep.reindex_urls.append(url)
+        if s is not None and s["titles"]:
+            rep.note("stale", len(s["titles"]), {"url": url, "points": len(s["titles"]), "title": page.title or "",
+                                                 "stored_title": s["titles"][0]}, examples)
+            if url not in rep.reindex_urls:
+                rep.reindex_urls.append(url)
     return rep
 
 
@@ -125,7 +134,7 @@ def point(draw) -> StoredPoint:
         pid = str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1))))
     payload: dict[str, Any] = {}
     for key, value in (("url", url), ("chunk_index", idx), ("chunk_id", cid),
-                       ("content_hash", draw(st.sampled_from([*HASHES, None])))):
+                       ("content_hash", draw(st.sampled_from([*HASHES, None]))), ("title", draw(st.sampled_from(TITLES)))):
         if value is not None or draw(st.booleans()):
             payload[key] = value
     if draw(st.booleans()):
@@ -138,7 +147,7 @@ def good_page(draw, url: str) -> list[StoredPoint]:
     """A clean generation of one page (most collections are mostly clean)."""
     h = draw(st.sampled_from(HASHES))
     return [StoredPoint(str(uuid.uuid5(POINT_ID_NAMESPACE, chunk_id(url, i))),
-                        {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i, "content_hash": h})
+                        {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i, "content_hash": h, "title": "T"})
             for i in range(draw(st.integers(0, 4)))]
 
 
@@ -149,7 +158,8 @@ def collection(draw) -> tuple[list[StoredPoint], list[Page]]:
     points = draw(st.permutations(points))
     # Ids are unique in a collection: keep the first of any repeat.
     uniq = list({p.id: p for p in reversed(points)}.values())[::-1]
-    pages = [Page(url, draw(st.sampled_from([*HASHES, None])), draw(st.integers(0, 5)), draw(st.booleans()))
+    pages = [Page(url, draw(st.sampled_from([*HASHES, None])), draw(st.integers(0, 5)), draw(st.booleans()),
+                  draw(st.sampled_from(["T", "T", "", None])))
              for url in draw(st.lists(st.sampled_from(URLS), unique=True))]
     return uniq, pages
 
@@ -170,3 +180,6 @@ def test_the_generator_reaches_every_category():
     for category in ("orphans", "stale", "broken", "missing", "foreign"):
         find(collection(), lambda c, cat=category: reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).counts[cat] > 0,
              settings=settings(max_examples=2000, database=None))
+    find(collection(), lambda c: any("stored_title" in e for e in
+                                     reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).examples["stale"]),
+         settings=settings(max_examples=2000, database=None))

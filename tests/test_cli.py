@@ -294,6 +294,28 @@ def test_status_shows_tracked_and_due_counts(site, work):
     assert info["collection"] == "pages"
 
 
+def test_status_shows_failing_pages_with_a_few_examples_without_pages(site, work):
+    """`status` used to list failing pages (and their errors) only with --pages (user
+    trial 4): now it names the first few, with their last error, and how many more."""
+    urls = build(site, n=7, sections=1)
+    assert run(site, work, "--now", T0).returncode == 0
+    for i in range(7):
+        site.error(f"/p{i}.html", 500)
+    assert run(site, work, "--now", T0, "--full").returncode == 1
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert r.returncode == 0, r.stderr
+    assert "failing: 7" in r.stdout
+    shown = [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and "HTTP 500" in ln]
+    assert len(shown) == 5 and all(any(u in ln for u in urls) for ln in shown), r.stdout
+    assert "2 more failing pages: see status --pages" in r.stdout, r.stdout
+    info = json.loads(cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", T0).stdout)
+    assert info["pages_failing"] == 7 and len(info["failing_examples"]) == 5
+    assert {"url", "failures", "last_error"} <= info["failing_examples"][0].keys()
+    assert "HTTP 500" in info["failing_examples"][0]["last_error"]
+    r = cli(work, "status", "--pages", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert "see status --pages" not in r.stdout  # every page is listed below
+
+
 def test_status_says_when_the_sitemap_lastmod_is_one_stamp(site, work):
     """The one case where the revisit policy alone decides, and the README's advice for it."""
     build(site)
@@ -318,7 +340,7 @@ def test_status_shows_each_hosts_lastmod_trust(site, work):
     assert run(site, work, "--now", "2026-01-01T01:00:00Z").returncode == 0  # the advance is visited, confirmed
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     host = site.server.url("/").split("//")[1].split(":")[0]
-    assert (f"host {host}: 1 sitemap lastmod advances, 1 confirmed by a text change: trust 0.75, "
+    assert (f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "
             "advances make a page due now") in r.stdout, r.stdout
     r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     assert json.loads(r.stdout)["hosts"] == [{"host": host, "lastmod_advances": 1, "lastmod_confirmed": 1,

@@ -184,6 +184,24 @@ def test_dry_run_lines_read_as_would_be_actions(site, work):
     assert "removed " not in r.stderr and "would removed" not in r.stdout
 
 
+def test_a_page_answering_an_error_in_a_dry_run_reads_as_failed_not_would_fail(site, work):
+    """The dry run fetched the page and it answered 500: that happened, so its lines say
+    "failed", not "would fail", and no "error" line suggests that something failed to be
+    written (user trial 4). The exit code stays the contract's: 1, pages failed."""
+    urls = build(site)
+    assert run(site, work).returncode == 0
+    site.error("/p1.html", 500)
+    r = run(site, work, "--dry-run", "--full")
+    assert r.returncode == 1, r.stderr
+    out = r.stdout + r.stderr
+    assert "would fail" not in out and not any(ln.startswith("error") for ln in r.stderr.splitlines()), out
+    (line,) = [ln for ln in r.stdout.splitlines() if urls[1] in ln]
+    assert line.startswith("failed ") and "(HTTP 500; a pass would keep its points and retry later)" in line, line
+    assert f"failed {urls[1]}: HTTP 500 (dry run: nothing written)" in r.stderr, r.stderr
+    real = run(site, work, "--full")
+    assert real.returncode == 1 and f"error {urls[1]}: HTTP 500" in real.stderr, real.stderr
+
+
 # -- F: -q / -v after `run`, quiet third parties, help texts -----------------------------------------------
 def test_run_takes_q_and_v_and_v_logs_skips_but_no_third_party_debug(site, work):
     urls = build(site)

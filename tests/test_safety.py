@@ -74,10 +74,32 @@ def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
     site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
     rep = harness.run(sitemaps=[site.server.url("/custom-sitemap.xml")])
     assert rep.pages_added == 1 and rep.pages_in_sitemaps == 1
-    # ftp:// never makes it out of the parser; the three http(s) ones are reported
-    assert rep.pages_out_of_scope == 3
+    # ftp:// is no page URL at all (an invalid <loc>); the three http(s) ones are out of scope
+    assert rep.pages_out_of_scope == 3 and rep.pages_invalid_loc == 1
     assert {s["url"] for s in rep.skipped} >= {"http://169.254.169.254/latest/meta-data/", "http://attacker.example/x"}
     assert all(p[1] != "/latest/meta-data/" for p in site.requests)
+
+
+def test_invalid_sitemap_locs_are_counted_and_reported_as_skipped(site, harness):
+    """Relative, mailto:, empty and other non-http <loc> entries used to vanish uncounted
+    (user trial 4): they are skipped pages now, each with its reason, like out-of-scope ones."""
+    build(site, n=1)
+    base = site.server.base_url
+    locs = [f"{base}/p0.html", "/p1.html", "mailto:docs@example.com", "", "ftp://example.com/file"]
+    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{u}</loc></url>" for u in locs) + "</urlset>")
+    site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
+    for _ in range(2):  # the second pass reads the kept parse (the sitemap answers 304): same count
+        rep = harness.run(sitemaps=[site.server.url("/custom-sitemap.xml")], advance=timedelta(minutes=5))
+        assert rep.pages_in_sitemaps == 1 and rep.pages_invalid_loc == 4 and rep.pages_out_of_scope == 0
+        assert rep.pages_skipped == 4 and rep.pages_skipped + rep.sitemaps_skipped == len(rep.skipped)
+        reasons = {s["url"]: s["reason"] for s in rep.skipped}
+        assert reasons == {"/p1.html": "invalid <loc>: relative URL (a sitemap lists absolute URLs)",
+                           "mailto:docs@example.com": "invalid <loc>: scheme mailto, not http(s)",
+                           "": "invalid <loc>: empty",
+                           "ftp://example.com/file": "invalid <loc>: scheme ftp, not http(s)"}
+        assert "4 skipped" in rep.summary() and rep.ok
+    assert rep.sitemaps_not_modified == 1
 
 
 def test_allow_host_extends_the_scope(site, harness):

@@ -133,11 +133,30 @@ def test_non_http_and_empty_locs_are_skipped():
         ("HTTP://example.com/upper-scheme", None),
     ))
     assert urls(p) == ["https://example.com/ok", "http://example.com/upper-scheme"]
+    # Each dropped entry is kept with its reason, for the run report (user trial 4: they
+    # used to vanish uncounted); the same <loc> twice is one entry, as for valid URLs.
+    assert p.invalid == [
+        ("ftp://example.com/file", "invalid <loc>: scheme ftp, not http(s)"),
+        ("mailto:someone@example.com", "invalid <loc>: scheme mailto, not http(s)"),
+        ("javascript:alert(1)", "invalid <loc>: scheme javascript, not http(s)"),
+        ("file:///etc/passwd", "invalid <loc>: scheme file, not http(s)"),
+        ("/relative/path", "invalid <loc>: relative URL (a sitemap lists absolute URLs)"),
+        ("", "invalid <loc>: empty"),
+    ]
+
+
+def test_malformed_and_repeated_invalid_locs_are_kept_once_each():
+    p = parse_sitemap(urlset(("http://[::1/a", None), ("/rel", None), ("/rel", None), ("https://e.com/a", None)))
+    assert urls(p) == ["https://e.com/a"]
+    assert [loc for loc, _ in p.invalid] == ["http://[::1/a", "/rel"]
+    assert p.invalid[0][1].startswith("invalid <loc>: malformed URL")
 
 
 def test_url_without_loc_is_skipped():
     data = f'<urlset xmlns="{NS}"><url><lastmod>2024-01-01</lastmod></url><url><loc>https://e.com/a</loc></url></urlset>'
-    assert urls(parse_sitemap(data.encode())) == ["https://e.com/a"]
+    p = parse_sitemap(data.encode())
+    assert urls(p) == ["https://e.com/a"]
+    assert p.invalid == [("", "invalid <loc>: empty")]
 
 
 @pytest.mark.parametrize(
@@ -397,6 +416,8 @@ _parsed = st.builds(
     ParsedSitemap,
     st.lists(st.builds(SitemapEntry, _text, st.one_of(st.none(), _text)), max_size=20),
     st.lists(_text, max_size=5),
+    st.booleans(),
+    st.lists(st.tuples(_text, _text), max_size=5),
 )
 
 
@@ -408,7 +429,7 @@ def test_pack_parsed_round_trip(parsed):
 
 def test_pack_parsed_round_trip_of_real_parses():
     for body in (urlset(("https://e.com/a", "2024-01-02T03:04:05+01:00"), ("HTTPS://E.com:443/b#x", None),
-                        ("https://e.com/c", "someday")),
+                        ("https://e.com/c", "someday"), ("/relative", None), ("mailto:a@e.com", None)),
                  index("https://e.com/s1.xml", "https://e.com/s2.xml.gz")):
         parsed = parse_sitemap(body)
         assert unpack_parsed(pack_parsed(parsed)) == parsed
@@ -662,6 +683,16 @@ def test_collect_never_raises_on_a_malformed_loc():
     })
     out = collect(["https://e.com/s.xml", "https://e.com/ok.xml"], fetch)
     assert "https://e.com/b" in out.entries
+
+
+def test_collect_merges_invalid_locs_once_across_files():
+    fetch = FakeFetch({
+        "https://e.com/s1.xml": urlset(("/a.html", None), ("https://e.com/a", None)),
+        "https://e.com/s2.xml": urlset(("/a.html", None), ("mailto:x@e.com", None)),
+    })
+    out = collect(["https://e.com/s1.xml", "https://e.com/s2.xml"], fetch)
+    assert list(out.entries) == ["https://e.com/a"]
+    assert list(out.invalid) == ["/a.html", "mailto:x@e.com"]
 
 
 def _chain(n: int) -> dict[str, bytes]:
