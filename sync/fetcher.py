@@ -55,6 +55,9 @@ class Validators:
     last_modified: str | None = None
 
 
+_NO_VALIDATORS = Validators()
+
+
 def conditional_headers(v: Validators | None) -> dict[str, str]:
     """If-None-Match from the ETag, If-Modified-Since from Last-Modified.
 
@@ -141,10 +144,17 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
-def _declared_length(resp: httpx.Response) -> int:
+def _declared_length(fields: dict[str, str]) -> int:
     """The answer's Content-Length (bytes on the wire), or -1 when absent or unreadable."""
-    value = resp.headers.get("content-length", "").strip()
+    value = fields.get("content-length", "").strip()
     return int(value) if value.isdigit() else -1
+
+
+def _header_fields(resp: httpx.Response) -> dict[str, str]:
+    """The answer's header fields by lower-case name, each decoded once; a repeated field
+    is joined with ", ", as `Headers.get` joins it. Every `Headers.get` decodes and
+    compares every field again, and a page's answer is asked for five of them."""
+    return dict(resp.headers.items())
 
 
 class _Refused(Exception):
@@ -154,6 +164,7 @@ class _Refused(Exception):
 @dataclass
 class _Answer:
     resp: httpx.Response
+    fields: dict[str, str]  # the final answer's header fields (`_header_fields`)
     body: bytes
     truncated: bool
     redirects: list[tuple[int, str]]
@@ -256,7 +267,11 @@ class Fetcher:
         the original URL's)."""
         current, redirects, seen, wire = url, [], {url}, 0
         for _hop in range(self._max_redirects + 1):
-            async with self._client.stream("GET", current, headers=headers, follow_redirects=False) as resp:
+            # `client.stream` without its context-manager wrapper (a generator per request):
+            # the same request, sent streaming, and the answer closed on every way out.
+            resp = await self._client.send(self._client.build_request("GET", current, headers=headers),
+                                           follow_redirects=False, stream=True)
+            try:
                 location = resp.headers.get("location") if resp.status_code in (301, 302, 303, 307, 308) else None
                 if location:
                     wire += resp.num_bytes_downloaded
@@ -272,8 +287,9 @@ class Fetcher:
                     if moved_headers is not None and resp.status_code in (301, 308):
                         headers = moved_headers(target)
                     continue
-                if not prefix_ok and _declared_length(resp) > max_bytes:
-                    return _Answer(resp, b"", True, redirects, wire + resp.num_bytes_downloaded)
+                fields = _header_fields(resp)
+                if not prefix_ok and _declared_length(fields) > max_bytes:
+                    return _Answer(resp, fields, b"", True, redirects, wire + resp.num_bytes_downloaded)
                 chunks: list[bytes] = []
                 size = 0
                 truncated = False
@@ -284,7 +300,9 @@ class Fetcher:
                         chunks.append(chunk[: len(chunk) - (size - max_bytes)])  # exactly max_bytes kept
                         break
                     chunks.append(chunk)
-                return _Answer(resp, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
+                return _Answer(resp, fields, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
+            finally:
+                await resp.aclose()
         raise _Refused(f"too many redirects (more than {self._max_redirects})")
 
     async def _robots(self, url: str, host: _Host) -> RobotsRules:
@@ -449,28 +467,30 @@ class Fetcher:
                 return FetchResult(url, Outcome.ERROR, error="timeout")
             except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                 return FetchResult(url, Outcome.ERROR, error=f"{type(exc).__name__}: {exc}".rstrip(": "))
-        resp = ans.resp
+        resp, fields = ans.resp, ans.fields
         status = resp.status_code
         outcome = classify_status(status)
         retry_after = None
         if status in (429, 503):
-            retry_after = parse_retry_after(resp.headers.get("retry-after"))
+            retry_after = parse_retry_after(fields.get("retry-after"))
             if retry_after is not None:
                 host.blocked_until = max(host.blocked_until, loop.time() + retry_after)
-        ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-        new_validators = Validators(resp.headers.get("etag"), resp.headers.get("last-modified"))
+        content_type = fields.get("content-type")
+        ctype = content_type.split(";")[0].strip().lower() if content_type is not None else ""
+        etag, last_modified = fields.get("etag"), fields.get("last-modified")
         if status == 304:
             # A 304 refreshes validators it carries and keeps the ones it does not.
-            old = sent[0] or Validators()
-            new_validators = Validators(new_validators.etag or old.etag, new_validators.last_modified or old.last_modified)
+            old = sent[0] or _NO_VALIDATORS
+            etag, last_modified = etag or old.etag, last_modified or old.last_modified
         result = FetchResult(
             url,
             outcome,
             status=status,
             body=ans.body if outcome is Outcome.OK else b"",
             content_type=ctype,
-            charset=resp.charset_encoding,
-            validators=new_validators,
+            # What `resp.charset_encoding` gives, without its second look for the field.
+            charset=resp.charset_encoding if content_type is not None else None,
+            validators=Validators(etag, last_modified),
             bytes_downloaded=ans.wire,
             final_url=str(resp.url),
             redirects=ans.redirects,
