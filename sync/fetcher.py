@@ -171,6 +171,75 @@ class _Answer:
     wire: int
 
 
+class _Deadlines:
+    """Whole-answer deadlines, `seconds` after each request starts, on one timer: what an
+    `asyncio.timeout(seconds)` around each request does (the overdue request's task is
+    cancelled, and its CancelledError becomes a TimeoutError unless the task was also
+    cancelled from elsewhere), without a timer handle, a heap push and a cancelled heap
+    entry per request (~35k instructions of each 304 in a --full pass, ~25k saved here).
+
+    Every request gets the same `seconds`, so deadlines fall in the order the requests
+    start: the running ones are kept in that order (an insertion-ordered dict) and one
+    timer waits for the oldest. Invariant: while any is running, the timer is due at or
+    before the oldest deadline; when it fires it cancels each request past its deadline
+    and waits for the oldest one left.
+    """
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running: dict[_Deadline, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def bound(self) -> "_Deadline":
+        """`async with deadlines.bound():` around one request."""
+        return _Deadline(self)
+
+    def _start(self, d: "_Deadline") -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a Fetcher used in another event loop starts afresh
+            self._loop, self._running, self._timer = loop, {}, None
+        d.when = loop.time() + self.seconds
+        self._running[d] = None
+        if self._timer is None:
+            self._timer = loop.call_at(d.when, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        for d in list(self._running):
+            if d.when > now:
+                self._timer = self._loop.call_at(d.when, self._expire)
+                return
+            del self._running[d]
+            d.expired = True
+            d.task.cancel()
+
+
+class _Deadline:
+    """One request's deadline (`_Deadlines.bound`); `__aexit__` is `asyncio.Timeout`'s."""
+
+    __slots__ = ("_owner", "task", "when", "expired", "_cancelling")
+
+    def __init__(self, owner: _Deadlines):
+        self._owner = owner
+        self.expired = False
+
+    async def __aenter__(self) -> None:
+        if self._owner.seconds is None:
+            return
+        self.task = asyncio.current_task()
+        self._cancelling = self.task.cancelling()
+        self._owner._start(self)
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        if self._owner.seconds is None:
+            return
+        self._owner._running.pop(self, None)
+        if self.expired and self.task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+            raise TimeoutError from exc  # no other cancellation pending: this one was ours
+
+
 @dataclass
 class _Host:
     sem: asyncio.Semaphore
@@ -214,6 +283,8 @@ class Fetcher:
         # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
         # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
+        # Pages share one timer for it (`_Deadlines`); a sitemap or robots.txt, rare, has an asyncio.timeout.
+        self._deadlines = _Deadlines(self._deadline)
         self._per_host = per_host
         self._max_bytes = max_bytes
         self.scope = scope
@@ -458,7 +529,7 @@ class Fetcher:
             try:
                 # httpx's timeouts bound each connect and each read; the deadline bounds the
                 # whole answer, so a server trickling bytes cannot hold the pass for long.
-                async with asyncio.timeout(self._deadline):
+                async with self._deadlines.bound():
                     ans = await self._get(url, conditional_headers(validators), self._max_bytes,
                                           moved_headers=moved_headers)
             except _Refused as exc:
