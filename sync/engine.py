@@ -74,7 +74,7 @@ from .policy import (
     update_bulk_state,
     url_section,
     history_from_json,
-    history_to_json,
+    history_json_with,
     lastmod_makes_due,
     host_lastmod_trust,
     make_policy,
@@ -778,8 +778,9 @@ class _Pass:
             else:
                 # Announced: a trusted lastmod advance sent the pass here (the rate leaves such changes out).
                 announced = page.lastmod_pending and self._lastmod_due(page.url)
-                visits = add_visit(visits, Visit(elapsed_s=elapsed, changed=changed, announced=announced))
-                page.history = history_to_json(visits)
+                visit = Visit(elapsed_s=elapsed, changed=changed, announced=announced)
+                page.history = history_json_with(page.history, visits, visit)  # the stored text, extended
+                visits = add_visit(visits, visit)
         else:
             changed = None
         if page.lastmod_pending:
