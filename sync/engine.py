@@ -742,9 +742,10 @@ class _Pass:
         for ev in visits:
             page = known.get(ev.url)
             last = page.last_fetched_at if page is not None else None
-            edit = self._edit_for(ev.url)
-            # Forced visits go regardless of priority: their histories need not be read.
+            # Forced visits go regardless of priority (`select_visits` never scores them):
+            # their histories, bulk-edit bonus and policy need not be looked up.
             forced = ev.reason in ("lastmod", "full")
+            edit = self._edit_for(ev.url) if not forced else None
             cands.append(Candidate(
                 url=ev.url,
                 visits=tuple(history_from_json(page.history)) if page is not None and not forced else (),
@@ -755,7 +756,7 @@ class _Pass:
                         or (page is not None and page.pending_hash is not None)),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),
-                policy=self._policy_for(ev.url),
+                policy=self._policy_for(ev.url) if not forced else None,
             ))
         order = select_visits(cands, self.policy, self.cfg.max_fetches)
         by_url = {ev.url: ev for ev in visits}
