@@ -299,8 +299,10 @@ class Fetcher:
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
-        # Set, then replaced, whenever a request ends: wakes HostQueues waiting for a host.
+        # Set, then replaced, whenever a request ends while a HostQueue waits for a host
+        # (`_waiting` of them): wakes them.
         self._ended = asyncio.Event()
+        self._waiting = 0
 
     def _now(self) -> datetime:
         return self.now or datetime.now(timezone.utc)
@@ -458,16 +460,20 @@ class Fetcher:
 
     async def request_ended(self, timeout: float | None = None) -> None:
         """Return when a request of this Fetcher ends (a host may be ready now), or after `timeout` seconds."""
+        self._waiting += 1  # before anything suspends: a request ending from here on wakes us
         ended = self._ended
         try:
             async with asyncio.timeout(timeout):
                 await ended.wait()
         except TimeoutError:
             pass
+        finally:
+            self._waiting -= 1
 
     def _end_request(self) -> None:
-        self._ended.set()  # wakes every waiter of this round
-        self._ended = asyncio.Event()
+        if self._waiting:  # with no one waiting, an Event set and replaced is not seen by anyone
+            self._ended.set()  # wakes every waiter of this round
+            self._ended = asyncio.Event()
 
     async def fetch_page(self, url: str, validators: Validators | None = None,
                          moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
