@@ -9,17 +9,22 @@ report's `seconds` and peak RSS per run, and the best of each.
 
 Row 3 by default (no-op passes). `--full` makes them row 4's fetch-bound passes (every
 page a conditional GET answered 304) and adds CPU ms per page and pages/s, as medians.
+`--loop` (with `--full`) also runs row 4's baseline, `scale_passes.plain_loop` (the same
+conditional GETs from a plain httpx loop, same concurrency), right before each pass, and
+reports each pass against its own loop: pages/s and CPU ratios, as medians.
 `--fill-history N` first gives every tracked page an N-visit history (random elapsed
 times with fractions of a second, as a wall-clock cron writes them, 10 % changed), the
 state of a site pagesync has followed for a long time; the state file is changed.
 
     .venv/bin/python bench/noop_ab.py --work DIR --a /path/to/old/checkout --b . [--runs 5]
     .venv/bin/python bench/noop_ab.py --work DIR --a OLD --full --fill-history 64 --runs 6
+    .venv/bin/python bench/noop_ab.py --work DIR --a OLD --full --loop --runs 4
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
@@ -51,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=24.0, help="pass clock: T0 + this many hours (+1 min per run)")
     ap.add_argument("--full", action="store_true", help="row 4: --full passes (every page a conditional GET)")
     ap.add_argument("--fill-history", type=int, default=0, metavar="N", help="first give every page an N-visit history")
+    ap.add_argument("--loop", action="store_true", help="with --full: a plain httpx loop before each pass, and the ratios")
     args = ap.parse_args(argv)
+    if args.loop and not args.full:
+        ap.error("--loop needs --full")
     args.work = args.work.resolve()
     if args.fill_history:
         fill_history(args.work / "state.db", args.fill_history)
@@ -72,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for name, repo in (("a", args.a), ("b", args.b)):
                 env = {**os.environ, "PYTHONPATH": str(repo.resolve()), "HF_HUB_OFFLINE": "1"}
+                loop = None
+                if args.loop:  # the same conditional GETs (the state's ETags) at the same concurrency
+                    urls = sp.etags(args.work)
+                    secs, cpu, _ = asyncio.run(sp.plain_loop(urls, 8))
+                    loop = {"loop_pages_s": len(urls) / secs, "loop_cpu_ms": 1000 * cpu / len(urls)}
                 os.chdir(repo)  # `python -c` puts the working directory first on sys.path
                 base = sp.run_probe(sp.BASELINE, [], env)
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -85,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                        "pass_seconds": rep["seconds"], "hwm_mb": r["hwm_mb"], "import_cli_s": base["wall_s"],
                        "import_cli_mb": base["hwm_mb"], "pages_fetched": rep["pages_fetched"],
                        "sitemaps_not_modified": rep.get("sitemaps_not_modified"), "loadavg": os.getloadavg()[0],
-                       "pass_cpu_s": r.get("cpu_s")}
+                       "pass_cpu_s": r.get("cpu_s"), **(loop or {})}
                 out[name].append(row)
                 print(name, json.dumps({x: round(v, 3) if isinstance(v, float) else v for x, v in row.items()}), flush=True)
     finally:
@@ -99,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
             cpu = statistics.median(1000 * r["pass_cpu_s"] / r["pages_fetched"] for r in rows)
             rate = statistics.median(r["pages_fetched"] / r["pass_seconds"] for r in rows)
             print(f"{name}: median CPU {cpu:.3f} ms per page (the command's own), median {rate:.0f} pages/s")
+        if args.loop:
+            ratio = [r["pages_fetched"] / r["pass_seconds"] / r["loop_pages_s"] for r in rows]
+            cpu_ratio = [r["loop_cpu_ms"] / (1000 * r["pass_cpu_s"] / r["pages_fetched"]) for r in rows]
+            print(f"{name}: against the plain loop before each pass: pages/s ratio median {statistics.median(ratio):.2f} "
+                  f"({', '.join(f'{x:.2f}' for x in ratio)}), CPU ratio median {statistics.median(cpu_ratio):.2f} "
+                  f"({', '.join(f'{x:.2f}' for x in cpu_ratio)}); loop median "
+                  f"{statistics.median(r['loop_pages_s'] for r in rows):.0f} pages/s, "
+                  f"{statistics.median(r['loop_cpu_ms'] for r in rows):.3f} ms CPU a page")
     return 0
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
@@ -53,6 +54,7 @@ __all__ = [
     "Visit",
     "history_to_json",
     "history_from_json",
+    "history_json_with",
     "add_visit",
     "estimate_rate",
     "expected_staleness",
@@ -124,21 +126,23 @@ class Visit(_VisitFields):
         return tuple.__new__(cls, (elapsed_s, changed, announced))
 
 
+def _visit_json(v: Visit) -> str:
+    """One visit as `history_to_json` writes it: `[elapsed_s,0|1]`, or `[elapsed_s,0|1,1]`
+    when announced. A whole number of seconds (what the engine records) is written as an
+    integer: shorter, and parsed faster; it reads back as the same float. Written by hand,
+    not by `json.dumps`, at a fraction of its cost: the fields are a finite float (whose
+    `repr` is what `json` writes) and flags."""
+    e = float(v.elapsed_s)
+    field = repr(int(e)) if e.is_integer() else repr(e)
+    if v.announced:
+        return f"[{field},{1 if v.changed else 0},1]"
+    return f"[{field},{1 if v.changed else 0}]"
+
+
 def history_to_json(visits: Sequence[Visit]) -> str:
     """Compact JSON for the state DB: `[[elapsed_s, 0|1], ...]`, oldest first; an
-    announced visit has a third field, `[elapsed_s, 0|1, 1]` (older rows read as before).
-
-    Written by hand, not by `json.dumps`, at a fraction of its cost: the fields are a
-    finite float (whose `repr` is what `json` writes) and flags."""
-    items = []
-    for v in visits:
-        e = float(v.elapsed_s)
-        # A whole number of seconds (what the engine records) is written as an integer:
-        # shorter, and parsed faster; it reads back as the same float.
-        field = repr(int(e)) if e.is_integer() else repr(e)
-        flags = f"{1 if v.changed else 0},1" if v.announced else f"{1 if v.changed else 0}"
-        items.append(f"[{field},{flags}]")
-    return "[" + ",".join(items) + "]"
+    announced visit has a third field, `[elapsed_s, 0|1, 1]` (older rows read as before)."""
+    return "[" + ",".join([_visit_json(v) for v in visits]) + "]"
 
 
 def history_from_json(s: str | None) -> list[Visit]:
@@ -183,6 +187,36 @@ def add_visit(visits: Sequence[Visit], visit: Visit) -> list[Visit]:
     """A new history with `visit` appended, keeping the last `HISTORY_LIMIT` visits."""
     out = [*visits, visit]
     return out[-HISTORY_LIMIT:]
+
+
+# A history exactly as `history_to_json` writes it when every elapsed time is a whole
+# number of seconds below 10^15 (what the engine records; such a float prints as the
+# integer it is): items `[s,c]` or `[s,c,1]`, s without leading zeros, c 0 or 1.
+_WHOLE_VISIT = r"\[(?:0|[1-9][0-9]{0,14}),[01](?:,1)?\]"
+_WHOLE_HISTORY = re.compile(rf"\[(?:{_WHOLE_VISIT}(?:,{_WHOLE_VISIT})*)?\]")
+
+
+def history_json_with(stored: str | None, visits: Sequence[Visit], visit: Visit) -> str:
+    """`history_to_json(add_visit(visits, visit))`, where `visits` is
+    `history_from_json(stored)`: the JSON a visit leaves in the state.
+
+    When `stored` is what `history_to_json` writes (whole seconds, as the engine records
+    them), the result is `stored` with the visit's item appended and the oldest items
+    past `HISTORY_LIMIT` cut from the front, as text: the same string, without writing
+    every visit of the history again at each visit of the page."""
+    n = len(visits)
+    if not (stored and _WHOLE_HISTORY.fullmatch(stored)):
+        return history_to_json(add_visit(visits, visit))
+    item = _visit_json(visit)
+    drop = n + 1 - HISTORY_LIMIT  # the oldest visits add_visit leaves out
+    if drop <= 0:
+        return f"{stored[:-1]},{item}]" if n else f"[{item}]"
+    if drop >= n:
+        return f"[{item}]"
+    cut = 0
+    for _ in range(drop):  # items are separated by "],[" and hold no bracket of their own
+        cut = stored.index("],[", cut) + 2
+    return f"[{stored[cut:-1]},{item}]"
 
 
 # ------------------------------------------------------------------ change-rate model

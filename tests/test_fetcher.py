@@ -266,6 +266,96 @@ def test_a_trickling_answer_times_out_as_a_whole():
     assert res.outcome is Outcome.ERROR and res.error == "timeout"
     assert elapsed < 3
 
+
+class _Slow(httpx.AsyncByteStream):
+    """A body that arrives `seconds` after its headers."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    async def __aiter__(self):
+        await asyncio.sleep(self.seconds)
+        yield b"<html><body><p>late</p></body></html>"
+
+
+def _slow_site(delays: dict[str, float]):
+    """A MockTransport handler: each URL's body comes `delays[path]` seconds late."""
+
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/html"},
+                              stream=_Slow(delays[request.url.path]))
+
+    return handler
+
+
+def test_each_request_has_its_own_deadline():
+    """The deadlines share one timer (`_Deadlines`), but each request's runs from its own
+    start: a request that outlives an earlier one's deadline is not cut there, a request
+    started after a quick one is cut at its own deadline, and a slow one among quick ones
+    is the only one cut."""
+    handler = _slow_site({"/quick": 0.0, "/slow": 5.0, "/late": 0.6, "/hang": 5.0})
+
+    async def go():
+        async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
+            f = Fetcher(client, respect_robots=False, per_host=8, deadline=1.0)
+            loop = asyncio.get_running_loop()
+
+            async def timed(path: str, after: float):
+                await asyncio.sleep(after)
+                t = loop.time()
+                res = await f.fetch_page(f"https://docs.example.com{path}")
+                return res, loop.time() - t
+
+            # /late starts at 0.5 s and ends at 1.1 s: past the deadline of /quick and /slow
+            # (1 s), within its own (1.5 s). /hang starts at 1.2 s, after /slow was cut.
+            return await asyncio.gather(timed("/quick", 0), timed("/slow", 0), timed("/late", 0.5),
+                                        timed("/hang", 1.2))
+
+    (quick, _), (slow, t_slow), (late, _), (hang, t_hang) = asyncio.run(go())
+    assert quick.outcome is Outcome.OK and late.outcome is Outcome.OK
+    assert slow.error == "timeout" and hang.error == "timeout"
+    assert 0.95 <= t_slow < 2 and 0.95 <= t_hang < 2
+
+
+def test_a_request_cancelled_from_outside_stays_cancelled():
+    """A pass interrupted mid-request (its task cancelled) is not a page timeout: the
+    CancelledError goes on up, as it would through `asyncio.timeout`."""
+    handler = _slow_site({"/page.html": 5.0})
+
+    async def go():
+        async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
+            f = Fetcher(client, respect_robots=False, deadline=1.0)
+            task = asyncio.ensure_future(f.fetch_page(URL))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The deadline of the cancelled request is gone with it: a next one is bounded afresh.
+            t = asyncio.get_running_loop().time()
+            res = await f.fetch_page(URL)
+            return res, asyncio.get_running_loop().time() - t
+
+    res, elapsed = asyncio.run(go())
+    assert res.error == "timeout" and 0.95 <= elapsed < 2
+
+
+def test_deadlines_hold_in_a_second_event_loop():
+    """A Fetcher used again under another event loop (a second asyncio.run) bounds its
+    requests there too: the first loop's timer is not taken for a live one."""
+    handler = _slow_site({"/quick": 0.0, "/slow": 5.0})
+
+    async def go(client, f, path):
+        t = asyncio.get_running_loop().time()
+        res = await f.fetch_page(f"https://docs.example.com{path}")
+        return res, asyncio.get_running_loop().time() - t
+
+    client = make_client(transport=httpx.MockTransport(handler), timeout=5)
+    f = Fetcher(client, respect_robots=False, deadline=0.5)
+    first, _ = asyncio.run(go(client, f, "/quick"))  # leaves a timer in the first loop
+    second, elapsed = asyncio.run(go(client, f, "/slow"))
+    assert first.outcome is Outcome.OK
+    assert second.error == "timeout" and elapsed < 1.5
+
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError])
 def test_transport_errors_become_error(exc_type):
     res = fetch_page(_raiser(exc_type, "connection refused"))

@@ -31,6 +31,7 @@ from sync.policy import (
     estimate_rate,
     expected_staleness,
     history_from_json,
+    history_json_with,
     history_to_json,
     lastmod_makes_due,
     lastmod_trust,
@@ -114,6 +115,43 @@ def test_empty_history(s):
 def test_corrupt_history_is_a_state_error(s):
     with pytest.raises(StateError):
         history_from_json(s)
+
+
+whole_visits_st = st.builds(Visit, st.integers(0, 400 * 86400).map(float), st.booleans(), st.booleans())
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(whole_visits_st, visits_st), max_size=HISTORY_LIMIT + 5), st.one_of(whole_visits_st, visits_st))
+def test_history_json_with_is_the_json_of_the_history_with_the_visit(visits, visit):
+    """The engine's way to write a visit into a stored history (the stored text extended
+    when it is what history_to_json writes) gives history_to_json's string exactly: at the
+    limit, past it, with fractions of a second, and from stored texts in other forms."""
+    want = history_to_json(add_visit(visits, visit))
+    stored = history_to_json(visits)
+    assert history_json_with(stored, history_from_json(stored), visit) == want
+    # Valid texts history_to_json would not write: floats for whole seconds, a third field
+    # of 0, spaces. They read as the same visits and are written again in full.
+    other = "[" + ", ".join(f"[{v.elapsed_s!r}, {int(v.changed)}, {int(v.announced)}]" for v in visits) + "]"
+    assert history_from_json(other) == visits
+    assert history_json_with(other, visits, visit) == want
+
+
+@pytest.mark.parametrize("stored", [
+    "[[5,0,0],[7,1]]",  # a third field of 0: history_to_json leaves it out
+    "[[12345678901234567891,0]]",  # more digits than a float holds: written back as the float's
+    "[[7200.0,1]]",  # whole seconds as a float
+    history_to_json([Visit(float(i), i % 3 == 0, i % 5 == 0) for i in range(HISTORY_LIMIT)]),  # at the limit
+    history_to_json([Visit(float(i), i % 3 == 0) for i in range(HISTORY_LIMIT + 6)]),  # past it (an older limit)
+])
+def test_history_json_with_edges(stored):
+    visits, visit = history_from_json(stored), Visit(60.0, True)
+    assert history_json_with(stored, visits, visit) == history_to_json(add_visit(visits, visit))
+
+
+@pytest.mark.parametrize("stored", [None, "", "[]"])
+def test_history_json_with_starts_a_history(stored):
+    assert history_json_with(stored, [], Visit(60.0, False)) == "[[60,0]]"
+    assert history_json_with(stored, [], Visit(60.5, True, True)) == "[[60.5,1,1]]"
 
 
 def test_history_accepts_json_booleans_and_ints():

@@ -105,6 +105,21 @@ def test_round_trip_all_fields(db):
     assert isinstance(got.interval, timedelta) and isinstance(got.in_sitemap, bool)
 
 
+def test_sqlite_tuple_rows_agree_with_dict_rows(tmp_path):
+    """StateDB reads and writes page rows as tuples (`_values`, `_from_values`); the dict
+    forms (`to_row`, `from_row`) are what the Qdrant state uses. Same columns, same values."""
+    from sync.state import _ROW_COLUMNS
+
+    for p in (full_page(), PageState(url="https://e.com/new")):
+        row = p.to_row()
+        assert dict(zip(_ROW_COLUMNS, p._values())) == row
+        assert PageState._from_values(tuple(row[c] for c in _ROW_COLUMNS)) == PageState.from_row(row) == p
+    with StateDB(tmp_path / "s.db") as s:
+        s.put(full_page())
+        stored = s._db.execute("SELECT * FROM pages").fetchone()
+    assert dict(stored) == full_page().to_row()
+
+
 def test_round_trip_none_values_and_defaults(db):
     p = PageState(url="https://e.com/new")
     db.put(p)
