@@ -45,7 +45,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
-from urllib.parse import urlsplit
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
@@ -58,7 +57,7 @@ from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
 from .plural import plural
 from .report import Report
-from .scope import Scope, origin_key
+from .scope import Scope, url_host
 from .policy import (
     DEFAULT_POLICY,
     BulkState,
@@ -323,7 +322,6 @@ class _Pass:
         self.observed: dict[str, list[tuple[float, bool]]] = {}
         self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
         self.reasons: dict[str, str] = {}
-        self._hosts: dict[str, tuple[str, str]] = {}  # origin_key -> `_host_of`
         if fetcher.scope is None:
             fetcher.scope = self.scope.check
         self._bind_cache(fetcher)
@@ -642,24 +640,8 @@ class _Pass:
                  len(changed), tracked, len(made_due))
         return made_due
 
-    def _host_of(self, url: str) -> tuple[str, str]:
-        """`url`'s netloc (lower-cased) and hostname (or ""), as `urlsplit` gives them.
-
-        Both depend only on the URL's `origin_key` prefix, so they are worked out once per
-        origin, as the scope's verdict is: the policy asks for every page's host once
-        when the visits are ordered and once after each visit, and on 20,000 distinct
-        URLs each `urlsplit` was a miss of its cache."""
-        key = origin_key(url)
-        parts = self._hosts.get(key) if key is not None else None
-        if parts is None:
-            split = urlsplit(url)
-            parts = (split.netloc.lower(), split.hostname or "")
-            if key is not None:
-                self._hosts[key] = parts
-        return parts
-
     def _lastmod_due(self, url: str) -> bool:
-        host = self._host_of(url)[1]
+        host = url_host(url)[1]
         return lastmod_makes_due(host_lastmod_trust(*self.trust_seen.get(host, (0, 0))))
 
     def _policy_for(self, url: str) -> Policy:
@@ -669,7 +651,7 @@ class _Pass:
         feed misses that shrinks as the host's trust grows. One object per host and pass."""
         if self.sitemap_now.get(url) is None:
             return self.policy
-        netloc, host = self._host_of(url)
+        netloc, host = url_host(url)
         if netloc not in self.feed_hosts:
             return self.policy
         policy = self.feed_policies.get(host)
@@ -683,7 +665,7 @@ class _Pass:
         """The bulk edit under way on the url's host, or None."""
         if not self.bulk:
             return None
-        st = self.bulk.get(self._host_of(url)[1])
+        st = self.bulk.get(url_host(url)[1])
         edit = st.edit if st is not None else None
         return edit if edit is not None and edit.active(self.now.timestamp()) else None
 
@@ -786,7 +768,7 @@ class _Pass:
             changed = None
         if page.lastmod_pending:
             if changed is not None:
-                host = self._host_of(page.url)[1]
+                host = url_host(page.url)[1]
                 counts = self.trust_delta.setdefault(host, [0, 0])
                 counts[0] += 1
                 counts[1] += int(changed)
@@ -805,7 +787,7 @@ class _Pass:
         stood before the visit, and whether the text changed."""
         assert page.last_fetched_at is not None
         edit = self._edit_for(page.url)
-        host = self._host_of(page.url)[1]
+        host = url_host(page.url)[1]
         if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
             self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
             return changed

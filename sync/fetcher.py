@@ -24,7 +24,7 @@ from .decision import Outcome
 from .errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
 from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
-from .scope import origin_key
+from .scope import url_host
 from .sitemaps import MAX_SITEMAP_BYTES
 
 __all__ = [
@@ -293,7 +293,6 @@ class Fetcher:
         self._max_retry_wait = max_retry_wait
         self._max_redirects = max_redirects
         self._hosts: dict[str, _Host] = {}
-        self._keys: dict[str, str] = {}  # origin_key(url) -> the host key of `_host`
         self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
         self.cache = cache
         self.now = now
@@ -308,20 +307,8 @@ class Fetcher:
         return self.now or datetime.now(timezone.utc)
 
     def _host(self, url: str) -> tuple[str, _Host]:
-        """The URL's host key (its netloc, lower-cased) and that host's bounds and rules.
-
-        The key depends only on the URL's `scheme://netloc` prefix (`origin_key`), so it is
-        worked out once per prefix, as the scope's verdict is: a pass over 20,000 pages of
-        one site costs one urlsplit, not 20,000."""
-        origin = origin_key(url)
-        key = self._keys.get(origin) if origin is not None else None
-        if key is None:
-            try:
-                key = urlsplit(url).netloc.lower()
-            except ValueError:
-                key = ""  # a malformed URL fails in the request below, under a shared bound
-            if origin is not None:
-                self._keys[origin] = key
+        """The URL's host key (its netloc, lower-cased, `url_host`) and that host's bounds and rules."""
+        key = url_host(url)[0]  # "" for a malformed URL: it fails in the request, under a shared bound
         host = self._hosts.get(key)
         if host is None:
             host = self._hosts[key] = _Host(asyncio.Semaphore(self._per_host))
