@@ -248,10 +248,13 @@ def write(out: dict, path: Path) -> None:
         loaded = ", ".join(m for m, v in p["modules"].items() if v) or "none"
         lines.append(f"| {i} | {p['wall_s']:.2f} | {r['pass_seconds']:.2f} | {p['hwm_mb']:.0f} | {b['wall_s']:.2f} / {b['hwm_mb']:.0f} | "
                      f"{r['pages_fetched']} | {r['sitemaps_not_modified']} | {r['bytes_downloaded']:,} | {loaded} |")
-    best = min(out["noop"], key=lambda r: r["pass"]["wall_s"])
-    lines += ["", f"Best of {len(out['noop'])}: {best['pass']['wall_s']:.2f} s for the whole process "
-              f"({best['pass_seconds']:.2f} s in the pass), {max(r['pass']['hwm_mb'] for r in out['noop']):.0f} MB peak at most.",
-              "", "Goal (issue 5): <= 1 s and <= 200 MB at 20,000 tracked pages.", "",
+    if out["noop"]:
+        best = min(out["noop"], key=lambda r: r["pass"]["wall_s"])
+        lines += ["", f"Best of {len(out['noop'])}: {best['pass']['wall_s']:.2f} s for the whole process "
+                  f"({best['pass_seconds']:.2f} s in the pass), {max(r['pass']['hwm_mb'] for r in out['noop']):.0f} MB peak at most."]
+    else:
+        lines += ["", "Not measured in this run (`--noop-runs 0`)."]
+    lines += ["", "Goal (issue 5): <= 1 s and <= 200 MB at 20,000 tracked pages.", "",
               "## Fetch-bound pass (`--full`, every page answers 304)", "",
               f"Same {out['concurrency']} requests in flight for both. pagesync pages/s = pages fetched / the report's "
               "`seconds` (the pass, without interpreter start-up); the process wall time is shown too. CPU ms per "
@@ -267,6 +270,8 @@ def write(out: dict, path: Path) -> None:
             if "plain_cpu_s" in r else (float("nan"), float("nan"))
         lines.append(f"| {i} | {plain:.0f} | {ps:.0f} | {ps / plain:.2f} | {cpu_loop:.2f} / {cpu_pass:.2f} | "
                      f"{cpu_loop / cpu_pass:.2f} | {r['pages_not_modified']:,} | {r['chunks_embedded']} | {r['pass']['wall_s']:.1f} |")
+    if not out["fetch"]:
+        lines += ["", "Not measured in this run (`--rounds 0`)."]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     path.with_suffix(".json").write_text(json.dumps(out, indent=1))

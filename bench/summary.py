@@ -58,13 +58,16 @@ def rows(results: Path, since: float | None = None) -> list[str]:
     else:
         out.append("| 1-2 | initial index; a day of edits | not run (needs a FastAPI clone: REPLAY_GIT_DIR) | | | |")
     scale = _load(results / "scale_passes.json")
-    if scale:
+    if scale and scale.get("noop"):
         n = min(scale["noop"], key=lambda r: r["pass"]["wall_s"])  # the best of the runs (a shared machine)
         loaded = [m for m, v in n["pass"]["modules"].items() if v] or ["nothing heavy"]
         out.append(f"| 3 | no-op pass, {scale['pages']:,} tracked pages{kept['scale_passes.json']} | best of {len(scale['noop'])}: {n['pass']['wall_s']:.2f} s process "
                    f"({n['pass_seconds']:.2f} s pass), {n['pass']['hwm_mb']:.0f} MB; loaded: {', '.join(loaded)} | "
                    f"`import sync.cli`: {n['baseline']['wall_s']:.2f} s, {n['baseline']['hwm_mb']:.0f} MB | "
                    f"{n['pass']['wall_s'] / n['baseline']['wall_s']:.2f} (time) | <= 1 s, <= 200 MB |")
+    elif scale:
+        out.append(f"| 3 | no-op pass{kept['scale_passes.json']} | not measured (`--noop-runs 0`) | | | |")
+    if scale and scale.get("fetch"):
         # Every round, and the median round by ratio (the rounds alternate which goes first).
         rounds = sorted(((f["pages_fetched"] / f["pass_seconds"]) / (scale["pages"] / f["plain_s"]),
                          f["pages_fetched"] / f["pass_seconds"], scale["pages"] / f["plain_s"]) for f in scale["fetch"])
@@ -76,6 +79,8 @@ def rows(results: Path, since: float | None = None) -> list[str]:
         cpu_note = f"; CPU per page {cpu[(len(cpu) - 1) // 2]:.2f} (median)" if cpu else ""
         out.append(f"| 4 | fetch-bound pass, {scale['pages']:,} x 304 from nginx{kept['scale_passes.json']} | {ps:.0f} pages/s (median of "
                    f"{len(rounds)} rounds) | plain httpx loop {plain:.0f} pages/s | {ratio:.2f} (rounds: {each}){cpu_note} | close to 1 |")
+    elif scale:
+        out.append(f"| 4 | fetch-bound pass{kept['scale_passes.json']} | not measured (`--rounds 0`) | | | |")
     else:
         out.append("| 3-4 | no-op pass; fetch-bound pass | not run | | | |")
     store = _load(results / "store_replace.json")

@@ -64,3 +64,28 @@ def test_summary_row_5b_shows_the_private_peak_when_recorded(tmp_path):
     assert "2800 MB (410 MB private) at 1,000,000 points" in line
     assert "117 MB at 10,000" in line and "117 MB (" not in line
     assert "1.10 (per point)" in line
+
+
+@pytest.mark.parametrize("drop", ["noop", "fetch"])
+def test_scale_passes_results_without_a_section_still_write_and_summarise(tmp_path, drop):
+    """`scale_passes.py --noop-runs 0` (or `--rounds 0`) measures one of rows 3-4 only:
+    its results file and `make bench`'s table say the other was not measured."""
+    import json
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import scale_passes
+        import summary
+    finally:
+        sys.path.remove(str(BENCH))
+    out = json.loads((BENCH / "results" / "scale_passes.json").read_text())
+    out[drop] = []
+    scale_passes.write(out, tmp_path / "scale_passes.md")
+    text = (tmp_path / "scale_passes.md").read_text()
+    flag = "--noop-runs 0" if drop == "noop" else "--rounds 0"
+    assert f"Not measured in this run (`{flag}`)." in text
+    table = summary.rows(tmp_path)
+    row = "| 3 |" if drop == "noop" else "| 4 |"
+    other = "| 4 |" if drop == "noop" else "| 3 |"
+    assert any(line.startswith(row) and f"not measured (`{flag}`)" in line for line in table), table
+    assert any(line.startswith(other) and "not measured" not in line for line in table), table
