@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
 
-EXTRACTOR_ID = "trafilatura-md-v4"
+# v5: bodies decoded from their declared charset (header, then <meta>). Pages v4 read from a
+# non-UTF-8 body were indexed as mojibake, and a 304 would keep them so: a new id makes each
+# page's next visit an unconditional GET. Unchanged texts keep their vectors (reuse).
+EXTRACTOR_ID = "trafilatura-md-v5"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %

@@ -667,3 +667,31 @@ def test_dry_run_reads_the_cache_and_keeps_nothing(site, harness):
     assert con.execute("SELECT etag, body, fetched_at FROM sitemap_cache").fetchall() == kept
     assert con.execute("SELECT * FROM robots_cache").fetchall() == robots
     con.close()
+
+
+def test_a_page_read_as_mojibake_by_extractor_v4_is_read_again(site, harness, monkeypatch):
+    """Extractor v4 ignored a page's declared charset: a koi8-r page was indexed as cp1252
+    mojibake, and since the server keeps answering 304 its points would stay so. The
+    extractor id moved with the charset fix, so such a page's next visit is an
+    unconditional GET and the collection ends equal to a fresh index (the text in Cyrillic)."""
+    import chunking.extract as extract
+    import sync.engine as engine
+
+    text = "# Справка\n\n" + "Этот текст написан по-русски и хранится в кодировке KOI8-R. " * 3
+    site.set("/ru/", text.encode("koi8-r"), content_type="text/plain; charset=koi8-r")
+    with monkeypatch.context() as old:  # extractor v4: the declared charset was not read
+        old.setattr(engine, "EXTRACTOR_ID", "trafilatura-md-v4")
+        old.setattr(extract, "_decode", lambda body, charset=None: body.decode("cp1252", errors="replace"))
+        harness.run()
+    garbled = [p["text"] for p in harness.points().values()]
+    assert garbled and not any("Справка" in t for t in garbled)
+
+    site.clear_log()
+    rep = harness.run(full=True)
+    asked = [h for _, p, s, h in site.requests if p == "/ru/"]
+    assert asked and "if-none-match" not in asked[0]  # unconditional: a 304 would keep the mojibake
+    assert rep.pages_changed == 1
+    texts = [p["text"] for p in harness.points().values()]
+    assert texts and all("Справка" in t or "по-русски" in t for t in texts)
+    rep = harness.run(full=True)  # from now on conditional again, and nothing to do
+    assert rep.pages_not_modified == 1 and rep.chunks_written == 0
