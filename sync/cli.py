@@ -188,6 +188,8 @@ def _error_line(e: dict[str, str], failed_in_dry_run: set[str]) -> str:
     """One run error for stderr. Errors that already name their URL (a sitemap's "sitemap:
     URL: HTTP 500") say it once. A failed page's error in a dry run is a failure the dry run
     met, with nothing written: it reads as such, not as an error of the pass."""
+    if e["url"] == "(pass)":  # the pass's own (the mass-deletion guard): its message says it all
+        return e["error"]
     text = e["error"] if e["url"] in e["error"] else f"{e['url']}: {e['error']}"
     if e["url"] in failed_in_dry_run:
         return f"failed {text} (dry run: nothing written)"

@@ -489,3 +489,21 @@ def test_audit_accepts_the_shared_options(site, work):
     assert run(site, work, "--collection", "docs").returncode == 0
     r = cli(work, "audit", "--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY)
     assert r.returncode == 0, r.stdout + r.stderr  # a fresh pass leaves nothing to find
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
+    """The guard's refusal is the pass's, not a page's: one line that starts with what it is
+    ("mass-deletion guard: ..."), not "error (pass): ...", in a dry run too; exit 1."""
+    build(site, n=10)
+    assert run(site, work, "--now", T0).returncode == 0
+    for i in range(6):
+        site.remove(f"/p{i}.html")
+    r = run(site, work, "--now", "2026-01-01T01:00:00Z", *(["--dry-run"] if dry else []))
+    assert r.returncode == 1, r.stderr
+    guard = [ln for ln in r.stderr.splitlines() if "mass-deletion guard" in ln]
+    assert len(guard) == 1, r.stderr
+    assert "(pass)" not in guard[0] and "error" not in guard[0].split("mass-deletion guard")[0], guard[0]
+    assert "would purge 6 of 10 tracked pages" in guard[0] and "--allow-mass-delete" in guard[0]
+    assert len(stored(work)) > 0 and {p["url"] for p in stored(work).values()} == {
+        site.server.url(f"/p{i}.html") for i in range(10)}
