@@ -89,3 +89,17 @@ def test_scale_passes_results_without_a_section_still_write_and_summarise(tmp_pa
     other = "| 4 |" if drop == "noop" else "| 3 |"
     assert any(line.startswith(row) and f"not measured (`{flag}`)" in line for line in table), table
     assert any(line.startswith(other) and "not measured" not in line for line in table), table
+
+
+def test_make_bench_start_time_is_finer_than_a_second():
+    """`git clone ... && make bench` starts within the second the clone wrote the kept
+    results: with whole seconds, `summary.py --since` took them for this run's figures."""
+    import shutil
+
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    proc = subprocess.run(["make", "-s", "--eval", "print-t0: ; @echo $(BENCH_T0)", "print-t0"],
+                          cwd=BENCH.parent, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    t0 = proc.stdout.strip()
+    assert "." in t0 and float(t0) % 1 != 0.0, t0
