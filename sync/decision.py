@@ -6,9 +6,11 @@ Pure: no I/O, every input an argument. The engine carries the decision out.
 from __future__ import annotations
 
 import enum
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch"]
+__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch", "may_be_broken", "broken_deploy"]
 
 
 class Outcome(enum.Enum):
@@ -89,3 +91,32 @@ def decide(
     if stored_fingerprint != fingerprint:
         return Decision(Action.REPLACE, "pipeline changed")
     return Decision(Action.SKIP_UNCHANGED, "same content hash")
+
+
+# A changed page whose text fell to a quarter of its chunks or fewer, or whose new text is
+# this short, may be a broken deploy rather than an edit (a JavaScript shell's <noscript>
+# line, an error template answered with 200): such changes wait for the end of the pass.
+COLLAPSE_RATIO = 4
+STUB_CHARS = 500
+# A short text that this many pages changed to in one pass is a template, not their content.
+SAME_STUB_PAGES = 3
+
+
+def may_be_broken(old_chunks: int, new_chunks: int, new_chars: int) -> bool:
+    """Whether a content change must wait for `broken_deploy` at the end of the pass."""
+    return old_chunks > 0 and (new_chunks * COLLAPSE_RATIO <= old_chunks or new_chars < STUB_CHARS)
+
+
+def broken_deploy(changes: Mapping[str, tuple[int, int, int, str]]) -> set[str]:
+    """The changes that look like a broken deploy: url -> (old chunks, new chunks, new
+    characters, new content hash) of the pass's `may_be_broken` changes.
+
+    A page's text collapsed (a quarter of its chunks or fewer, from 4 or more), or a short
+    new text that `SAME_STUB_PAGES` or more pages changed to at once (short pages of a site
+    whose every page became the same shell). These count toward the mass-deletion guard as
+    purges do: a few are edits and are written; past the guard's share, none is.
+    """
+    stubs = Counter(h for _, _, chars, h in changes.values() if chars < STUB_CHARS)
+    return {url for url, (old, new, chars, h) in changes.items()
+            if (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old)
+            or (chars < STUB_CHARS and stubs[h] >= SAME_STUB_PAGES)}

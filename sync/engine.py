@@ -49,7 +49,7 @@ from typing import Callable, Sequence
 from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
-from .decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
+from .decision import Action, Decision, Outcome, broken_deploy, decide, may_be_broken, needs_unconditional_fetch
 from .errors import PagesyncError
 from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
@@ -288,6 +288,11 @@ class _Pass:
         # url -> (page, left_sitemap, reason, moved_to): every page this pass found gone.
         self.purges: dict[str, tuple[PageState, bool, str, str | None]] = {}
         self.unmoved: set[str] = set()  # targets some page redirected to before this pass and no longer does
+        # Changes that may be a broken deploy (`may_be_broken`), written or held at the end
+        # of the pass (`_settle_suspects`): url -> (the page's _Pending, its new markdown).
+        self.suspects: dict[str, tuple[_Pending, str]] = {}
+        self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
+        self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
         self.visiting: set[str] = set()
         # Indexed pages whose points the collection lost (missing or empty at the pass's
         # start): fetched unconditionally and rewritten this pass (`_check_lost`).
@@ -517,6 +522,8 @@ class _Pass:
         self.visiting = {ev.url for ev in visits}
         await self._visit([pages[ev.url] for ev in visits])
         self._queue_orphans(set(sitemap_now) | set(extra))
+        self._judge_guard()
+        await self._settle_suspects()
         await self._apply_purges()
 
         return self._finish(t0)
@@ -570,6 +577,8 @@ class _Pass:
         self.report.pages_due = len(pages)
         self.tracked_before = self.state.tracked_count()
         await self._visit(pages)
+        self._judge_guard()
+        await self._settle_suspects()
         await self._apply_purges()
 
     # -- scheduling -------------------------------------------------------------------------
@@ -819,13 +828,57 @@ class _Pass:
             if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
                 self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
 
-    def _mass_delete_reason(self, n: int) -> str | None:
+    def _mass_delete_reason(self, n: int, emptied: int = 0) -> str | None:
+        """The guard's refusal when `n` live pages would go, `emptied` of them by a change
+        to a stub (`broken_deploy`) rather than a purge; None when the pass may go on."""
         cfg = self.cfg
         if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
             return None
-        return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
-                f"(more than {cfg.max_delete_share:.0%}); nothing was purged. If the site really lost them, "
+        what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
+                                         f"empty {emptied}" if emptied else "") if w)
+        why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
+               "broken deploy" if emptied else "")
+        done = "nothing was purged or emptied" if emptied else "nothing was purged"
+        return (f"mass-deletion guard: this pass would {what} of {self.tracked_before} tracked pages "
+                f"(more than {cfg.max_delete_share:.0%}{why}); {done}. If the site really lost them, "
                 f"run again with --allow-mass-delete")
+
+    def _judge_guard(self) -> None:
+        """Once every page of the pass was seen: the live pages it would purge, and those
+        whose change looks like a broken deploy, against the mass-deletion guard."""
+        self.broken = broken_deploy({
+            url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
+            for url, (item, markdown) in self.suspects.items()})
+        live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
+        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken))
+        if self.guard:
+            self.report.mass_delete_blocked = live + len(self.broken)
+            self.report.error("(pass)", self.guard)
+
+    async def _settle_suspects(self) -> None:
+        """Write the changes held for the guard (`may_be_broken`), before the purges: all of
+        them when the guard lets the pass go on; else all but the broken-looking ones, which
+        keep their points and old validators (the next visit reads them again) and come back
+        with the failure backoff."""
+        if not self.suspects:
+            return
+        held = []
+        for url, (item, markdown) in self.suspects.items():
+            page = item.page
+            if self.guard and url in self.broken:
+                page.failures += 1
+                page.last_error = (f"change held by the mass-deletion guard (text shrank from "
+                                   f"{plural(page.chunk_count, 'chunk')} to {len(item.chunks)})")
+                page.due_at = self.now + failure_backoff(page.failures)
+                held.append(page)
+                continue
+            await self._enqueue(item, markdown)
+            if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
+                await self._flush()
+        self._save(held)
+        self.suspects = {}
+        await self._flush()
+        await self._drain()
 
     async def _apply_purges(self) -> None:
         """Delete the pages' points, then mark them gone (pending mark in between).
@@ -840,10 +893,7 @@ class _Pass:
         if not items:
             return
         live = [it for it in items if it[0].status == LIVE]
-        blocked = self._mass_delete_reason(len(live))
-        if blocked:
-            self.report.mass_delete_blocked = len(live)
-            self.report.error("(pass)", blocked)
+        if self.guard:  # judged with the broken-looking changes (`_judge_guard`)
             held = []
             for page, left_sitemap, reason, _ in live:
                 if not left_sitemap:  # a 404/410/301 held back: look again soon
@@ -1040,10 +1090,21 @@ class _Pass:
             if len(self.skips) >= 256:
                 self._flush_skips()
             return
-        self._hold_text(page.url, extracted.markdown)
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
         item = _Pending(page, decision, result, new_hash, title or "", chunks)
+        if (decision.action is Action.REPLACE and decision.reason == "content changed"
+                and may_be_broken(page.chunk_count, len(chunks), len(extracted.markdown))):
+            # A collapse or a short text: written (or held) once the guard has seen the pass.
+            self.suspects[page.url] = (item, extracted.markdown)
+            return
+        await self._enqueue(item, extracted.markdown)
+
+    async def _enqueue(self, item: _Pending, markdown: str) -> None:
+        """Queue a decided change for its vectors and write: its stored vectors read first
+        (reuse), then each chunk given a known vector or made a model input."""
+        page, chunks = item.page, item.chunks
+        self._hold_text(page.url, markdown)
         stored: dict[str, list[float]] = {}
         if (self.read_stored and chunks and (page.indexed or page.pending_hash is not None)
                 and page.url not in self.rebuild):  # a lost collection holds nothing to reuse

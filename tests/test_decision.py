@@ -5,8 +5,21 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sync.decision import Action, Decision, Outcome, decide, needs_unconditional_fetch
+from sync.decision import (
+    COLLAPSE_RATIO,
+    SAME_STUB_PAGES,
+    STUB_CHARS,
+    Action,
+    Decision,
+    Outcome,
+    broken_deploy,
+    decide,
+    may_be_broken,
+    needs_unconditional_fetch,
+)
 
 FP = "fp-current"
 OTHER_FP = "fp-old"
@@ -141,3 +154,49 @@ def test_needs_unconditional_fetch(stored, current, expected):
 
 def test_action_values_match_report_vocabulary():
     assert {a.value for a in Action} == {"not_modified", "unchanged", "added", "changed", "removed", "failed", "skipped"}
+
+
+# -- a change that may be a broken deploy ------------------------------------------------------
+
+
+@pytest.mark.parametrize("old, new, chars, held", [
+    (12, 3, 5000, True),     # a quarter of its chunks: waits for the guard
+    (12, 4, 5000, False),    # a third: an edit
+    (4, 1, 2000, True),
+    (3, 1, 2000, False),     # a short page losing two chunks is no collapse...
+    (3, 1, 120, True),       # ...but a text this short waits (a stub?)
+    (2, 2, STUB_CHARS - 1, True),
+    (2, 2, STUB_CHARS, False),
+    (0, 1, 10, False),       # nothing indexed: nothing to lose
+])
+def test_may_be_broken(old, new, chars, held):
+    assert may_be_broken(old, new, chars) is held
+
+
+def test_broken_deploy_table():
+    shell = "h-shell"
+    changes = {
+        "collapsed": (20, 1, 900, "h1"),            # 20 chunks to 1
+        "stub-a": (2, 1, 60, shell), "stub-b": (3, 1, 60, shell), "stub-c": (2, 1, 60, shell),
+        "short-edit": (2, 1, 300, "h-own"),         # a short page edited: its own text
+        "two-alike": (2, 1, 80, "h-two"), "two-alike-2": (2, 1, 80, "h-two"),  # below SAME_STUB_PAGES
+    }
+    assert SAME_STUB_PAGES == 3
+    assert broken_deploy(changes) == {"collapsed", "stub-a", "stub-b", "stub-c"}
+    assert broken_deploy({}) == set()
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=5),
+                       st.tuples(st.integers(1, 60), st.integers(0, 60), st.integers(0, 5000),
+                                 st.sampled_from(["a", "b", "c"])), max_size=12))
+def test_broken_deploy_properties(changes):
+    broken = broken_deploy(changes)
+    assert broken <= changes.keys()
+    for url, (old, new, chars, h) in changes.items():
+        if new * COLLAPSE_RATIO > old and chars >= STUB_CHARS:  # neither collapsed nor short: an edit
+            assert url not in broken
+        if old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old:
+            assert url in broken
+    # Adding more pages that changed to the same short text never clears one.
+    more = {**changes, **{f"extra{i}": (2, 1, 10, "a") for i in range(SAME_STUB_PAGES)}}
+    assert broken <= broken_deploy(more)

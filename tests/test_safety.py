@@ -255,3 +255,79 @@ def test_empty_sitemap_purges_nothing(site, harness):
     rep = harness.run()
     assert rep.pages_removed == 0 and rep.sitemap_errors == 1 and not rep.ok
     assert harness.points() == before
+
+
+# A JavaScript-only deploy whose shell has a <noscript> line: every page answers 200 with the
+# same one-line text. Not empty, so no purge: each page would "change" to that line.
+SHELL = ("<!doctype html><html><head><title>{title}</title><script defer src='/static/js/main.js'></script>"
+         "</head><body><noscript>You need to enable JavaScript to run this app.</noscript><div id='root'></div>"
+         "</body></html>")
+
+
+def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
+    """User trial: 152 of 160 pages 'changed' to the <noscript> line, 4,116 chunks deleted,
+    exit 0. Such changes count toward the mass-deletion guard as purges do."""
+    from tests.test_moved import assert_equals_fresh
+
+    build(site, n=8, sections=6)
+    harness.run()
+    before = harness.points()
+    for i in range(8):
+        site.set(f"/p{i}.html", SHELL.format(title=f"Page {i}"))
+    rep = harness.run(full=True)
+    assert rep.mass_delete_blocked == 8 and rep.pages_changed == 0 and rep.chunks_deleted == 0 and not rep.ok
+    guard = rep.errors[-1]["error"]
+    assert "would empty 8 of 8 tracked pages (more than 20%; emptied: " in guard and "--allow-mass-delete" in guard
+    assert harness.points() == before
+    with StateDB(harness.state_path) as st:
+        held = st.get(site.server.url("/p0.html"))
+    assert held.failures == 1 and "held by the mass-deletion guard" in held.last_error
+
+    # Rolled back: nothing to do, and the collection is what a fresh index makes.
+    build(site, n=8, sections=6)
+    rep = harness.run(full=True, advance=timedelta(hours=2))
+    assert rep.ok and rep.pages_changed == 0 and rep.chunks_embedded == 0
+    assert harness.points() == before
+    assert_equals_fresh(harness)
+
+
+def test_a_javascript_shell_deploy_goes_through_with_allow_mass_delete(site, harness):
+    from tests.test_moved import assert_equals_fresh
+
+    build(site, n=8, sections=6)
+    harness.run()
+    for i in range(8):
+        site.set(f"/p{i}.html", SHELL.format(title=f"Page {i}"))
+    rep = harness.run(full=True, allow_mass_delete=True)
+    assert rep.ok and rep.pages_changed == 8 and rep.mass_delete_blocked == 0
+    assert_equals_fresh(harness)
+
+
+def test_a_few_pages_cut_to_a_stub_are_edits_and_are_written(site, harness):
+    """Below the guard's share a collapse is an edit: written in the same pass, the other
+    changes of the pass too, and the collection equals a fresh index."""
+    from tests.test_moved import assert_equals_fresh
+
+    build(site, n=10, sections=6)
+    harness.run()
+    site.set("/p1.html", page_html("Page 1", [para("now a stub", words=8)]))   # 6 sections to 1 short one
+    site.set("/p2.html", SHELL.format(title="Page 2"))
+    site.set("/p3.html", page_html("Page 3", [para(f"p3-new-{j}") for j in range(6)]))  # an ordinary edit
+    rep = harness.run(full=True)
+    assert rep.ok and rep.pages_changed == 3 and rep.mass_delete_blocked == 0
+    assert_equals_fresh(harness)
+
+
+def test_short_pages_all_changed_to_one_text_are_held(site, harness):
+    """Short pages (too few chunks to collapse) that all change to the same short text in
+    one pass: a template, not their content."""
+    for i in range(8):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"short {i}", words=12)]))
+    harness.run()
+    before = harness.points()
+    for i in range(8):
+        site.set(f"/p{i}.html", "<html><head><title>Maintenance</title></head><body><main><h1>Down for "
+                 "maintenance</h1><p>Service temporarily unavailable. Please try again later.</p></main></body></html>")
+    rep = harness.run(full=True)
+    assert rep.mass_delete_blocked == 8 and rep.pages_changed == 0 and not rep.ok
+    assert harness.points() == before
