@@ -221,7 +221,7 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
 
 def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign: bool = False,
               embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5,
-              wait_lock: float = 0.0) -> tuple[dict, bool, str]:
+              wait_lock: float = 0.0, now: Any = None) -> tuple[dict, bool, str]:
     """What `pagesync audit` does: audit; with `fix`, repair and audit again.
 
     Holds the state lock throughout (a fix writes, and even a read-only audit must not
@@ -248,7 +248,7 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
             async with make_client(timeout=timeout) as client:
                 return await fix_collection(store, state, first, fetcher=Fetcher(client),
                                             embedder=embedder, include_foreign=include_foreign,
-                                            wait_lock=wait_lock)
+                                            now=now, wait_lock=wait_lock)
 
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())

@@ -361,6 +361,7 @@ def audit(
     embedder: Optional[str] = typer.Option(None, "--embedder", help="With --fix: the embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2). Checked before anything is written."),
     examples: int = typer.Option(5, "--examples", min=0, help="Examples listed per category."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="With --fix: seconds before a request is abandoned."),
+    now: Optional[str] = typer.Option(None, "--now", help="With --fix: the repair pass's clock, ISO 8601, as run's --now (replays, backfills); default the wall clock."),
 ) -> None:
     """Compare the collection with the page state: orphans, stale generations, broken and
     missing pages, foreign points. Exit 1 when anything is found (after --fix: still found)."""
@@ -373,9 +374,12 @@ def audit(
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
                 require_collection(store, st)
+                clock = _parse_now(now)  # a bad --now is exit 2 before anything is read
+                if fix and now:
+                    _check_clock(st, clock, now)
                 out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
                                           embedder_name=embedder, timeout=timeout, examples=examples,
-                                          wait_lock=wait_lock)
+                                          wait_lock=wait_lock, now=clock)
         finally:
             store.close()
         typer.echo(json.dumps(out, indent=2) if as_json else text)

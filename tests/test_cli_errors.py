@@ -248,3 +248,30 @@ def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, w
     fresh = cli(work, "run", "--qdrant-path", "q2", "--state", "s2.db", "--embedder", "fake")
     assert fresh.returncode == 2 and "give --sitemap or --url" in one_error_line(fresh)
     assert not (work / "s2.db").exists()
+
+
+def test_audit_fix_now_is_the_repair_pass_clock(site, work):
+    """A replay or backfill runs `run --now`; `audit --fix` in it must not record its repair
+    pass at the wall clock (user trial: every later pass then warned that its --now was
+    before the last pass's clock, and the repaired pages were scheduled from the real date)."""
+    build(site, n=4)
+    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    store = EdgeStore(work / "q", "pages")
+    try:
+        damage(store, site)
+    finally:
+        store.close()
+    r = cli(work, "audit", "--fix", "--include-foreign", "--now", "2026-01-01T06:00:00Z", *COMMON)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = sqlite3.connect(str(work / "s.db"))
+    try:
+        last = json.loads(db.execute("SELECT report FROM runs ORDER BY rowid DESC LIMIT 1").fetchone()[0])
+        fetched = {row[0] for row in db.execute("SELECT last_fetched_at FROM pages")}
+    finally:
+        db.close()
+    assert last["now"].startswith("2026-01-01T06:00:00")
+    assert max(fetched) == pytest.approx(1767247200.0)  # 2026-01-01T06:00:00Z, not today
+    r = run(site, work, "--now", "2026-01-02T00:00:00Z")
+    assert r.returncode == 0 and "before the last pass's clock" not in r.stderr, r.stderr
+    bad = cli(work, "audit", "--fix", "--now", "yesterday", *COMMON)
+    assert bad.returncode == 2 and "--now 'yesterday'" in one_error_line(bad)
