@@ -221,7 +221,10 @@ class _Progress:
         if self._bar is not None:
             self._bar.update(self._task, advance=1, last=f"{text}: {url}"[-80:])
         elif not self.quiet:
-            log.log(logging.DEBUG if action in _SKIPS else logging.INFO, "%s %s", text, url)
+            # A failure's line comes at the end with its error ("error URL: HTTP 500"): here
+            # only with -v, so a failed page is one line, not two.
+            quiet_here = action in _SKIPS or action == "failed"
+            log.log(logging.DEBUG if quiet_here else logging.INFO, "%s %s", text, url)
 
     def __exit__(self, *exc):
         if self._bar is not None:

@@ -99,10 +99,13 @@ class Report:
                       f"{self.chunks_written} written, {self.chunks_deleted} deleted")
         n = self.sitemaps_skipped
         sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
+        # Due pages left for the next pass by --max-fetches: said only when there are some.
+        deferred = f", {self.pages_deferred} deferred (--max-fetches)" if self.pages_deferred else ""
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "
-            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped{sitemaps}, {self.pages_failed} failed; "
+            f"{verb}remove {self.pages_removed}, {self.pages_skipped} skipped{sitemaps}, {self.pages_failed} failed"
+            f"{deferred}; "
             f"chunks: {chunks}; "
             f"{plural(self.bytes_downloaded, 'byte')} in {self.seconds:.1f}s"
         )

@@ -261,6 +261,20 @@ def test_page_failures_exit_1_and_are_reported(site, work):
     assert err["url"] == urls[1]
     assert "500" in err["error"]
     assert {p["url"] for p in stored(work).values()} == {urls[0], urls[2]}
+    # One line for the failed page on stderr (its error), not a progress line and then its error.
+    assert [ln for ln in r.stderr.splitlines() if urls[1] in ln] == [f"error {urls[1]}: HTTP 500"], r.stderr
+
+
+def test_the_summary_line_says_how_many_due_pages_max_fetches_left(site, work):
+    build(site, n=5)
+    r = run(site, work, "--max-fetches", "2", "--now", T0, report="R.json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((work / "R.json").read_text())
+    assert rep["pages_deferred"] == 3
+    summary = r.stderr.strip().splitlines()[-1]
+    assert "0 failed, 3 deferred (--max-fetches); chunks:" in summary, summary
+    r = run(site, work, "--now", T0)  # nothing left over: not said
+    assert "deferred" not in r.stderr.strip().splitlines()[-1]
 
 
 def test_dead_qdrant_url_from_env_fails_with_one_clear_line(site, work):
