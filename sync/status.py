@@ -38,6 +38,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "pages": dict(Counter(p.status for p in pages)),
         "pages_tracked": len(live),
         "pages_due": len(due),
+        # Of those, gone pages a sitemap still lists: revisited in case they come back.
+        "pages_due_gone": len({p.url for p in pages if p.status == GONE} & set(due)),
         "pages_pending": sum(1 for p in pages if p.pending_hash is not None),
         "pages_failing": len(failing := [p for p in live if p.failures > 0]),
         # The worst few, so a plain `status` shows what fails and why (--pages lists them all).
@@ -129,13 +131,30 @@ def _failing_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _due_gone(info: dict[str, Any]) -> str:
+    n = info.get("pages_due_gone") or 0
+    return f" (of them {n} gone but still listed, looked at again in case they return)" if n else ""
+
+
+def _when(stamp: str | None) -> str:
+    """An ISO stamp to the second, UTC as Z (the JSON keeps it whole)."""
+    if not stamp:
+        return "-"
+    try:
+        dt = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    return dt.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
         f"collection {info['collection']}: {plural(info['points'], 'point')}; state records {plural(info['chunks_recorded'], 'chunk')}",
         _pages_line(info),
-        f"due now: {info['pages_due']}   pending writes: {info['pages_pending']}   failing: {info['pages_failing']}",
-        f"next due: {info['next_due_at'] or '-'}",
+        f"due now: {info['pages_due']}{_due_gone(info)}   pending writes: {info['pages_pending']}   "
+        f"failing: {info['pages_failing']}",
+        f"next due: {_when(info['next_due_at'])}",
         f"revisit intervals: min {info['interval_min'] or '-'}, median {info['interval_median'] or '-'}, max {info['interval_max'] or '-'}",
     ]
     lines += _failing_lines(info)

@@ -79,3 +79,19 @@ def test_status_lines_of_one():
 def test_run_summary_of_one():
     rep = Report(bytes_downloaded=1, pages_fetched=1, sitemaps_skipped=1)
     assert "1 byte in" in singular_free(rep.summary())
+
+
+def test_status_says_which_due_pages_are_gone_and_next_due_to_the_second():
+    """User trial: "due now: 162" beside "160 tracked" (gone pages a sitemap still lists are
+    due too), and a next-due stamp with microseconds beside whole seconds elsewhere."""
+    info = {
+        "collection": "pages", "points": 9, "chunks_recorded": 9, "pages": {"live": 160, "gone": 2},
+        "pages_tracked": 160, "pages_due": 162, "pages_due_gone": 2, "pages_pending": 0, "pages_failing": 0,
+        "next_due_at": "2026-12-04T09:24:09.285608+00:00", "interval_min": "6.0h", "interval_median": "6.0h",
+        "interval_max": "6.0h", "last_pass": None, "failing_examples": [],
+    }
+    text = render_status(info)
+    assert "due now: 162 (of them 2 gone but still listed, looked at again in case they return)" in text
+    assert "next due: 2026-12-04T09:24:09Z" in text
+    text = render_status({**info, "pages_due": 3, "pages_due_gone": 0, "next_due_at": None})
+    assert "due now: 3   pending" in text and "next due: -" in text
