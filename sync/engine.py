@@ -437,6 +437,17 @@ class _Pass:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
             sm.errors.append((", ".join(cfg.sitemaps), "sitemap(s) listed no URLs; nothing purged "
                               "(if the site really is empty, run again with --allow-mass-delete)"))
+        elif cfg.sitemaps and sm.complete and sitemap_now and before and not cfg.allow_mass_delete:
+            # The same per site: with several sitemaps, one that comes back empty would purge its
+            # whole site under the others' URLs (and a small site is under the guard's minimum).
+            # A site is a configured sitemap's host and port: pages of a --sitemap dropped from
+            # the configuration go (out of scope, or left the sitemap) as before.
+            configured = {url_host(canonical_url(u))[0] for u in cfg.sitemaps}
+            listed = {url_host(u)[0] for u in sitemap_now}
+            emptied = sorted({h for u in before if (h := url_host(u)[0]) in configured and h not in listed})
+            if emptied:
+                sm.errors.append((", ".join(emptied), "the sitemaps listed no URLs of this site any more; nothing "
+                                  "purged (if it really is empty, run again with --allow-mass-delete)"))
         self.report.pages_in_sitemaps = len(sitemap_now)
         self.report.sitemap_errors = len(sm.errors)
         for url, err in sm.errors:

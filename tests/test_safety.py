@@ -331,3 +331,45 @@ def test_short_pages_all_changed_to_one_text_are_held(site, harness):
     rep = harness.run(full=True)
     assert rep.mass_delete_blocked == 8 and rep.pages_changed == 0 and not rep.ok
     assert harness.points() == before
+
+
+def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
+    """User trial: three sitemaps; one site's sitemap came back as an empty urlset and its
+    pages were purged ("left the sitemap"), exit 0; with that sitemap alone it was refused.
+    Per site now: a configured site whose sitemap lists nothing purges nothing."""
+    from demo.site_server import Site, SiteServer
+
+    build(site, n=6)
+    other = Site()
+    with SiteServer(other) as server:
+        other.server = server  # type: ignore[attr-defined]
+        for i in range(2):
+            other.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
+        both = [harness.sitemap(), server.url("/sitemap.xml")]
+        assert harness.run(sitemaps=both).pages_added == 8
+        before = harness.points()
+        for i in range(2):
+            other.resources[f"/b{i}.html"].in_sitemap = False
+        rep = harness.run(sitemaps=both, full=True)
+        assert rep.pages_removed == 0 and rep.sitemap_errors == 1 and not rep.ok
+        assert "listed no URLs of this site" in rep.errors[-1]["error"]
+        assert harness.points() == before
+        rep = harness.run(sitemaps=both, allow_mass_delete=True)
+        assert rep.pages_removed == 2 and rep.ok
+        assert not any(u.startswith(server.url("/")) for u in by_url(harness.points()))
+
+
+def test_a_sitemap_dropped_from_the_config_still_takes_its_pages_with_it(site, harness):
+    """Not an empty sitemap: a site no longer configured is out of scope, and its pages go."""
+    from demo.site_server import Site, SiteServer
+
+    build(site, n=6)
+    other = Site()
+    with SiteServer(other) as server:
+        other.server = server  # type: ignore[attr-defined]
+        for i in range(2):
+            other.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
+        assert harness.run(sitemaps=[harness.sitemap(), server.url("/sitemap.xml")]).pages_added == 8
+        rep = harness.run()
+        assert rep.ok and rep.pages_removed == 2 and rep.sitemap_errors == 0, rep.errors
+        assert {u for u in by_url(harness.points())} == {site.server.url(f"/p{i}.html") for i in range(6)}
