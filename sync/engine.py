@@ -50,7 +50,7 @@ from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
 from .decision import Action, Decision, Outcome, broken_deploy, decide, may_be_broken, needs_unconditional_fetch
-from .errors import PagesyncError
+from .errors import ConfigError, PagesyncError
 from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
@@ -386,6 +386,24 @@ class _Pass:
         self._record(page, Decision(Action.FAIL, message))
         self._save([page])
 
+    def _check_embedder(self) -> None:
+        """Refuse a pass whose embedder is not the last pass's into this collection, unless
+        --full: only the pages it visits would get the new model's vectors, the others keep
+        the old one's, and a collection of two models answers searches wrongly while
+        nothing else notices (the vector size may be the same). --full re-embeds every page
+        in this pass; `pagesync reindex` builds a new collection and switches to it whole."""
+        last, cfg = self.last_report, self.cfg
+        was = last.get("embedder")
+        if (not was or was == self.embedder.model_id or cfg.full or cfg.repair
+                or last.get("collection") not in (None, self.store.collection)):
+            return
+        raise ConfigError(
+            f"the last pass into collection {self.store.collection!r} embedded with {was!r}, this one would with "
+            f"{self.embedder.model_id!r}: only the pages it visits would change model, and the collection would mix "
+            f"both. Run with --embedder {was} (or the option that names it), or switch models with `pagesync "
+            f"reindex --embedder ...` (a new collection, switched when whole) or `run --full` (every page "
+            f"re-embedded in this pass)")
+
     def _save(self, pages: Sequence[PageState]) -> None:
         if not self.cfg.dry_run:
             self.state.put_many(pages)
@@ -400,6 +418,7 @@ class _Pass:
         if self.store.exists() or not cfg.dry_run:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
+        self._check_embedder()  # the same size, another model: exit 2 too
 
         if cfg.repair:
             await self._repair()
