@@ -327,11 +327,14 @@ class _Pass:
         self.observed: dict[str, list[tuple[float, bool]]] = {}
         self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
         self.reasons: dict[str, str] = {}
-        if fetcher.scope is None:
-            fetcher.scope = self.scope.check
-        self._bind_cache(fetcher)
+        # What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass
+        # (a library caller's loop) gets this pass's scope and state, not the first one's.
+        # What the caller gave it before its first pass stays the caller's choice.
+        given = getattr(fetcher, "given", None) or {"scope": fetcher.scope, "cache": fetcher.cache}
+        fetcher.scope = given["scope"] or self.scope.check
+        self._bind_cache(fetcher, given["cache"])
 
-    def _bind_cache(self, fetcher: Fetcher) -> None:
+    def _bind_cache(self, fetcher: Fetcher, cache: FetchCache | None) -> None:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.
 
         A dry run reads the cache (its conditional GETs are as cheap as a real pass's) but
@@ -339,7 +342,6 @@ class _Pass:
         (the Qdrant state keeps pages, not HTTP copies) leaves the Fetcher uncached:
         robots.txt is then read once per pass and sitemaps are fetched in full.
         """
-        cache = fetcher.cache
         if cache is None and isinstance(self.state, FetchCache):
             cache = self.state
         if cache is not None and self.cfg.dry_run:

@@ -295,6 +295,9 @@ class Fetcher:
         self._hosts: dict[str, _Host] = {}
         self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
         self.cache = cache
+        # The scope and cache the caller chose: a pass fills in what is None with its own
+        # (its sources' scope, its state) and the next pass with its own again.
+        self.given = {"scope": scope, "cache": cache}
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0

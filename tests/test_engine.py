@@ -695,3 +695,40 @@ def test_a_page_read_as_mojibake_by_extractor_v4_is_read_again(site, harness, mo
     assert texts and all("Справка" in t or "по-русски" in t for t in texts)
     rep = harness.run(full=True)  # from now on conditional again, and nothing to do
     assert rep.pages_not_modified == 1 and rep.chunks_written == 0
+
+
+def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harness, tmp_path):
+    """User trial (library): a Fetcher reused for a second pass kept the first pass's scope
+    (every page of a second site skipped as out of scope, report ok) and its state as cache
+    (a closed database). Each pass now gives it its own."""
+    import asyncio
+
+    import httpx
+
+    from demo.site_server import Site, SiteServer
+    from sync import Fetcher, PassConfig, arun_pass
+
+    build(site, n=2)
+    other = Site()
+    with SiteServer(other) as server:
+        other.server = server  # type: ignore[attr-defined]
+        other.set("/b.html", page_html("B", [para("b")]))
+
+        async def two_passes():
+            async with httpx.AsyncClient() as client:
+                fetcher = Fetcher(client)
+                reports = []
+                for name, sitemaps in (("a", [harness.sitemap()]), ("b", [server.url("/sitemap.xml")])):
+                    with StateDB(tmp_path / f"{name}.db") as st:
+                        store = EdgeStore(tmp_path / f"q-{name}", "pages")
+                        try:
+                            reports.append(await arun_pass(PassConfig(sitemaps=sitemaps, now=harness.now),
+                                                           fetcher=fetcher, store=store, state=st,
+                                                           embedder=HashEmbedder(16)))
+                        finally:
+                            store.close()
+                return reports
+
+        first, second = asyncio.run(two_passes())
+    assert first.ok and first.pages_added == 2
+    assert second.ok and second.pages_added == 1 and second.pages_skipped == 0, second.errors
