@@ -10,8 +10,9 @@ summaries, so memory grows with the number of pages, not of points. Findings:
 - broken: a live page whose current points have gaps or duplicates in `chunk_index`, a
   `chunk_id` that is not `sha256(url)_cN`, or a point id not derived from its `chunk_id`;
 - missing: live pages with no points, or fewer than their recorded chunk count;
-- foreign: points with no `url` payload (written by something else): reported, and
-  touched only with `include_foreign`.
+- foreign: points with no `url` payload, or with a `url` on a site (host and port) this
+  state never tracked (written by something else: another state sharing the
+  collection): reported, and touched only with `include_foreign`.
 
 A repair deletes orphan points and old generations (and foreign points when asked), and
 re-indexes broken and missing pages and pages with an old title through a repair pass. An
@@ -27,6 +28,7 @@ from typing import Any, Iterator
 from .ids import point_id as make_point_id
 from .ids import url_digest
 from .plural import plural
+from .scope import url_host
 from .state_protocol import State
 from .store import Store
 
@@ -118,8 +120,12 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
 
     t0 = time.monotonic()
     rep = AuditReport()
-    live = {p.url: p for p in state.all_pages() if p.indexed}
+    pages = state.all_pages()
+    live = {p.url: p for p in pages if p.indexed}
     rep.pages_live = len(live)
+    # The sites (host and port) this state has ever tracked: a point of another site is
+    # another writer's (a second state sharing the collection), not an orphan of ours.
+    sites = {url_host(p.url)[0] for p in pages}
     seen: dict[str, _UrlSummary] = {}
     scanned = 0
     # The hot loop: one pass of plain tuples and dicts, the per-url work (page lookup, url
@@ -137,8 +143,12 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             if summary is None:
                 page = live_get(url)
                 if page is None:
-                    rep.note("orphans", 1, {"id": pid, "url": url}, examples)
-                    rep.delete_ids.append(pid)
+                    if sites and url_host(url)[0] not in sites:
+                        rep.note("foreign", 1, {"id": pid, "url": url}, examples)
+                        rep.foreign_ids.append(pid)
+                    else:
+                        rep.note("orphans", 1, {"id": pid, "url": url}, examples)
+                        rep.delete_ids.append(pid)
                     continue
                 summary = seen[url] = _UrlSummary(url, page.content_hash, page.title)
             if pl.get("content_hash") != summary.content_hash:

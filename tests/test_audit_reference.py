@@ -12,6 +12,7 @@ a store that only has `scroll`.
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,8 @@ from sync.audit import AuditReport, _has_gaps_or_dupes, audit_collection
 from sync.ids import POINT_ID_NAMESPACE, chunk_id
 from sync.store import StoredPoint
 
-URLS = ["https://d.example/a", "https://d.example/b", "https://d.example/c", "https://d.example/é"]
+URLS = ["https://d.example/a", "https://d.example/b", "https://d.example/c", "https://d.example/é",
+        "https://other.example/x"]
 HASHES = ["h1", "h2"]
 TITLES = ["T", "Old T", "", None, 3]  # None: the payload has no title (or the state records none)
 
@@ -67,6 +69,7 @@ class LeanStore(ScrollOnlyStore):
 def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> AuditReport:
     rep = AuditReport()
     live = {p.url: p for p in state.all_pages() if p.indexed}
+    sites = {urlsplit(p.url).netloc.lower() for p in state.all_pages()}
     rep.pages_live = len(live)
     seen: dict[str, dict] = {}
     for point in store.scroll(batch=batch, payload_fields=["url", "chunk_id", "chunk_index", "content_hash", "title"]):
@@ -79,8 +82,12 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             continue
         page = live.get(url)
         if page is None:
-            rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
-            rep.delete_ids.append(point.id)
+            if sites and urlsplit(url).netloc.lower() not in sites:
+                rep.note("foreign", 1, {"id": point.id, "url": url}, examples)
+                rep.foreign_ids.append(point.id)
+            else:
+                rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
+                rep.delete_ids.append(point.id)
             continue
         s = seen.setdefault(url, {"indexes": {}, "bad": [], "stale": [], "titles": []})
         if pl.get("content_hash") != page.content_hash:

@@ -296,3 +296,26 @@ def test_a_run_with_another_embedder_of_the_same_size_is_refused_unless_full(sit
     assert r.returncode == 0, r.stderr
     assert {p["embedder"] for p in stored(work).values()} == {"sentence-transformers/all-MiniLM-L6-v2"}
     assert cli(work, "run", *common).returncode == 0  # the new model from now on
+
+
+def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):
+    """User trial: two sites, each with its own --state, in one collection; `audit --fix
+    --state a.db` deleted the other site's points as orphans, and that site's next run did
+    not notice (0 fetched). Points of a site a state never tracked are foreign to it."""
+    from demo.site_server import Site, SiteServer
+    from tests.test_cli import page_html, para
+
+    build(site, n=2)
+    other = Site()
+    with SiteServer(other) as server:
+        other.server = server  # type: ignore[attr-defined]
+        other.set("/b.html", page_html("B", [para("b")]))
+        for state, sm in (("a.db", sitemap(site)), ("b.db", server.url("/sitemap.xml"))):
+            r = cli(work, "run", "--sitemap", sm, "--qdrant-path", "q", "--state", state, "--embedder", "fake")
+            assert r.returncode == 0, r.stderr
+        before = stored(work)
+        r = cli(work, "audit", "--qdrant-path", "q", "--state", "a.db", "--json")
+        found = json.loads(r.stdout)["audit"]
+        assert found["counts"]["orphans"] == 0 and found["counts"]["foreign"] > 0, found
+        r = cli(work, "audit", "--fix", "--qdrant-path", "q", "--state", "a.db", "--embedder", "fake")
+        assert stored(work) == before, "another state's site was deleted"
