@@ -5,6 +5,8 @@ SQLite (`--state PATH`) and Qdrant (`--state qdrant`)."""
 from __future__ import annotations
 
 import json
+import tempfile
+import uuid
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
@@ -31,33 +33,65 @@ def export_points(store: Store, out: IO[str], *, with_vectors: bool = False) -> 
     return n
 
 
+def _point(line: str, lineno: int) -> StoredPoint:
+    """One line of an export as a point, or `ConfigError` naming the line: a point id is a
+    UUID or an unsigned integer (what Qdrant takes), and it needs a vector."""
+    try:
+        rec = json.loads(line)
+        pid, payload, vector = rec["id"], dict(rec["payload"]), rec.get("vector")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"line {lineno}: not a point as export writes it ({exc})") from None
+    if isinstance(pid, bool) or not (isinstance(pid, int) and pid >= 0):
+        try:
+            pid = str(uuid.UUID(str(pid)))
+        except ValueError:
+            raise ConfigError(f"line {lineno}: point id {rec['id']!r} is neither a UUID nor an unsigned "
+                              "integer") from None
+    if not vector:
+        raise ConfigError(f"line {lineno}: point {pid} has no vector (export with --with-vectors)")
+    if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                               for x in vector):
+        raise ConfigError(f"line {lineno}: point {pid}'s vector is not a list of numbers")
+    return StoredPoint(pid, payload, vector)  # type: ignore[arg-type]  # an int id stays an int
+
+
 def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
-    """Upsert points as given. Every point needs a vector (export --with-vectors)."""
-    buf: list[StoredPoint] = []
-    n = 0
-    dim_checked = False
+    """Upsert points as given, after every line was checked: a line that is no point, has
+    no vector, an id Qdrant would refuse or a vector of another size than the first is a
+    `ConfigError` naming it, and nothing is written (CONTRACT.md: exit 2, nothing written).
+    Input that cannot be read twice (a pipe) is kept in a temporary file while checked."""
+    spool = None if lines.seekable() else tempfile.TemporaryFile("w+", encoding="utf-8")
+    start = lines.tell() if spool is None else 0
+    dim: int | None = None
     for lineno, line in enumerate(lines, 1):
+        if spool is not None:
+            spool.write(line)
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-            point = StoredPoint(str(rec["id"]), dict(rec["payload"]), rec.get("vector"))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"line {lineno}: not a point as export writes it ({exc})") from None
-        if not point.vector:
-            raise ConfigError(f"line {lineno}: point {point.id} has no vector (export with --with-vectors)")
-        if not dim_checked:
-            try:
-                store.ensure_collection(len(point.vector))
-            except CollectionMismatchError:
-                # No embedder is involved here: the size to name is the file's.
-                size = getattr(store, "vector_size", lambda: None)()
-                held = f"{size}-dimensional vectors" if size is not None else "vectors of another size"
-                raise CollectionMismatchError(
-                    f"the points in the file have {len(point.vector)}-dimensional vectors but collection "
-                    f"{store.collection!r} holds {held}; import into another --collection") from None
-            dim_checked = True
-        buf.append(point)
+        size = len(_point(line, lineno).vector or [])
+        if dim is None:
+            dim = size
+        elif size != dim:
+            raise ConfigError(f"line {lineno}: a {size}-dimensional vector among {dim}-dimensional ones "
+                              "(the first line's); nothing imported")
+    if dim is None:
+        return 0
+    try:
+        store.ensure_collection(dim)
+    except CollectionMismatchError:
+        # No embedder is involved here: the size to name is the file's.
+        held_size = getattr(store, "vector_size", lambda: None)()
+        held = f"{held_size}-dimensional vectors" if held_size is not None else "vectors of another size"
+        raise CollectionMismatchError(
+            f"the points in the file have {dim}-dimensional vectors but collection "
+            f"{store.collection!r} holds {held}; import into another --collection") from None
+    source = spool if spool is not None else lines
+    source.seek(start)
+    buf: list[StoredPoint] = []
+    n = 0
+    for lineno, line in enumerate(source, 1):
+        if line.strip():
+            buf.append(_point(line, lineno))
         if len(buf) >= batch:
             store.upsert(buf)
             n += len(buf)
@@ -65,6 +99,8 @@ def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
     if buf:
         store.upsert(buf)
         n += len(buf)
+    if spool is not None:
+        spool.close()
     return n
 
 

@@ -417,6 +417,11 @@ def _same_points(a: list[dict], b: list[dict]) -> None:
         assert all(abs(x - y) < 1e-5 for x, y in zip(a[pid]["vector"], b[pid]["vector"]))
 
 
+def good_line(i: int) -> str:
+    url = f"https://x.example/p{i}"
+    return json.dumps({"id": point_id(chunk_id(url, 0)), "payload": {"url": url, "chunk_index": 0}, "vector": [0.6, 0.8]})
+
+
 def test_import_of_a_malformed_line_exits_2_and_writes_no_points(work):
     good = json.dumps({"id": point_id(chunk_id("https://x.example/a", 0)),
                        "payload": {"url": "https://x.example/a", "chunk_index": 0}, "vector": [0.6, 0.8]})
@@ -426,15 +431,29 @@ def test_import_of_a_malformed_line_exits_2_and_writes_no_points(work):
         ('{"payload": {"url": "u"}, "vector": [1.0, 0.0]}\n', "line 1"),  # no id
         (good + "\n" + '{"id": "x", "payload": [1, 2]\n', "line 2"),  # broken second line
         (no_vector + "\n", "line 1"),  # a plain export line: no vector
+        # User trial: 600 good lines, then an id Qdrant refuses: 512 points were written, exit 1.
+        ("".join(good_line(i) + "\n" for i in range(600)) + json.dumps(
+            {"id": "not-a-uuid", "payload": {}, "vector": [0.6, 0.8]}) + "\n" + good_line(600) + "\n", "line 601"),
+        (good_line(0) + "\n" + good_line(1) + "\n" + json.dumps(
+            {"id": point_id("c"), "payload": {}, "vector": [0.6, 0.8, 0.0]}) + "\n", "line 3"),  # mixed sizes
     ]
     results = parallel(*[
         (lambda i=i, text=text: cli(work, "import", "--collection", f"target{i}", "--qdrant-path", "q", input=text))
         for i, (text, _) in enumerate(cases)
     ])
     for i, ((text, where), r) in enumerate(zip(cases, results)):
-        assert r.returncode == 2, (text, r.returncode, r.stderr)
+        assert r.returncode == 2, (text[:200], r.returncode, r.stderr)
         assert where in one_error_line(r)
         assert stored(work, collection=f"target{i}") == {}
+    # The same from a file (read twice: checked, then imported) as from stdin (spooled).
+    (work / "bad.jsonl").write_text(cases[-2][0])
+    r = cli(work, "import", "bad.jsonl", "--collection", "fromfile", "--qdrant-path", "q")
+    assert r.returncode == 2 and "line 601" in one_error_line(r)
+    assert stored(work, collection="fromfile") == {}
+    (work / "ok.jsonl").write_text("".join(good_line(i) + "\n" for i in range(300)))
+    r = cli(work, "import", "ok.jsonl", "--collection", "fromfile", "--qdrant-path", "q")
+    assert r.returncode == 0, r.stderr
+    assert len(stored(work, collection="fromfile")) == 300
 
 
 def test_import_of_a_missing_file_exits_2(work):
