@@ -23,7 +23,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import StoreError, StoreUnavailableError
 
 __all__ = ["ALIAS_FILE", "read_aliases", "resolve_alias", "write_alias"]
 
@@ -38,6 +38,10 @@ def read_aliases(root: str | os.PathLike[str]) -> dict[str, str]:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        # A --qdrant-path that names a file: a configuration error (exit 2), not a store failure.
+        raise StoreUnavailableError(f"cannot use {root} as the embedded store: it is a file, not a directory "
+                                    "(--qdrant-path names a directory)") from None
     except OSError as exc:
         raise StoreError(f"cannot read the alias file {path}: {exc}") from None
     try:

@@ -117,12 +117,16 @@ def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
         lambda: cli(work, "export", "--qdrant-url", "http://127.0.0.1:1"),
         lambda: cli(work, *args, "--state", "/proc/x/state.db", "--qdrant-path", "q"),
         lambda: cli(work, *args, "--state", "s2.db", "--qdrant-path", "/proc/x/q"),
+        # User trial: a --qdrant-path that is a plain file was exit 1 ("cannot read the alias file").
+        lambda: (work.joinpath("garbage.db").write_text("x"),
+                 cli(work, *args, "--state", "s3.db", "--qdrant-path", "garbage.db"))[1],
     )
     for r in rs:
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
         one_error_line(r)
     assert "Qdrant" in rs[0].stderr and "127.0.0.1:1" in rs[1].stderr
     assert "/proc/x/state.db" in rs[2].stderr and "/proc/x/q" in rs[3].stderr
+    assert "garbage.db" in rs[4].stderr and "not a directory" in rs[4].stderr
 
 
 # -- H: a collection that does not exist -------------------------------------------------------------
