@@ -123,6 +123,20 @@ class PassConfig:
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
 
+    def check(self) -> None:
+        """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
+        no source at all (the scope is the sources': every tracked page would be out of
+        it), a source that is not an http(s) URL, no worker or a share out of [0, 1]."""
+        if not (self.sitemaps or self.urls or self.repair):
+            raise ConfigError("a pass needs at least one sitemap or URL (PassConfig.sitemaps / urls)")
+        for u in (*self.sitemaps, *self.urls):
+            if not isinstance(u, str) or not u.lower().startswith(("http://", "https://")):
+                raise ConfigError(f"{u!r} must be an http(s) URL")
+        if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1:
+            raise ConfigError("workers, embed_batch and write_batch must be at least 1")
+        if not 0.0 <= self.max_delete_share <= 1.0:
+            raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
+
 
 def _uniform_interval_s(policy) -> float | None:
     """Uniform's one interval in seconds (what the run report records); None for the others."""
@@ -1319,6 +1333,7 @@ class _Pass:
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                     splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
     """Async form of `run_pass` (for callers already in an event loop)."""
+    cfg.check()
     state.lock(wait=cfg.wait_lock)
     try:
         return await _Pass(cfg, fetcher, store, state, embedder, splitter or Splitter(), on_progress).run()

@@ -101,6 +101,9 @@ class Report:
         sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
         # Due pages left for the next pass by --max-fetches: said only when there are some.
         deferred = f", {self.pages_deferred} deferred (--max-fetches)" if self.pages_deferred else ""
+        # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
+        if self.sitemap_errors:
+            deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "

@@ -732,3 +732,27 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
         first, second = asyncio.run(two_passes())
     assert first.ok and first.pages_added == 2
     assert second.ok and second.pages_added == 1 and second.pages_skipped == 0, second.errors
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({}, "at least one sitemap or URL"),
+    ({"urls": ["not a url"]}, "'not a url' must be an http(s) URL"),
+    ({"sitemaps": ["ftp://x.example/sitemap.xml"]}, "must be an http(s) URL"),
+    ({"urls": ["https://x.example/"], "workers": 0}, "at least 1"),
+    ({"urls": ["https://x.example/"], "max_delete_share": 1.5}, "not a share"),
+])
+def test_a_library_pass_config_the_cli_would_refuse_is_a_config_error(kw, says, harness):
+    """User trial (library): PassConfig() with no source, a non-URL or workers=0 ran and
+    reported ok; the CLI refuses each with exit 2."""
+    from sync import PassConfig
+    from sync.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        PassConfig(**kw).check()
+
+
+def test_the_summary_line_counts_sitemap_errors():
+    from sync.report import Report
+
+    assert "0 failed, 1 sitemap error; chunks" in Report(sitemap_errors=1).summary()
+    assert "sitemap error" not in Report().summary()
