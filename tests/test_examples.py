@@ -47,3 +47,22 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     assert second.returncode == 1 and "audit exit 1" in second.stderr
     audit = json.loads((tmp_path / "audit.json").read_text())["audit"]
     assert audit["counts"]["orphans"] == 1
+
+
+def test_the_readme_library_snippet_runs(site, tmp_path):
+    """README's "Library use" code, as written, against the local site (its sitemap URL and,
+    to load no model, the fake embedder substituted): a user's first copy-paste must work."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Library use"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert "https://docs.example.com/sitemap.xml" in code and "make_embedder(None)" in code
+    build(site, n=2)
+    code = code.replace("https://docs.example.com/sitemap.xml", site.server.url("/sitemap.xml"))
+    code = code.replace("make_embedder(None)", 'make_embedder("fake")')
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "2 fetched" in r.stdout and "add 2" in r.stdout, r.stdout
