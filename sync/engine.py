@@ -307,6 +307,7 @@ class _Pass:
         self.suspects: dict[str, tuple[_Pending, str]] = {}
         self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
         self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
+        self.store_was_empty = False  # the collection was missing or empty when the pass began
         self.visiting: set[str] = set()
         # Indexed pages whose points the collection lost (missing or empty at the pass's
         # start): fetched unconditionally and rewritten this pass (`_check_lost`).
@@ -431,6 +432,7 @@ class _Pass:
         cfg = self.cfg
         # Before ensure_collection, which would create a missing collection.
         lost = not cfg.repair and self._collection_empty()
+        self.store_was_empty = lost
         if self.store.exists() or not cfg.dry_run:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
@@ -1152,7 +1154,11 @@ class _Pass:
         page, chunks = item.page, item.chunks
         self._hold_text(page.url, markdown)
         stored: dict[str, list[float]] = {}
-        if (self.read_stored and chunks and (page.indexed or page.pending_hash is not None)
+        # A new page may have points all the same: the state was lost or replaced while the
+        # collection stayed (a deleted state.db, a fresh CI cache). Looked up unless the
+        # collection was empty when the pass began (a first index reads nothing).
+        known = page.indexed or page.pending_hash is not None
+        if (self.read_stored and chunks and (known or not self.store_was_empty)
                 and page.url not in self.rebuild):  # a lost collection holds nothing to reuse
             # Read before anything of this page is written (its write comes at a later flush).
             stored = await self._read_vectors(page.url)

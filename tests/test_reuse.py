@@ -452,3 +452,19 @@ def test_permanently_moved_page_keeps_its_vectors_under_the_new_url(site, tmp_pa
     assert rep.chunks_embedded == 0 and emb.inputs == [] and rep.chunks_reused == n
     assert {p["url"] for p in h.points().values()} == {site.server.url("/new.html")}
     assert_equals_fresh_index(h, tmp_path)
+
+
+def test_a_lost_state_re_embeds_nothing_the_collection_still_holds(site, harness):
+    """User trial: after the state file was deleted, the next pass re-added every page and
+    embedded all 757 chunks again, although their vectors were in the collection."""
+    from tests.test_engine import build
+    from tests.test_moved import assert_equals_fresh
+
+    build(site, n=4)
+    first = harness.run()
+    for f in harness.state_path.parent.glob(harness.state_path.name + "*"):
+        f.unlink()
+    rep = harness.run()
+    assert rep.pages_added == 4 and rep.chunks_embedded == 0
+    assert rep.chunks_reused == first.chunks_written
+    assert_equals_fresh(harness)
