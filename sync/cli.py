@@ -52,12 +52,13 @@ QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
 NO_STATE = "no page state {where}: run 'pagesync run' first"
 
 
-def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path):
+def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path,
+                lock_wait: float = 10.0):
     from .store import ClientStore, EdgeStore
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
-    return EdgeStore(qdrant_path, collection)
+    return EdgeStore(qdrant_path, collection, lock_wait=lock_wait)
 
 
 def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False):
@@ -408,7 +409,8 @@ def status(
         from .status import collect_status, render_status
 
         clock = _parse_now(now)
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        # A shard a running pass holds is not waited for: status reports from the state.
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path, lock_wait=0.5)
         try:
             # No require_collection: a missing collection is status's first warning line.
             with _open_state(state, store, missing=NO_STATE) as st:

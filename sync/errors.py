@@ -14,6 +14,7 @@ __all__ = [
     "StateLeaseLostError",
     "StateUnusableError",
     "StoreError",
+    "StoreHeldError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "StoreUnavailableError",
@@ -63,6 +64,11 @@ class StoreUnavailableError(StoreError, ConfigError):
     refuses the API key, an embedded shard held by another process, a --qdrant-path that
     cannot hold a shard. Exit 2 when it stops a command; mid-pass, a write it fails is a
     failed page like any other StoreError."""
+
+
+class StoreHeldError(StoreUnavailableError):
+    """The embedded shard is held by another process (a pass running): read-only reports
+    such as `status` go on without it."""
 
 
 class CollectionMismatchError(ConfigError):

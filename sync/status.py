@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from .errors import StoreHeldError
 from .plural import plural
 from .policy import host_lastmod_trust, lastmod_makes_due
 from .state import GONE
@@ -25,6 +26,12 @@ def _fmt_interval(seconds: float | None) -> str:
 
 
 def collect_status(state: State, store: Store, now: datetime, *, with_pages: bool = False) -> dict[str, Any]:
+    # "status always reports": an embedded collection a running pass holds is not counted,
+    # and the rest comes from the state (a warning says so).
+    try:
+        points, held = (store.count() if store.exists() else 0), None
+    except StoreHeldError as exc:
+        points, held = None, str(exc)
     pages = state.all_pages()
     live = [p for p in pages if p.status != GONE]
     due = state.due_urls(now)  # the same rule a pass uses
@@ -34,7 +41,7 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     info: dict[str, Any] = {
         "now": now.isoformat(),
         "collection": store.collection,
-        "points": store.count() if store.exists() else 0,
+        "points": points,
         "pages": dict(Counter(p.status for p in pages)),
         "pages_tracked": len(live),
         "pages_due": len(due),
@@ -60,6 +67,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     # A missing collection may also be a mistyped --collection or --qdrant-path: status
     # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
+    if held:
+        info["warnings"].append(f"points not counted: {held} (a pass running?); the rest is the state's")
     if info["points"] == 0 and info["chunks_recorded"] > 0:
         recorded = f"the state records {plural(info['chunks_recorded'], 'chunk')}"
         if store.exists():
@@ -150,7 +159,9 @@ def _when(stamp: str | None) -> str:
 def render_status(info: dict[str, Any]) -> str:
     lines = [f"warning: {w}" for w in info.get("warnings", [])]
     lines += [
-        f"collection {info['collection']}: {plural(info['points'], 'point')}; state records {plural(info['chunks_recorded'], 'chunk')}",
+        f"collection {info['collection']}: "
+        f"{'points not counted' if info['points'] is None else plural(info['points'], 'point')}; "
+        f"state records {plural(info['chunks_recorded'], 'chunk')}",
         _pages_line(info),
         f"due now: {info['pages_due']}{_due_gone(info)}   pending writes: {info['pages_pending']}   "
         f"failing: {info['pages_failing']}",

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
 from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
-                     StoreError, StoreUnavailableError)
+                     StoreError, StoreHeldError, StoreUnavailableError)
 from .hashing import reuse_key
 
 try:
@@ -247,7 +247,7 @@ class EdgeStore(_PagedScroll):
                 raise
             # Held, but not under pagesync.lock: another program (or a pagesync from before
             # the lock). Not polled: each attempt maps the held shard's segments read-write.
-            raise StoreUnavailableError(f"embedded store ({path}) is open in another process or thread "
+            raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
                                         f"(its write-ahead log is locked)") from None
 
     def _lock(self, path: Path) -> None:
@@ -265,7 +265,7 @@ class EdgeStore(_PagedScroll):
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    raise StoreUnavailableError(f"embedded store ({path}) is open in another process or thread "
+                    raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
                                                 f"(waited {self.lock_wait:g}s)") from None
                 time.sleep(0.05)
             except BaseException:

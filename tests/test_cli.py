@@ -540,3 +540,23 @@ def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
     assert "would purge 6 of 10 tracked pages" in guard[0] and "--allow-mass-delete" in guard[0]
     assert len(stored(work)) > 0 and {p["url"] for p in stored(work).values()} == {
         site.server.url(f"/p{i}.html") for i in range(10)}
+
+
+def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
+    """User trial: `status` during a run waited 10 s and exited 2 ("open in another process").
+    README: status always reports; the points are then not counted, and a warning says so."""
+    build(site)
+    assert run(site, work).returncode == 0
+    holder = EdgeStore(work / "q", "pages")  # as a running pass holds it
+    try:
+        holder.count()
+        r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
+        rj = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
+    finally:
+        holder.close()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("warning: points not counted: embedded store"), r.stdout
+    assert "collection pages: points not counted; state records" in r.stdout
+    assert "pages: 3 tracked" in r.stdout
+    info = json.loads(rj.stdout)
+    assert info["points"] is None and info["pages_tracked"] == 3
