@@ -154,7 +154,10 @@ def plan_events(
     gone ones (404/410/301) that a sitemap or `extra_urls` still names. `rebuild`: indexed
     pages whose points the collection lost (it was missing or empty at the pass's start):
     visited with reason "rebuild". `feed`: the hosts whose lastmods are a change feed
-    (`feed_hosts(sitemap_now)`), when the caller has them already.
+    (`feed_hosts(sitemap_now)`), when the caller has them already. A due page whose
+    recorded advance awaits its visit (`lastmod_pending`; a pass that recorded it was
+    killed before the visit, see `record_sitemap`) goes as "lastmod" again while its host
+    is trusted, as it would have in that pass.
     """
     diff = diff_sitemap(sitemap_before, sitemap_now, feed)
     reasons: dict[str, str] = {}
@@ -179,7 +182,8 @@ def plan_events(
         if lastmod_due(u):
             add(u, "lastmod")
     for u in due:
-        add(u, "due")
+        page = known.get(u)
+        add(u, "lastmod" if page is not None and page.lastmod_pending and lastmod_due(u) else "due")
     if full:
         # Gone pages too while a sitemap or --url still names them: one may be back.
         for u, page in known.items():
@@ -215,6 +219,16 @@ def record_sitemap(
     NEW, due, no points claimed); `to_record` (`lastmods_to_record`) sets membership and
     the `lastmod` the next diff compares against; advances are marked `lastmod_pending`
     (counted toward the host's trust at the page's visit). Known pages are updated in place.
+
+    Crash safety rests on one rule: whatever this write records of the new sitemap never
+    gets ahead of the visit it asks for. A recorded stamp is what the next pass diffs
+    against, so once it is written the diff shows the advance no more (a kept sitemap or a
+    304 gives the same entries): hence a trusted advance and a newly listed page are made
+    due (`due_at` now) in the very row that records their new stamp or membership. A pass
+    killed before the visit leaves them due, and the next pass visits them (an advance
+    still as "lastmod", `plan_events`); one that gets there reschedules them as usual.
+    Pages that left the sitemap are not touched here: they stay listed in the state until
+    their purge (`_apply_purges`), so the next pass sees them leave again.
     """
     pages: dict[str, PageState] = {}
     dirty: dict[str, PageState] = {}
@@ -231,11 +245,16 @@ def record_sitemap(
         if not page.lastmod_pending:
             page.lastmod_pending = True
             dirty[url] = page
+        if lastmod_due(url) and page.due_at is not None and page.due_at > now:
+            page.due_at = now  # written with the new stamp (every advance is in `to_record`): one row
+            dirty[url] = page
     for url in sorted(to_record):
         lastmod = to_record[url]
         page = pages.get(url) or known.get(url)
         if page is None:
             continue
+        if not page.in_sitemap and page.due_at is not None and page.due_at > now:
+            page.due_at = now  # newly listed: visited this pass ("new" or "due"), so due until then
         if not page.in_sitemap or page.sitemap_lastmod != lastmod:
             page.in_sitemap, page.sitemap_lastmod = True, lastmod
             dirty[url] = page
@@ -523,9 +542,10 @@ class _Pass:
         visits = self._within_budget(visits, known)
 
         # New URLs become rows first (status NEW, no points claimed), so a crash later in
-        # the pass still leaves them due; sitemap membership and lastmod are recorded
-        # (`record_sitemap`). Only rows that are new or altered here are written (a --full
-        # pass over 20,000 known pages writes none of them twice).
+        # the pass still leaves them due; sitemap membership and lastmod are recorded, and
+        # trusted advances made due, in the same rows (`record_sitemap`: the recorded stamp
+        # never gets ahead of the visit it asks for). Only rows that are new or altered
+        # here are written (a --full pass over 20,000 known pages writes none of them twice).
         pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
                                       advanced=advanced, extra=extra, now=self.now, lastmod_due=self._lastmod_due)
         self._save(list(dirty.values()))

@@ -776,3 +776,64 @@ def test_an_edit_made_during_deploy_date_nights_is_followed_when_stamps_vary_aga
         assert st.host_trust_counts()["127.0.0.1"] == (1, 1)  # an advance, confirmed
     assert _payloads(harness) == _fresh_index(site, tmp_path)
 
+
+class _Killed(Exception):
+    """Stands for a kill -9: the pass stops here, and nothing after it runs."""
+
+
+@pytest.mark.parametrize("at", ["before the sitemap write", "before any visit", "at the edited page",
+                                "before the purges"])
+def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, monkeypatch, at):
+    """The trial: a pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
+    and dies before it gets to them. The next pass gets the same sitemap from its kept
+    copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
+    (and as a trusted advance), p4 due and p3 still listed, and the collection must end
+    as a fresh index of the site."""
+    import sync.engine as engine
+
+    build(site, n=4)
+    harness.run()
+    site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
+    site.set("/p4.html", page_html("Page 4", [para("p4 new")]))
+    site.remove("/p3.html")
+
+    def die(*a, **kw):
+        raise _Killed(at)
+
+    if at == "before the sitemap write":
+        monkeypatch.setattr(engine._Pass, "_within_budget", die)
+    elif at == "before any visit":
+        monkeypatch.setattr(engine._Pass, "_visit", die)
+    elif at == "at the edited page":
+        handle = engine._Pass._handle
+
+        async def handle_or_die(self, page, result):
+            if page.url.endswith("/p1.html"):
+                raise _Killed(at)
+            await handle(self, page, result)
+
+        monkeypatch.setattr(engine._Pass, "_handle", handle_or_die)
+    else:
+        monkeypatch.setattr(engine._Pass, "_apply_purges", die)
+    with pytest.raises(_Killed):
+        harness.run(advance=timedelta(hours=1))
+    monkeypatch.undo()
+
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1  # the kept copy: the diff has nothing new to say
+    url = site.server.url
+    assert rep.pages_removed == 1 and rep.pages_failed == 0
+    if at == "before the purges":  # the killed pass got through its visits: the purge alone was left
+        assert rep.pages_fetched == 0
+    else:
+        assert [c["url"] for c in rep.changes if c["action"] == "changed"] == [url("/p1.html")]
+        assert rep.pages_added == 1 or at == "at the edited page"  # p4 may have been written before the kill
+        with StateDB(harness.state_path) as st:
+            p1 = st.get(url("/p1.html"))
+            assert not p1.lastmod_pending and p1.due_at > harness.now
+            assert history_from_json(p1.history)[-1].announced  # visited as the trusted advance it was
+    with StateDB(harness.state_path) as st:
+        assert st.get(url("/p3.html")).status == "gone" and st.get(url("/p4.html")).status == "live"
+    assert _payloads(harness) == _fresh_index(site, tmp_path)
+    assert harness.run(advance=timedelta(hours=1)).pages_fetched == 0  # and nothing is left over
