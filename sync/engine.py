@@ -81,12 +81,12 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state
+from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state, lastmods_to_record
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
 
-__all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "ChangeEvent", "build_points"]
+__all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "ChangeEvent", "build_points"]
 
 log = logging.getLogger("pagesync")
 
@@ -168,7 +168,10 @@ def plan_events(
     gone ones (404/410/301) that a sitemap or `extra_urls` still names. `rebuild`: indexed
     pages whose points the collection lost (it was missing or empty at the pass's start):
     visited with reason "rebuild". `feed`: the hosts whose lastmods are a change feed
-    (`feed_hosts(sitemap_now)`), when the caller has them already.
+    (`feed_hosts(sitemap_now)`), when the caller has them already. A due page whose
+    recorded advance awaits its visit (`lastmod_pending`; a pass that recorded it was
+    killed before the visit, see `record_sitemap`) goes as "lastmod" again while its host
+    is trusted, as it would have in that pass.
     """
     diff = diff_sitemap(sitemap_before, sitemap_now, feed)
     reasons: dict[str, str] = {}
@@ -193,7 +196,8 @@ def plan_events(
         if lastmod_due(u):
             add(u, "lastmod")
     for u in due:
-        add(u, "due")
+        page = known.get(u)
+        add(u, "lastmod" if page is not None and page.lastmod_pending and lastmod_due(u) else "due")
     if full:
         # Gone pages too while a sitemap or --url still names them: one may be back.
         for u, page in known.items():
@@ -210,6 +214,70 @@ def plan_events(
             reasons.pop(u, None)
     visits = [ChangeEvent(u, r) for u, r in sorted(reasons.items(), key=lambda kv: (REASONS.index(kv[1]), kv[0]))]
     return visits, removals, diff.lastmod_trusted, diff.lastmod_changed
+
+
+def record_sitemap(
+    *,
+    visits: Sequence[ChangeEvent],
+    known: dict[str, PageState],
+    sitemap_now: dict[str, str | None],
+    to_record: dict[str, str | None],
+    advanced: Sequence[str],
+    extra: Sequence[str],
+    now: datetime,
+    lastmod_due: Callable[[str], bool] = lambda url: True,
+) -> tuple[dict[str, PageState], dict[str, PageState]]:
+    """No I/O: what the pass writes about the sitemap before it visits anything.
+
+    Returns (pages to visit, by url; rows to write now). New URLs become rows (status
+    NEW, due, no points claimed); `to_record` (`lastmods_to_record`) sets membership and
+    the `lastmod` the next diff compares against; advances are marked `lastmod_pending`
+    (counted toward the host's trust at the page's visit). Known pages are updated in place.
+
+    Crash safety rests on one rule: whatever this write records of the new sitemap never
+    gets ahead of the visit it asks for. A recorded stamp is what the next pass diffs
+    against, so once it is written the diff shows the advance no more (a kept sitemap or a
+    304 gives the same entries): hence a trusted advance and a newly listed page are made
+    due (`due_at` now) in the very row that records their new stamp or membership. A pass
+    killed before the visit leaves them due, and the next pass visits them (an advance
+    still as "lastmod", `plan_events`); one that gets there reschedules them as usual.
+    Pages that left the sitemap are not touched here: they stay listed in the state until
+    their purge (`_apply_purges`), so the next pass sees them leave again.
+    """
+    pages: dict[str, PageState] = {}
+    dirty: dict[str, PageState] = {}
+    for ev in visits:
+        page = known.get(ev.url)
+        if page is None:  # due_at None: due until a visit schedules it
+            page = dirty[ev.url] = PageState(url=ev.url, status=NEW, first_seen_at=now,
+                                             source="sitemap" if ev.url in sitemap_now else "url")
+        pages[ev.url] = page
+    for url in advanced:
+        page = pages.get(url) or known.get(url)
+        if page is None:
+            continue
+        if not page.lastmod_pending:
+            page.lastmod_pending = True
+            dirty[url] = page
+        if lastmod_due(url) and page.due_at is not None and page.due_at > now:
+            page.due_at = now  # written with the new stamp (every advance is in `to_record`): one row
+            dirty[url] = page
+    for url in sorted(to_record):
+        lastmod = to_record[url]
+        page = pages.get(url) or known.get(url)
+        if page is None:
+            continue
+        if not page.in_sitemap and page.due_at is not None and page.due_at > now:
+            page.due_at = now  # newly listed: visited this pass ("new" or "due"), so due until then
+        if not page.in_sitemap or page.sitemap_lastmod != lastmod:
+            page.in_sitemap, page.sitemap_lastmod = True, lastmod
+            dirty[url] = page
+    for u in extra:
+        page = pages.get(u)
+        if page is not None and page.url not in sitemap_now and page.source != "url":
+            page.source = "url"
+            dirty[u] = page
+    return pages, dirty
 
 
 def build_points(
@@ -500,10 +568,11 @@ class _Pass:
         if lost:
             self._check_lost()
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
-        # lastmod is what the state already holds changes nothing (membership included),
-        # so a pass over 20,000 unchanged pages reads a handful of rows, not 20,000.
-        changed = {u for u, _ in sitemap_now.items() - before.items()}  # new, or another lastmod
-        candidates = changed | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
+        # record does not move (`lastmods_to_record`: the same lastmod, or a host whose
+        # stamps say nothing today, which keeps its recorded ones) changes nothing, so a
+        # pass over 20,000 unchanged pages, or a deploy-date night, reads a handful of rows.
+        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts)
+        candidates = to_record.keys() | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(
@@ -526,35 +595,12 @@ class _Pass:
         visits = self._within_budget(visits, known)
 
         # New URLs become rows first (status NEW, no points claimed), so a crash later in
-        # the pass still leaves them due; sitemap membership and lastmod are refreshed.
-        # Only rows that are new or altered here are written (a --full pass over 20,000
-        # known pages writes none of them twice).
-        pages: dict[str, PageState] = {}
-        dirty: dict[str, PageState] = {}
-        for ev in visits:
-            page = known.get(ev.url)
-            if page is None:
-                page = dirty[ev.url] = PageState(url=ev.url, status=NEW, first_seen_at=self.now,
-                                                 source="sitemap" if ev.url in sitemap_now else "url")
-            pages[ev.url] = page
-        for url in advanced:  # counted toward the host's lastmod trust at the page's next visit
-            page = pages.get(url) or known.get(url)
-            if page is not None and not page.lastmod_pending:
-                page.lastmod_pending = True
-                dirty[url] = page
-        for url in sorted(changed):
-            lastmod = sitemap_now[url]
-            page = pages.get(url) or known.get(url)
-            if page is None:
-                continue
-            if not page.in_sitemap or page.sitemap_lastmod != lastmod:
-                page.in_sitemap, page.sitemap_lastmod = True, lastmod
-                dirty[url] = page
-        for u in extra:
-            page = pages.get(u)
-            if page is not None and page.url not in sitemap_now and page.source != "url":
-                page.source = "url"
-                dirty[u] = page
+        # the pass still leaves them due; sitemap membership and lastmod are recorded, and
+        # trusted advances made due, in the same rows (`record_sitemap`: the recorded stamp
+        # never gets ahead of the visit it asks for). Only rows that are new or altered
+        # here are written (a --full pass over 20,000 known pages writes none of them twice).
+        pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
+                                      advanced=advanced, extra=extra, now=self.now, lastmod_due=self._lastmod_due)
         self._save(list(dirty.values()))
 
         for ev in removals:

@@ -37,6 +37,9 @@ __all__ = [
     "lastmod_trusted",
     "lastmod_state",
     "feed_hosts",
+    "lastmod_advanced",
+    "lastmod_to_record",
+    "lastmods_to_record",
     "collect_sitemaps",
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
@@ -280,6 +283,66 @@ def feed_hosts(entries: Mapping[str, str | None]) -> frozenset[str]:
     return frozenset(h for h, lastmods in by_host.items() if lastmod_state(lastmods) == "varied")
 
 
+def lastmod_advanced(previous: str | None, current: str | None) -> bool:
+    """Whether a URL's `lastmod` moved forward: today's stamp is later than the one recorded.
+
+    A stamp that appears where none was recorded counts (it is news about the page); one
+    that disappears or moves backwards does not (a restored backup, a sitemap served by a
+    stale node, a deploy-date night's stamp still on record: the page did not change
+    because its stamp went back). Stamps are compared as instants when both read as dates,
+    else as the normalised strings the parser writes, which order the same way.
+    """
+    if not current or current == previous:
+        return False
+    if previous is None:
+        return True
+    before, now = parse_lastmod(previous), parse_lastmod(current)
+    if before is not None and now is not None:
+        return now > before
+    return current > previous
+
+
+def lastmod_to_record(previous: str | None, current: str | None, feed: bool) -> str | None:
+    """The `lastmod` the state keeps for a listed URL after this pass: what the next pass's
+    diff compares against. `previous`: the one recorded (None when none is, or the URL is
+    new); `current`: today's; `feed`: whether the URL's host is a feed today (`feed_hosts`).
+
+    Only a feed's stamps become the baseline. A host whose sitemap says nothing today (one
+    stamp on every URL, or no stamps at all) keeps its last feed stamps, so the night after
+    a deploy-date night compares against the stamps before it, not against the deploy date;
+    a URL that lost its own stamp keeps its last one for the same reason. A URL with no
+    stamp on record takes today's even from a deploy-date night: its page was read after
+    that deploy (it was new), so only a later stamp is news about it.
+    """
+    if current is None:
+        return previous
+    if feed or previous is None:
+        return current
+    return previous
+
+
+def lastmods_to_record(previous: Mapping[str, str | None], current: Mapping[str, str | None],
+                       feed: frozenset[str] | None = None) -> dict[str, str | None]:
+    """The listed URLs whose recorded `lastmod` (or sitemap membership) this pass changes:
+    url -> `lastmod_to_record`, for URLs new to `previous` or whose recorded stamp moves.
+
+    Everything else keeps its record untouched, so a pass over 20,000 unchanged entries (or
+    a deploy-date night on a 20,000-URL host) records nothing. `feed`: `feed_hosts(current)`
+    when the caller has it.
+    """
+    if feed is None:
+        feed = feed_hosts(current)
+    out: dict[str, str | None] = {}
+    for url, lm in current.items() - previous.items():
+        if url not in previous:
+            out[url] = lastmod_to_record(None, lm, _netloc(url) in feed)
+        else:
+            keep = lastmod_to_record(previous[url], lm, _netloc(url) in feed)
+            if keep != previous[url]:
+                out[url] = keep
+    return out
+
+
 @dataclass(frozen=True)
 class SitemapDiff:
     added: list[str]
@@ -290,11 +353,14 @@ class SitemapDiff:
 
 def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None],
                  feed: frozenset[str] | None = None) -> SitemapDiff:
-    """Compare the sitemap URLs we tracked (url -> lastmod) with today's.
+    """Compare the sitemap URLs we tracked (url -> lastmod recorded) with today's.
 
-    `lastmod_changed` lists URLs in both whose lastmod differs, on the hosts whose
-    lastmods today are a feed (`feed_hosts`; pass `feed` when already computed): a host
-    with one stamp on every URL has none. `lastmod_trusted`: some host has a feed.
+    `lastmod_changed` lists URLs in both whose lastmod advanced (`lastmod_advanced`: later
+    than the one recorded, never backwards), on the hosts whose lastmods today are a feed
+    (`feed_hosts`; pass `feed` when already computed): a host with one stamp on every URL
+    has none, and its stamps are no advance whatever they are. `lastmod_trusted`: some host
+    has a feed. `previous` should be what `lastmods_to_record` left in the state, which
+    keeps no deploy-date night's stamps as a baseline.
     """
     # Set operations on the mappings' views: 20,000 unchanged URLs are compared in C.
     added = sorted(current.keys() - previous.keys())
@@ -305,7 +371,7 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
     changed: list[str] = []
     if trusted:
         changed = sorted(u for u, lm in current.items() - previous.items()
-                         if lm and u in previous and _netloc(u) in feed)
+                         if lm and u in previous and _netloc(u) in feed and lastmod_advanced(previous[u], lm))
     return SitemapDiff(added, removed, changed, trusted)
 
 

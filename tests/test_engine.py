@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -756,3 +756,144 @@ def test_the_summary_line_counts_sitemap_errors():
 
     assert "0 failed, 1 sitemap error; chunks" in Report(sitemap_errors=1).summary()
     assert "sitemap error" not in Report().summary()
+
+# -- sitemap lastmod across deploy-date nights and killed passes ---------------------------------
+
+def _fresh_index(site, tmp_path) -> dict[str, dict]:
+    """The collection a fresh full index of the site makes now (payloads but `fetched_at`)."""
+    from tests.helpers import Harness
+
+    fresh = Harness(site, tmp_path / "fresh")
+    rep = fresh.run()
+    assert rep.pages_failed == 0
+    return _payloads(fresh)
+
+
+def _payloads(harness) -> dict[str, dict]:
+    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in harness.points().items()}
+
+
+DEPLOY_STAMP = 1_700_000_000  # the server's one stamp on every URL in "same-lastmod" mode (2023-11-14)
+
+
+@pytest.mark.parametrize("recorded", ["kept", "deploy stamp on record"])
+def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp_path, recorded):
+    """The trial: varied stamps, a night with the deploy date on every URL (ignored), the
+    varied (older) stamps back: nothing to visit, no advance counted, so the host keeps
+    its trust and a real edit the next day is followed. "deploy stamp on record": a state
+    in which an earlier pagesync recorded the deploy date as every page's stamp: the
+    stamps going back from it are no advances either."""
+    build(site, n=4)
+    for i in range(4):  # each page its own stamp, all older than the deploy date
+        site.touch(f"/p{i}.html", 1_600_000_000 + i * 86400)
+    assert harness.run().lastmod_state == "varied"
+    url = site.server.url
+    with StateDB(harness.state_path) as st:
+        stamps = {u: st.get(u).sitemap_lastmod for u in (url(f"/p{i}.html") for i in range(4))}
+
+    site.sitemap_mode = "same-lastmod"
+    rep = harness.run(advance=timedelta(hours=12))
+    assert rep.lastmod_state == "same" and rep.pages_fetched == 0
+    with StateDB(harness.state_path) as st:
+        assert {u: st.get(u).sitemap_lastmod for u in stamps} == stamps  # the night's stamp is no baseline
+        if recorded == "deploy stamp on record":
+            deploy = datetime.fromtimestamp(DEPLOY_STAMP, tz=timezone.utc).isoformat()
+            pages = [st.get(u) for u in stamps]
+            for p in pages:
+                p.sitemap_lastmod = deploy
+            st.put_many(pages)
+
+    site.sitemap_mode = "plain"
+    rep = harness.run(advance=timedelta(hours=12))
+    assert rep.lastmod_state == "varied"
+    assert rep.pages_fetched == 0  # the stamps went back, or never moved: no advance
+    with StateDB(harness.state_path) as st:
+        assert st.host_trust_counts().get("127.0.0.1", (0, 0)) == (0, 0)
+        assert not any(st.get(u).lastmod_pending for u in stamps)
+
+    site.set("/p2.html", page_html("Page 2", [para("p2 edited on day 4")]), mtime=1_600_000_000 + 10 * 86400)
+    rep = harness.run(advance=timedelta(hours=12))
+    assert rep.pages_fetched == 1 and rep.pages_changed == 1  # followed: the host kept its trust
+    assert rep.changes[0]["url"] == url("/p2.html")
+    with StateDB(harness.state_path) as st:
+        assert st.host_trust_counts()["127.0.0.1"] == (1, 1)
+    assert _payloads(harness) == _fresh_index(site, tmp_path)
+
+
+def test_an_edit_made_during_deploy_date_nights_is_followed_when_stamps_vary_again(site, harness, tmp_path):
+    build(site, n=4)
+    harness.run()
+    site.sitemap_mode = "same-lastmod"
+    # Edited while the sitemap says nothing: its own stamp moves, hidden behind the deploy date.
+    site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
+    assert harness.run(advance=timedelta(hours=12)).pages_fetched == 0
+    site.sitemap_mode = "plain"
+    rep = harness.run(advance=timedelta(hours=12))
+    assert rep.lastmod_state == "varied"
+    assert rep.pages_fetched == 1 and rep.pages_changed == 1
+    assert [c["url"] for c in rep.changes] == [site.server.url("/p1.html")]
+    with StateDB(harness.state_path) as st:
+        assert st.host_trust_counts()["127.0.0.1"] == (1, 1)  # an advance, confirmed
+    assert _payloads(harness) == _fresh_index(site, tmp_path)
+
+
+class _Killed(Exception):
+    """Stands for a kill -9: the pass stops here, and nothing after it runs."""
+
+
+@pytest.mark.parametrize("at", ["before the sitemap write", "before any visit", "at the edited page",
+                                "before the purges"])
+def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, monkeypatch, at):
+    """The trial: a pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
+    and dies before it gets to them. The next pass gets the same sitemap from its kept
+    copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
+    (and as a trusted advance), p4 due and p3 still listed, and the collection must end
+    as a fresh index of the site."""
+    import sync.engine as engine
+
+    build(site, n=4)
+    harness.run()
+    site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
+    site.set("/p4.html", page_html("Page 4", [para("p4 new")]))
+    site.remove("/p3.html")
+
+    def die(*a, **kw):
+        raise _Killed(at)
+
+    if at == "before the sitemap write":
+        monkeypatch.setattr(engine._Pass, "_within_budget", die)
+    elif at == "before any visit":
+        monkeypatch.setattr(engine._Pass, "_visit", die)
+    elif at == "at the edited page":
+        handle = engine._Pass._handle
+
+        async def handle_or_die(self, page, result):
+            if page.url.endswith("/p1.html"):
+                raise _Killed(at)
+            await handle(self, page, result)
+
+        monkeypatch.setattr(engine._Pass, "_handle", handle_or_die)
+    else:
+        monkeypatch.setattr(engine._Pass, "_apply_purges", die)
+    with pytest.raises(_Killed):
+        harness.run(advance=timedelta(hours=1))
+    monkeypatch.undo()
+
+    site.clear_log()
+    rep = harness.run(advance=timedelta(hours=1))
+    assert rep.sitemaps_not_modified == 1  # the kept copy: the diff has nothing new to say
+    url = site.server.url
+    assert rep.pages_removed == 1 and rep.pages_failed == 0
+    if at == "before the purges":  # the killed pass got through its visits: the purge alone was left
+        assert rep.pages_fetched == 0
+    else:
+        assert [c["url"] for c in rep.changes if c["action"] == "changed"] == [url("/p1.html")]
+        assert rep.pages_added == 1 or at == "at the edited page"  # p4 may have been written before the kill
+        with StateDB(harness.state_path) as st:
+            p1 = st.get(url("/p1.html"))
+            assert not p1.lastmod_pending and p1.due_at > harness.now
+            assert history_from_json(p1.history)[-1].announced  # visited as the trusted advance it was
+    with StateDB(harness.state_path) as st:
+        assert st.get(url("/p3.html")).status == "gone" and st.get(url("/p4.html")).status == "live"
+    assert _payloads(harness) == _fresh_index(site, tmp_path)
+    assert harness.run(advance=timedelta(hours=1)).pages_fetched == 0  # and nothing is left over

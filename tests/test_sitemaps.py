@@ -22,7 +22,10 @@ from sync.sitemaps import (
     collect_sitemaps,
     diff_sitemap,
     feed_hosts,
+    lastmod_advanced,
     lastmod_state,
+    lastmod_to_record,
+    lastmods_to_record,
     lastmod_trusted,
     pack_parsed,
     parse_key,
@@ -481,6 +484,13 @@ A, B, C, D = (f"https://e.com/{x}" for x in "abcd")
         ({A: None, B: "2"}, {A: "7", B: "2"}, [], [], [A], True),  # lastmod appears
         ({A: "1", B: "2"}, {A: None, B: "2"}, [], [], [], True),  # lastmod disappears: not a change
         ({A: "1", B: "2", D: "4"}, {D: "4", C: "3", B: "9", A: "1"}, [C], [], [B], True),
+        ({A: "5", B: "2"}, {A: "3", B: "2"}, [], [], [], True),  # lastmod moves backwards: not a change
+        # A deploy-date night's stamp on record (as pagesync < 2026-12 kept it), the old stamps back:
+        ({A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
+         {A: "2026-10-01T00:00:00+00:00", B: "2026-10-02T00:00:00+00:00"}, [], [], [], True),
+        # ...and one really newer: followed. Instants, not strings, are compared (+02:00 is earlier).
+        ({A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
+         {A: "2026-11-03T00:00:00+00:00", B: "2026-11-02T01:00:00+02:00"}, [], [], [A], True),
     ],
 )
 def test_diff_sitemap_table(previous, current, added, removed, changed, trusted):
@@ -511,8 +521,9 @@ def test_diff_sitemap_properties(previous, current):
     assert d.lastmod_trusted is lastmod_trusted(current.values())
     for u in d.lastmod_changed:
         assert current[u] and current[u] != previous[u]
-    if d.lastmod_trusted:
-        expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u])
+    if d.lastmod_trusted:  # an advance is a later stamp (these ISO dates order as strings), or a first one
+        expected = sorted(u for u in current if u in previous and current[u]
+                          and (previous[u] is None or current[u] > previous[u]))
         assert d.lastmod_changed == expected
     assert diff_sitemap(MappingProxyType(previous), MappingProxyType(current)) == d  # any Mapping
 
@@ -558,8 +569,8 @@ def test_diff_sitemap_follows_advances_only_on_feed_hosts(previous, current):
     assert d.lastmod_trusted is bool(feed)
     from urllib.parse import urlsplit
 
-    expected = sorted(u for u in current if u in previous and current[u] and current[u] != previous[u]
-                      and urlsplit(u).netloc.lower() in feed)
+    expected = sorted(u for u in current if u in previous and current[u]
+                      and (previous[u] is None or current[u] > previous[u]) and urlsplit(u).netloc.lower() in feed)
     assert d.lastmod_changed == expected
 
 
@@ -570,6 +581,121 @@ def test_diff_sitemap_untrusted_when_every_url_shares_one_stamp(previous, curren
     d = diff_sitemap(previous, current)
     assert d.lastmod_trusted is False
     assert d.lastmod_changed == []
+
+
+# -- lastmod advances and the stamps on record: a deploy-date night changes nothing ----------
+
+@pytest.mark.parametrize("previous, current, advanced", [
+    (None, None, False),
+    ("2026-10-01T00:00:00+00:00", None, False),  # a stamp that disappears
+    (None, "2026-10-01T00:00:00+00:00", True),  # a first stamp is news
+    ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),
+    ("2026-10-01T00:00:00+00:00", "2026-10-02T00:00:00+00:00", True),
+    ("2026-10-02T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),  # backwards
+    ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00.500000+00:00", True),
+    ("2026-10-01T12:00:00+00:00", "2026-10-01T13:00:00+02:00", False),  # an earlier instant
+    ("1", "3", True), ("3", "1", False),  # not dates: the strings' order
+])
+def test_lastmod_advanced_table(previous, current, advanced):
+    assert lastmod_advanced(previous, current) is advanced
+
+
+S, OLD, NEW = "2026-11-02T00:00:00+00:00", "2026-10-01T00:00:00+00:00", "2026-11-04T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("previous, current, feed, recorded", [
+    (OLD, NEW, True, NEW),  # a feed's stamp is the baseline
+    (NEW, OLD, True, OLD),  # backwards too (no advance, but today's stamp is the one to compare with)
+    (OLD, S, False, OLD),  # a deploy-date night: the last feed stamp stays on record
+    (OLD, None, False, OLD),  # a night without stamps: likewise
+    (OLD, None, True, OLD),  # one URL without its stamp on a feed: likewise
+    (None, S, False, S),  # nothing on record (a new URL): even a deploy date, read after the page
+    (None, None, False, None),
+    (None, NEW, True, NEW),
+])
+def test_lastmod_to_record_table(previous, current, feed, recorded):
+    assert lastmod_to_record(previous, current, feed) == recorded
+
+
+def _night(urls, stamps):
+    return {u: s for u, s in zip(sorted(urls), stamps)}
+
+
+def _apply(record, current):
+    """The state after a pass: what `lastmods_to_record` changes, over what was on record."""
+    return {**{u: lm for u, lm in record.items() if u in current}, **lastmods_to_record(record, current)}
+
+
+def test_one_deploy_date_night_leaves_the_next_nights_advances_alone():
+    """The trial's nights: varied stamps, the deploy date on every URL (a newer stamp),
+    the varied stamps back, then one page edited: one advance in all, on the last night."""
+    urls = [f"https://e.com/p{i}" for i in range(10)]
+    varied = {u: f"2026-10-{i + 1:02d}T00:00:00+00:00" for i, u in enumerate(urls)}
+    nights = [varied, {u: S for u in urls}, varied, {**varied, urls[2]: NEW}]
+    record: dict[str, str | None] = {}
+    advances = []
+    for night in nights:
+        advances.append(diff_sitemap(record, night).lastmod_changed)
+        record = _apply(record, night)
+    assert advances == [[], [], [], [urls[2]]]
+    assert record == {**varied, urls[2]: NEW}
+
+
+def test_an_edit_hidden_by_deploy_date_nights_is_an_advance_when_stamps_vary_again():
+    urls = [f"https://e.com/p{i}" for i in range(4)]
+    varied = {u: f"2026-10-{i + 1:02d}T00:00:00+00:00" for i, u in enumerate(urls)}
+    record = _apply({}, varied)
+    for night in ({u: S for u in urls}, {u: NEW for u in urls}, {u: None for u in urls}):  # nothing said
+        assert diff_sitemap(record, night).lastmod_changed == []
+        record = _apply(record, night)
+    assert record == varied
+    # p1 was edited meanwhile: its own stamp, later than the one on record, is followed.
+    assert diff_sitemap(record, {**varied, urls[1]: "2026-11-03T09:00:00+00:00"}).lastmod_changed == [urls[1]]
+
+
+_fixed_urls = st.sets(_url, min_size=2, max_size=12)
+_stamp_on = st.sampled_from(["2024-01-01", "2024-01-02", "2024-02-01", "2025-06-30"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_fixed_urls, st.data())
+def test_a_night_that_is_no_feed_changes_no_later_advance(urls, data):
+    """Property: between two sitemaps (all URLs stamped on record), a night whose stamps
+    say nothing (one stamp on every URL, or none) changes neither the advances the next
+    sitemap shows nor the record, whatever its stamp; a night's advances are always later
+    stamps than the ones on record."""
+    n = len(urls)
+    previous = _night(urls, data.draw(st.lists(_stamp_on, min_size=n, max_size=n)))
+    current = _night(urls, data.draw(st.lists(_stamp, min_size=n, max_size=n)))
+    quiet = data.draw(st.one_of(st.none(), _stamp_on))
+    night = {u: quiet for u in urls}
+    assert lastmod_state(night.values()) in ("same", "none")
+    assert diff_sitemap(previous, night).lastmod_changed == []
+    after = _apply(previous, night)
+    assert after == previous and lastmods_to_record(previous, night) == {}
+    d = diff_sitemap(after, current)
+    assert d == diff_sitemap(previous, current)
+    for u in d.lastmod_changed:
+        assert parse_lastmod(current[u]) > parse_lastmod(previous[u])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_mmaps, _mmaps)
+def test_lastmods_to_record_lists_exactly_the_records_that_change(previous, current):
+    feed = feed_hosts(current)
+    rec = lastmods_to_record(previous, current)
+    assert rec == lastmods_to_record(MappingProxyType(previous), MappingProxyType(current), feed)
+    from urllib.parse import urlsplit
+
+    for u, lm in current.items():
+        keep = lastmod_to_record(previous.get(u), lm, urlsplit(u).netloc.lower() in feed)
+        if u not in previous or keep != previous[u]:
+            assert rec[u] == keep
+        else:
+            assert u not in rec
+    assert rec.keys() <= current.keys()
+    # Every advance is recorded (the next pass compares against it), never a stamp of a host that is no feed.
+    assert set(diff_sitemap(previous, current, feed).lastmod_changed) <= rec.keys()
 
 
 # -- collect_sitemaps ----------------------------------------------------------------------------
