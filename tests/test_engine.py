@@ -757,7 +757,9 @@ def test_the_summary_line_counts_sitemap_errors():
     assert "0 failed, 1 sitemap error; chunks" in Report(sitemap_errors=1).summary()
     assert "sitemap error" not in Report().summary()
 
+
 # -- sitemap lastmod across deploy-date nights and killed passes ---------------------------------
+
 
 def _fresh_index(site, tmp_path) -> dict[str, dict]:
     """The collection a fresh full index of the site makes now (payloads but `fetched_at`)."""
