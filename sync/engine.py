@@ -24,6 +24,15 @@ never opens the store. A failed read costs only the reuse (every chunk is embedd
 crash between 3 and 4 leaves either no points (nothing to reuse: all re-embedded) or the
 new ones (all reused).
 
+Moves: a page leaving this pass (left the sitemap, 404/410, 301/308, no text) keeps its
+points until `_apply_purges` at the very end, so its texts can still lend their vectors to
+the pages written meanwhile (a renamed section: new URLs added, old ones removed). Read
+key-first, only when a written page has texts its own points and the pass's cache lack:
+the leaving pages' reuse keys (no vectors, within `reuse_leaving_chunks`), then the
+vectors of just the leaving pages that hold such a text. A text queued for the model
+before its leaving page was known (a 404 or 301 met later in the pass) is looked up again
+when its batch starts (`_late_reuse`).
+
 Overlap: a pass where everything changed is bound by the model, so the model call of a
 batch runs in a worker thread while the consumer goes on fetching, extracting and
 chunking the next pages (`_flush` starts it, `_drain` finishes it). One batch is in flight
@@ -122,6 +131,9 @@ class PassConfig:
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
+    # Chunks of pages leaving the pass whose reuse keys may be read (~200 B each): a pass
+    # removing a whole site reads no more, and pages past it are embedded as before.
+    reuse_leaving_chunks: int = 20000
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -301,6 +313,21 @@ def build_points(
     return out
 
 
+def within_budget(pages: Sequence[PageState], budget: int) -> tuple[list[str], int, int]:
+    """Pure: the urls of `pages`, in order, whose recorded chunks fit in `budget` (a page
+    too large is passed over, smaller ones after it may still fit). Returns (urls, budget
+    left, pages passed over)."""
+    urls, over = [], 0
+    for page in pages:
+        n = max(page.chunk_count, 1)
+        if n > budget:
+            over += 1
+            continue
+        budget -= n
+        urls.append(page.url)
+    return urls, budget, over
+
+
 @dataclass
 class _Pending:
     """A page decided ADD/REPLACE, waiting for its vectors and its write."""
@@ -326,6 +353,9 @@ class _VectorCache:
     def __init__(self, size: int):
         self.size = max(0, size)
         self._d: OrderedDict[str, array] = OrderedDict()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._d
 
     def get(self, key: str) -> array | None:
         v = self._d.get(key)
@@ -364,6 +394,14 @@ class _Pass:
         # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
         self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
         self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
+        # Pages leaving this pass, as reuse sources (see the module docstring, "Moves"):
+        # queued by `_queue_purge`, their keys read on the first need, their vectors per url.
+        self.leaving_on = self.read_stored and hasattr(store, "reuse_keys_for_urls") and cfg.reuse_leaving_chunks > 0
+        self.leaving_todo: list[PageState] = []  # keys not read yet
+        self.leaving_keys: dict[str, str] = {}  # reuse key -> url of a leaving page holding it
+        self.leaving_read: set[str] = set()  # leaving urls whose vectors were read (or tried)
+        self.leaving_budget = cfg.reuse_leaving_chunks
+        self.leaving_over = 0  # leaving pages past the budget: not reuse sources
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
         self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
         self.skips: list[PageState] = []
@@ -904,7 +942,10 @@ class _Pass:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
 
         Any page may be queued (a NEW page answering 404, a gone page found gone again):
-        only those live in the state count as removals (`_apply_purges`)."""
+        only those live in the state count as removals (`_apply_purges`). One with points
+        becomes a reuse source for the pages written until then (`_leaving_vectors`)."""
+        if page.url not in self.purges and self.leaving_on and (page.indexed or page.pending_hash is not None):
+            self.leaving_todo.append(page)
         self.purges[page.url] = (page, left_sitemap, reason, moved_to)
 
     def _queue_orphans(self, named: set[str]) -> None:
@@ -1208,7 +1249,15 @@ class _Pass:
                 and page.url not in self.rebuild):  # a lost collection holds nothing to reuse
             # Read before anything of this page is written (its write comes at a later flush).
             stored = await self._read_vectors(page.url)
-        self._assign(item, stored)
+        keys = None
+        if self.leaving_on and (self.leaving_todo or self.leaving_keys):
+            # Texts neither its own points nor the pass hold: maybe a page leaving this pass does.
+            model_id = self.embedder.model_id
+            keys = [reuse_key(model_id, text) for text in chunks]
+            missing = [k for k in keys if k not in stored and k not in self.cache]
+            if missing:
+                stored = {**stored, **await self._leaving_vectors(missing)}
+        self._assign(item, stored, keys)
         self.queue.append(item)
         self.queued_chunks += len(chunks)
 
@@ -1226,26 +1275,100 @@ class _Pass:
             self.read_stored = False
             return {}
 
+    async def _leaving_vectors(self, keys: Sequence[str]) -> dict[str, list[float]]:
+        """Vectors for `keys` from pages leaving this pass (reuse key -> vector), also put
+        in the pass's cache.
+
+        The leaving pages' keys are read first, without vectors, the first time a written
+        page lacks a text (and again for pages found leaving since), within
+        `reuse_leaving_chunks`; then the vectors of only the leaving pages holding one of
+        `keys`, each page once. All before `_apply_purges` deletes them. A failed read
+        ends this reuse for the pass, never the pass: the texts are embedded.
+        """
+        if self.leaving_todo and self.leaving_on:
+            todo, self.leaving_todo = self.leaving_todo, []
+            urls, self.leaving_budget, over = within_budget(todo, self.leaving_budget)
+            if over:
+                if not self.leaving_over:
+                    log.info("vector reuse: pages leaving this pass past %s chunks are not read for reuse",
+                             self.cfg.reuse_leaving_chunks)
+                self.leaving_over += over
+            if urls:
+                model_id = self.embedder.model_id
+                try:
+                    pairs = await asyncio.to_thread(
+                        lambda: list(self.store.reuse_keys_for_urls(urls, embedder=model_id)))
+                except PagesyncError as exc:
+                    log.warning("could not read the chunks of pages leaving this pass (%s); their texts "
+                                "are embedded again where new pages hold them", exc)
+                    self.leaving_on, self.leaving_keys = False, {}
+                    return {}
+                for key, url in pairs:
+                    self.leaving_keys.setdefault(key, url)
+        urls = sorted({u for k in keys if (u := self.leaving_keys.get(k)) is not None and u not in self.leaving_read})
+        out: dict[str, list[float]] = {}
+        dim = self.embedder.dimension
+        for url in urls:
+            if not self.read_stored:  # a read failed: the rest is embedded
+                break
+            self.leaving_read.add(url)
+            for key, vec in (await self._read_vectors(url)).items():
+                if len(vec) == dim:
+                    out[key] = vec
+                    self.cache.put(key, vec)
+        return out
+
+    async def _late_reuse(self, batch: list[_Pending], to_embed: dict[str, str]) -> None:
+        """Before a batch's model call: its inputs that the pass has come to know since
+        they were queued (a 301 or 404 met later whose page held the text, another page's
+        stored vectors) take that vector and leave the inputs. The first chunk of each
+        such text, the one that made it an input, now counts as reused."""
+        if not self.cfg.reuse_vectors or not to_embed:
+            return
+        dim = self.embedder.dimension
+        found: dict[str, Sequence[float]] = {}
+        for key in to_embed:
+            vec = self.cache.get(key) if key in self.cache else None
+            if vec is not None and len(vec) == dim:
+                found[key] = vec
+        if self.leaving_on and (self.leaving_todo or self.leaving_keys):
+            found.update(await self._leaving_vectors([k for k in to_embed if k not in found]))
+        if not found:
+            return
+        for key in found:
+            del to_embed[key]
+        first: set[str] = set()
+        for item in batch:
+            for i, key in enumerate(item.keys):
+                if item.vectors[i] is None and key in found:
+                    item.vectors[i] = found[key]
+                    if key not in first:
+                        first.add(key)
+                        item.reused += 1
+
     async def _remember_vectors(self, page: PageState) -> None:
         """A moved page's stored vectors into the pass's cache: its text under the new URL
         is not embedded again."""
         if not (self.read_stored and (page.indexed or page.pending_hash is not None)):
             return
+        self.leaving_read.add(page.url)  # read here, not again as a leaving page
         stored = await self._read_vectors(page.url)
         for key, vec in stored.items():
             if len(vec) == self.embedder.dimension:
                 self.cache.put(key, vec)
 
-    def _assign(self, item: _Pending, stored: dict[str, list[float]]) -> None:
-        """Give each chunk a known vector (this page's stored ones, then the pass's), or make
-        its text one of this batch's model inputs, unless the batch already has it."""
+    def _assign(self, item: _Pending, stored: dict[str, list[float]], keys: Sequence[str] | None = None) -> None:
+        """Give each chunk a known vector (this page's stored ones or a leaving page's, then
+        the pass's), or make its text one of this batch's model inputs, unless the batch
+        already has it. `keys`: the chunks' reuse keys, when the caller has them already."""
         model_id, dim = self.embedder.model_id, self.embedder.dimension
         for key, vec in stored.items():
             if len(vec) == dim:
                 self.cache.put(key, vec)
         dedup = self.cfg.reuse_vectors
-        for text in item.chunks:
-            key = reuse_key(model_id, text)
+        if keys is None:
+            keys = [reuse_key(model_id, text) for text in item.chunks]
+        for text, key in zip(item.chunks, keys, strict=True):
             vec = stored.get(key)
             if vec is None or len(vec) != dim:
                 vec = self.cache.get(key)
@@ -1271,6 +1394,7 @@ class _Pass:
         await self._drain()
         batch, self.queue, self.queued_chunks = self.queue, [], 0
         to_embed, self.to_embed = self.to_embed, {}
+        await self._late_reuse(batch, to_embed)  # a dry run too: its would-be counts follow
         if self.cfg.dry_run:
             # Nothing is embedded or reused: what a real pass would do goes to the would-be counters.
             self.report.chunks_would_reuse += sum(item.reused for item in batch)

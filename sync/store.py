@@ -11,7 +11,10 @@ in that order, confirmed before returning (server: one `batch_update_points` req
 with `wait=True`; edge: every `update` is in the shard's write-ahead log when it returns,
 which is what makes it durable; segments are flushed on close).
 `vectors_for_url` reads one page's stored vectors (keyed by embedder and exact chunk
-text) so that a changed page re-embeds only the chunks whose text is new.
+text) so that a changed page re-embeds only the chunks whose text is new;
+`reuse_keys_for_urls` reads the same keys for many pages without their vectors, so a pass
+can learn which texts pages leaving it hold and read vectors only where a new page needs
+them.
 Every backend error is raised as `StoreError`.
 """
 
@@ -105,6 +108,13 @@ class Store(Protocol):
         without a text or an embedder name are left out. No collection: empty, nothing created.
         """
 
+    def reuse_keys_for_urls(self, urls: Sequence[str], *, embedder: str | None = None) -> Iterator[tuple[str, str]]:
+        """`(reuse key, url)` of every point of these urls, no vectors (optional: read with
+        hasattr by the engine). Through the url index, `text`, `embedder` and `url` payload
+        fields only; with `embedder`, only that embedder's points; points without a text or
+        an embedder name are left out. No collection: nothing, nothing created.
+        """
+
     def count(self, url: str | None = None) -> int: ...
 
     # Optional (read with getattr by sync.preflight): `vector_size() -> int | None`, the
@@ -116,6 +126,8 @@ class Store(Protocol):
 
 
 REUSE_FIELDS = ("text", "embedder")
+KEY_FIELDS = ("url", "text", "embedder")
+URLS_PER_READ = 256  # urls in one `reuse_keys_for_urls` filter (one request each on a server)
 
 
 class _PagedScroll:
@@ -152,6 +164,16 @@ def _reuse_entry(payload: Any, vector: Any) -> tuple[str, list[float]] | None:
     if not isinstance(text, str) or not isinstance(embedder, str):
         return None
     return reuse_key(embedder, text), list(vector)
+
+
+def _reuse_key_of(payload: Any) -> tuple[str, str] | None:
+    """(reuse key, url) of one stored point's payload, or None when it cannot be reused."""
+    if not payload:
+        return None
+    text, embedder, url = payload.get("text"), payload.get("embedder"), payload.get("url")
+    if not isinstance(text, str) or not isinstance(embedder, str) or not isinstance(url, str):
+        return None
+    return reuse_key(embedder, text), url
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -454,6 +476,27 @@ class EdgeStore(_PagedScroll):
             if offset is None:
                 return out
 
+    def reuse_keys_for_urls(self, urls: Sequence[str], *, embedder: str | None = None) -> Iterator[tuple[str, str]]:
+        if not urls or not self.exists():
+            return
+        shard = self._open()
+        qe = self._qe
+        for i in range(0, len(urls), URLS_PER_READ):
+            must = [qe.FieldCondition(key="url", match=qe.MatchAny(list(urls[i : i + URLS_PER_READ])))]
+            if embedder is not None:
+                must.append(qe.FieldCondition(key="embedder", match=qe.MatchValue(embedder)))
+            offset = None
+            while True:
+                with self._guard("read reuse keys"):
+                    recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, filter=qe.Filter(must=must),
+                                                                 with_payload=list(KEY_FIELDS), with_vector=False))
+                for r in recs:
+                    entry = _reuse_key_of(r.payload)
+                    if entry is not None:
+                        yield entry
+                if offset is None:
+                    break
+
     def delete_points(self, ids: Sequence[str]) -> None:
         if not ids or not self.exists():
             return
@@ -697,6 +740,28 @@ class ClientStore(_PagedScroll):
                     out[entry[0]] = entry[1]
             if offset is None:
                 return out
+
+    def reuse_keys_for_urls(self, urls: Sequence[str], *, embedder: str | None = None) -> Iterator[tuple[str, str]]:
+        from qdrant_client import models as m
+
+        if not urls or not self.exists():
+            return
+        for i in range(0, len(urls), URLS_PER_READ):
+            # By url only (indexed), as in vectors_for_url: the embedder is checked here.
+            f = m.Filter(must=[m.FieldCondition(key="url", match=m.MatchAny(any=list(urls[i : i + URLS_PER_READ])))])
+            offset = None
+            while True:
+                with self._guard("read reuse keys"):
+                    recs, offset = self.client.scroll(self.collection, scroll_filter=f, limit=1024, offset=offset,
+                                                      with_payload=list(KEY_FIELDS), with_vectors=False)
+                for r in recs:
+                    if embedder is not None and (r.payload or {}).get("embedder") != embedder:
+                        continue
+                    entry = _reuse_key_of(r.payload)
+                    if entry is not None:
+                        yield entry
+                if offset is None:
+                    break
 
     def delete_points(self, ids: Sequence[str]) -> None:
         from qdrant_client import models as m

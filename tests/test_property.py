@@ -1,10 +1,12 @@
 """The property that defines the product.
 
 For any sequence of site edits (edit, shrink, grow, delete, 410, add, drop from the
-sitemap, nav-only churn), after each incremental pass the collection equals a fresh
-full index of the site as it is now (ids, payloads, texts and vectors: a vector reused
-from the page's stored points must be exactly the one embedding its text gives), and a
-pass over the unchanged site right after embeds and writes nothing.
+sitemap, nav-only churn, a page moved to another URL by 301, listed or not, or by a
+404), after each incremental pass the collection equals a fresh full index of the site
+as it is now (ids, payloads, texts and vectors: a vector reused from stored points must
+be exactly the one embedding its text gives), the pass embedded exactly the texts of its
+written pages that neither those pages nor the pages it removed held before it (each
+once), and a pass over the unchanged site right after embeds and writes nothing.
 """
 
 from __future__ import annotations
@@ -132,6 +134,19 @@ class SiteEdits(RuleBasedStateMachine):
             self.clock += 10
             self.site.resources[path].in_sitemap = False
 
+    @precondition(lambda self: self.content and len(self.content) < len(PAGES))
+    @rule(data=st.data(), how=st.sampled_from(["301", "301 still listed", "404"]))
+    def move(self, data, how: str) -> None:
+        """A page's text moves to a free URL (its title, which names the URL, changes)."""
+        src = data.draw(st.sampled_from(sorted(self.content)))
+        dst = data.draw(st.sampled_from([p for p in PAGES if p not in self.content]))
+        self._publish(dst, self.content.pop(src))
+        if how == "404":
+            self.site.remove(src)
+        else:
+            self.site.redirect(src, dst)
+            self.site.resources[src].in_sitemap = how == "301 still listed"
+
     # -- passes -------------------------------------------------------------------------
     @rule()
     def sync(self) -> None:
@@ -140,10 +155,19 @@ class SiteEdits(RuleBasedStateMachine):
         # --full: every known page is visited (conditionally), so the property is about the
         # write path alone; which pages a pass *chooses* to visit is the scheduler's business
         # (a learned policy may rightly wait), measured by the freshness benchmark.
+        before: dict[str, set[str]] = {}  # url -> its texts before the pass
+        for p in self.h.points().values():
+            before.setdefault(p["url"], set()).add(p["text"])
         rep = self.h.run(advance=timedelta(minutes=30), allow_mass_delete=True, full=True)
         assert rep.pages_failed == 0, rep.errors
         assert rep.chunks_written == rep.chunks_embedded + rep.chunks_reused
         incremental = comparable_with_vectors(self.h)
+        # Reuse sources: a written page's own old points and the points of pages that left.
+        written = {c["url"] for c in rep.changes if c["action"] in ("added", "changed")}
+        after_urls = {p["url"] for p in incremental.values()}
+        sources = set().union(*(t for u, t in before.items() if u in written or u not in after_urls))
+        new_texts = {p["text"] for p in incremental.values() if p["url"] in written} - sources
+        assert rep.chunks_embedded == len(new_texts), (rep.chunks_embedded, sorted(new_texts))
 
         self.fresh_runs += 1
         fresh = Harness(self.site, self.tmp / f"fresh{self.fresh_runs}")

@@ -468,3 +468,210 @@ def test_a_lost_state_re_embeds_nothing_the_collection_still_holds(site, harness
     assert rep.pages_added == 4 and rep.chunks_embedded == 0
     assert rep.chunks_reused == first.chunks_written
     assert_equals_fresh(harness)
+
+
+# -- moves: vectors of pages leaving this pass --------------------------------------------
+
+def _howto_section(site, n: int = 6) -> None:
+    for i in range(n):
+        site.set(f"/howto/p{i}.html", guide([(f"h{i}-{k}", [para(f"howto page {i} part {k}", 40)]) for k in range(4)],
+                                            title=f"How to {i}"))
+
+
+def _texts(h: Harness) -> set[str]:
+    return {p["text"] for p in h.points().values()}
+
+
+def test_a_renamed_section_listed_under_its_new_urls_reuses_the_removed_pages_vectors(site, tmp_path):
+    """User trial: howto/ -> how-to/, the sitemap lists the new URLs and the old ones answer
+    301. Every new page is an ADD with no points of its own and every old URL left the
+    sitemap; their chunks are still in the store until the pass's purges, so the new pages
+    take those vectors. Only texts stored nowhere before go to the model: one edited
+    section of a moved page, a brand-new section of a new page (whose other section is the
+    text of a page deleted this pass)."""
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    _howto_section(site)
+    dropped = [("dropped", [para("a page deleted in the same deploy", 40)])]
+    site.set("/dropped.html", guide(dropped, title="Dropped"))
+    site.set("/index.html", guide([("home", [para("home page", 40)])], title="Home"))
+    h.run()
+    before = _texts(h)
+
+    for i in range(6):
+        body = site.resources[f"/howto/p{i}.html"].body
+        if i == 5:  # moved and edited in the same deploy
+            body = guide([(f"h5-{k}", [para(f"howto page 5 part {k}" + (" edited" if k == 2 else ""), 40)])
+                          for k in range(4)], title="How to 5").encode()
+        site.set(f"/how-to/p{i}.html", body)
+        site.redirect(f"/howto/p{i}.html", f"/how-to/p{i}.html")  # 301, out of the sitemap
+    site.remove("/dropped.html")
+    site.set("/merged.html", guide([*dropped, ("fresh", [para("a brand new section", 40)])], title="Merged"))
+    emb.inputs.clear()
+    rep = h.run(advance=timedelta(hours=1), allow_mass_delete=True)
+
+    new = _texts(h) - before
+    assert rep.pages_added == 7 and rep.pages_removed == 7 and rep.pages_failed == 0
+    assert 2 <= len(new) <= 4 and all("edited" in t or "brand new" in t or "Merged" in t for t in new)
+    assert rep.chunks_embedded == len(new) and set(emb.texts()) == new  # only texts stored nowhere before
+    assert rep.chunks_reused == rep.chunks_written - len(new) > 6 * 4
+    assert_equals_fresh_index(h, tmp_path)
+    again = h.run(full=True, advance=timedelta(minutes=1))
+    assert again.chunks_embedded == again.chunks_written == again.chunks_deleted == 0
+
+
+class KeyCountingStore(CountingStore):
+    """CountingStore that also counts (and can fail) reads of leaving pages' reuse keys."""
+
+    key_reads = 0
+    key_urls: list[str] = []
+    fail_keys = False
+
+    def reuse_keys_for_urls(self, urls, *, embedder=None):
+        KeyCountingStore.key_reads += 1
+        KeyCountingStore.key_urls += list(urls)
+        if KeyCountingStore.fail_keys:
+            raise StoreError("connection lost while reading keys")
+        return super().reuse_keys_for_urls(urls, embedder=embedder)
+
+
+@pytest.fixture(autouse=True)
+def _reset_key_counting_store():
+    KeyCountingStore.key_reads, KeyCountingStore.key_urls, KeyCountingStore.fail_keys = 0, [], False
+
+
+def test_a_move_found_later_in_the_pass_still_lends_its_vectors_to_the_queued_new_page(site, tmp_path):
+    """The sitemap lists both the new URL and the old one, which now answers 301 (or 404
+    with its text moved): the new page is visited first (new pages go first) and its texts
+    queued for the model before the old URL's answer is known. They are looked up again
+    when the batch starts, so nothing is embedded."""
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    site.set("/a.html", guide(ten_sections(), title="A"))
+    site.set("/b.html", guide([("b", [para("b", 40)]), ("b2", [para("b2", 40)])], title="B"))
+    site.set("/keep.html", guide([("k", [para("keep", 40)])], title="Keep"))
+    h.run()
+    n = len(page_texts(h, "/a.html")) + len(page_texts(h, "/b.html"))
+    site.set("/a-new.html", site.resources["/a.html"].body)
+    listed = site.resources["/a.html"]
+    site.redirect("/a.html", "/a-new.html")
+    site.resources["/a.html"].in_sitemap = True  # the old URL is still listed
+    site.resources["/a.html"].mtime = listed.mtime
+    site.set("/b-new.html", site.resources["/b.html"].body)
+    site.resources["/b.html"] = type(listed)(b"", status=404, mtime=site.resources["/b.html"].mtime)  # listed, 404
+    emb.inputs.clear()
+    rep = h.run(full=True, advance=timedelta(hours=1), allow_mass_delete=True)
+    assert rep.pages_added == 2 and rep.pages_removed == 2 and rep.pages_failed == 0
+    assert rep.chunks_embedded == 0 and emb.inputs == [] and rep.chunks_reused == n
+    assert_equals_fresh_index(h, tmp_path)
+
+
+def test_a_page_moved_to_another_host_in_scope_keeps_its_vectors(site, tmp_path):
+    from demo.site_server import Site, SiteServer
+
+    other = Site()
+    with SiteServer(other) as server:
+        other.server = server  # type: ignore[attr-defined]
+        emb = RecordingEmbedder()
+        h = Harness(site, tmp_path, embedder=emb)
+        maps = [site.server.url("/sitemap.xml"), other.server.url("/sitemap.xml")]
+        site.set("/guide.html", guide(ten_sections()))
+        site.set("/stays.html", guide([("s", [para("stays", 40)])], title="Stays"))
+        other.set("/home.html", guide([("h", [para("home on b", 40)])], title="Home"))
+        h.run(sitemaps=maps)
+        moved = len(page_texts(h))
+        other.set("/docs/guide.html", site.resources["/guide.html"].body)
+        site.redirect("/guide.html", other.server.url("/docs/guide.html"))
+        emb.inputs.clear()
+        rep = h.run(sitemaps=maps, advance=timedelta(hours=1), allow_mass_delete=True)
+        assert rep.pages_added == 1 and rep.pages_removed == 1
+        assert rep.chunks_embedded == 0 and emb.inputs == [] and rep.chunks_reused == moved
+        urls = {p["url"] for p in h.points().values()}
+        assert other.server.url("/docs/guide.html") in urls and site.server.url("/guide.html") not in urls
+
+
+def test_leaving_pages_are_read_only_when_a_written_page_needs_them_and_within_the_budget(site, tmp_path):
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    for i in range(4):
+        site.set(f"/old{i}.html", guide([(f"o{i}", [para(f"old {i}", 40)]), (f"o{i}b", [para(f"old {i} b", 40)])],
+                                        title=f"Old {i}"))
+    site.set("/keep.html", guide([("k", [para("keep", 40)])], title="Keep"))
+    h.run()
+    # Two pages leave and nothing is written: no keys, no vectors read.
+    site.remove("/old0.html")
+    site.remove("/old1.html")
+    rep = h.run(advance=timedelta(hours=1), allow_mass_delete=True, store=KeyCountingStore(h.store_path, "pages"))
+    assert rep.pages_removed == 2 and KeyCountingStore.key_reads == 0 and CountingStore.reads == 0
+
+    # Two more leave, their texts move to two new pages; a budget of 3 chunks holds one of
+    # the two leaving pages (3 chunks each: title and two sections), whose texts are reused.
+    for i in (2, 3):
+        site.set(f"/new{i}.html", site.resources[f"/old{i}.html"].body)
+        site.remove(f"/old{i}.html")
+    emb.inputs.clear()
+    rep = h.run(advance=timedelta(hours=2), allow_mass_delete=True, reuse_leaving_chunks=3,
+                store=KeyCountingStore(h.store_path, "pages"))
+    per_page = len(page_texts(h, "/new2.html"))
+    assert per_page == 3 and rep.pages_added == 2 and rep.pages_removed == 2
+    assert KeyCountingStore.key_reads == 1 and len(KeyCountingStore.key_urls) == 1  # keys read once, one page
+    assert CountingStore.reads == 1  # vectors of that page only
+    assert rep.chunks_reused == per_page and rep.chunks_embedded == per_page == len(emb.texts())
+    assert_equals_fresh_index(h, tmp_path)
+
+
+@pytest.mark.parametrize("fail", ["keys", "vectors"])
+def test_a_failed_read_of_leaving_pages_embeds_their_texts_and_fails_nothing(site, tmp_path, caplog, fail):
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    site.set("/old.html", guide(ten_sections()))
+    site.set("/keep.html", guide([("k", [para("keep", 40)])], title="Keep"))
+    h.run()
+    n = len(page_texts(h, "/old.html"))
+    site.set("/new.html", site.resources["/old.html"].body)
+    site.remove("/old.html")
+    KeyCountingStore.fail_keys = fail == "keys"
+    CountingStore.fail_read = fail == "vectors"
+    emb.inputs.clear()
+    rep = h.run(advance=timedelta(hours=1), allow_mass_delete=True, store=KeyCountingStore(h.store_path, "pages"))
+    assert rep.ok and rep.pages_added == 1 and rep.pages_removed == 1 and rep.pages_failed == 0
+    assert rep.chunks_reused == 0 and rep.chunks_embedded == n == len(emb.texts())
+    assert "could not read" in caplog.text
+    assert_equals_fresh_index(h, tmp_path)
+
+
+def test_dry_run_counts_a_moves_reuse_as_the_pass_then_does(site, tmp_path):
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    _howto_section(site, 3)
+    site.set("/keep.html", guide([("k", [para("keep", 40)])], title="Keep"))
+    h.run()
+    before = snapshot(h)
+    for i in range(3):
+        site.set(f"/how-to/p{i}.html", site.resources[f"/howto/p{i}.html"].body)
+        site.redirect(f"/howto/p{i}.html", f"/how-to/p{i}.html")
+    emb.inputs.clear()
+    dry = h.run(dry_run=True, advance=timedelta(hours=1), allow_mass_delete=True)
+    assert emb.inputs == [] and snapshot(h) == before
+    assert dry.chunks_would_embed == 0 and dry.chunks_would_reuse == sum(len(page_texts(h, f"/howto/p{i}.html"))
+                                                                         for i in range(3))
+    rep = h.run(allow_mass_delete=True)
+    assert rep.chunks_embedded == 0 and rep.chunks_reused == dry.chunks_would_reuse
+
+
+def test_a_301_chain_from_a_url_still_listed_keeps_its_vectors(site, tmp_path):
+    emb = RecordingEmbedder()
+    h = Harness(site, tmp_path, embedder=emb)
+    site.set("/old.html", guide(ten_sections()))
+    h.run()
+    n = len(h.points())
+    site.set("/final.html", site.resources["/old.html"].body, in_sitemap=False)
+    site.redirect("/mid.html", "/final.html")
+    site.redirect("/old.html", "/mid.html")
+    site.resources["/old.html"].in_sitemap = True  # old -> mid -> final, the old URL still listed
+    emb.inputs.clear()
+    rep = h.run(full=True, advance=timedelta(hours=1))
+    assert rep.pages_removed == 1 and rep.pages_added == 1
+    assert rep.chunks_embedded == 0 and emb.inputs == [] and rep.chunks_reused == n
+    assert {p["url"] for p in h.points().values()} == {site.server.url("/final.html")}
+    assert_equals_fresh_index(h, tmp_path)

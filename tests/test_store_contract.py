@@ -423,6 +423,34 @@ def test_vectors_for_url_after_reopening(store):
         assert set(got) == {reuse_key("fake-hash-4", p.payload["text"]) for p in a}
 
 
+# -- reuse_keys_for_urls (vectors of pages leaving a pass) ----------------------------------------
+def test_reuse_keys_for_urls_names_each_points_key_and_url_for_those_urls_only(store):
+    store.ensure_collection(DIM)
+    a, b = page(A, 3), page(B, 2)
+    theirs = pt(B, 2, text="same text")
+    theirs.payload["embedder"] = "another-model"
+    no_text = pt(B, 3)
+    del no_text.payload["text"]
+    store.upsert([*a, *b, theirs, no_text, *page(C, 2), *page(A + "/", 1)])
+    want = {(reuse_key("fake-hash-4", p.payload["text"]), p.payload["url"]) for p in [*a, *b]}
+    assert set(store.reuse_keys_for_urls([A, B], embedder="fake-hash-4")) == want
+    assert set(store.reuse_keys_for_urls([A, B])) == want | {(reuse_key("another-model", "same text"), B)}
+    assert list(store.reuse_keys_for_urls([])) == [] and list(store.reuse_keys_for_urls(["https://x.test/"])) == []
+
+
+def test_reuse_keys_for_urls_spans_many_urls_and_scroll_pages(store):
+    store.ensure_collection(DIM)
+    urls = [f"https://docs.example.com/p{i}" for i in range(300)]  # more urls than one filter holds
+    store.upsert([p for u in urls for p in page(u, 4)])
+    got = list(store.reuse_keys_for_urls(urls, embedder="fake-hash-4"))
+    assert len(got) == len(set(got)) == 1200 and {u for _, u in got} == set(urls)
+
+
+def test_reuse_keys_for_urls_without_a_collection_is_empty_and_creates_nothing(store):
+    assert list(store.reuse_keys_for_urls([A])) == []
+    assert store.exists() is False
+
+
 # -- payload indexes ---------------------------------------------------------------------------
 def test_payload_keyword_indexes_on_url_and_content_hash(store):
     store.ensure_collection(DIM)
