@@ -40,7 +40,9 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     assert json.loads((tmp_path / "audit.json").read_text())["audit"]["ok"]
 
     store = EdgeStore(tmp_path / "qdrant", "docs")
-    store.upsert([StoredPoint("00000000-0000-4000-8000-0000000000aa", {"url": "https://stray.example/x",
+    # An orphaned chunk of this site (a page the state does not track); a point of another
+    # site would be "foreign" (another writer's), which fails the audit as well.
+    store.upsert([StoredPoint("00000000-0000-4000-8000-0000000000aa", {"url": site.server.url("/stray.html"),
                                                                         "content_hash": "0" * 64}, [1.0] + [0.0] * 15)])
     store.close()
     second = run_example(site, tmp_path)
