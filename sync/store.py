@@ -455,47 +455,49 @@ class EdgeStore(_PagedScroll):
             if offset is None:
                 return
 
+    def _where_url(self, match: Any, embedder: str | None) -> list[Any]:
+        """Conditions: the `url` matches (one value or any of several), and the embedder when given."""
+        qe = self._qe
+        must = [qe.FieldCondition(key="url", match=match)]
+        if embedder is not None:
+            must.append(qe.FieldCondition(key="embedder", match=qe.MatchValue(embedder)))
+        return must
+
+    def _scroll_where(self, must: list[Any], fields: Sequence[str], *, vectors: bool, limit: int,
+                      what: str) -> Iterator[Any]:
+        """The records meeting every condition of `must`, read a page of `limit` at a time."""
+        shard, qe = self._open(), self._qe
+        offset = None
+        while True:
+            with self._guard(what):
+                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=limit, filter=qe.Filter(must=must),
+                                                             with_payload=list(fields), with_vector=vectors))
+            yield from recs
+            if offset is None:
+                return
+
     def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
         if not self.exists():
             return {}
-        shard = self._open()
-        qe = self._qe
-        must = [qe.FieldCondition(key="url", match=qe.MatchValue(url))]
-        if embedder is not None:
-            must.append(qe.FieldCondition(key="embedder", match=qe.MatchValue(embedder)))
+        self._open()  # loads the engine module (`_qe`) the conditions are made of
         out: dict[str, list[float]] = {}
-        offset = None
-        while True:
-            with self._guard("read vectors"):
-                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=256, filter=qe.Filter(must=must),
-                                                             with_payload=list(REUSE_FIELDS), with_vector=True))
-            for r in recs:
-                entry = _reuse_entry(r.payload, r.vector)
-                if entry is not None:
-                    out[entry[0]] = entry[1]
-            if offset is None:
-                return out
+        for r in self._scroll_where(self._where_url(self._qe.MatchValue(url), embedder), REUSE_FIELDS,
+                                    vectors=True, limit=256, what="read vectors"):
+            entry = _reuse_entry(r.payload, r.vector)
+            if entry is not None:
+                out[entry[0]] = entry[1]
+        return out
 
     def reuse_keys_for_urls(self, urls: Sequence[str], *, embedder: str | None = None) -> Iterator[tuple[str, str]]:
         if not urls or not self.exists():
             return
-        shard = self._open()
-        qe = self._qe
+        self._open()
         for i in range(0, len(urls), URLS_PER_READ):
-            must = [qe.FieldCondition(key="url", match=qe.MatchAny(list(urls[i : i + URLS_PER_READ])))]
-            if embedder is not None:
-                must.append(qe.FieldCondition(key="embedder", match=qe.MatchValue(embedder)))
-            offset = None
-            while True:
-                with self._guard("read reuse keys"):
-                    recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, filter=qe.Filter(must=must),
-                                                                 with_payload=list(KEY_FIELDS), with_vector=False))
-                for r in recs:
-                    entry = _reuse_key_of(r.payload)
-                    if entry is not None:
-                        yield entry
-                if offset is None:
-                    break
+            must = self._where_url(self._qe.MatchAny(list(urls[i : i + URLS_PER_READ])), embedder)
+            for r in self._scroll_where(must, KEY_FIELDS, vectors=False, limit=1024, what="read reuse keys"):
+                entry = _reuse_key_of(r.payload)
+                if entry is not None:
+                    yield entry
 
     def delete_points(self, ids: Sequence[str]) -> None:
         if not ids or not self.exists():

@@ -3,6 +3,7 @@ redirects as the RFCs mean them, Retry-After, size/type limits, the mass-deletio
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from demo.site_server import Resource
@@ -333,18 +334,25 @@ def test_short_pages_all_changed_to_one_text_are_held(site, harness):
     assert harness.points() == before
 
 
-def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
-    """User trial: three sitemaps; one site's sitemap came back as an empty urlset and its
-    pages were purged ("left the sitemap"), exit 0; with that sitemap alone it was refused.
-    Per site now: a configured site whose sitemap lists nothing purges nothing."""
+@contextlib.contextmanager
+def second_site():
+    """Another docs site on 127.0.0.1 (its own port): two pages, b0 and b1."""
     from demo.site_server import Site, SiteServer
 
-    build(site, n=6)
     other = Site()
     with SiteServer(other) as server:
         other.server = server  # type: ignore[attr-defined]
         for i in range(2):
             other.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
+        yield other, server
+
+
+def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
+    """User trial: three sitemaps; one site's sitemap came back as an empty urlset and its
+    pages were purged ("left the sitemap"), exit 0; with that sitemap alone it was refused.
+    Per site now: a configured site whose sitemap lists nothing purges nothing."""
+    build(site, n=6)
+    with second_site() as (other, server):
         both = [harness.sitemap(), server.url("/sitemap.xml")]
         assert harness.run(sitemaps=both).pages_added == 8
         before = harness.points()
@@ -361,14 +369,8 @@ def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
 
 def test_a_sitemap_dropped_from_the_config_still_takes_its_pages_with_it(site, harness):
     """Not an empty sitemap: a site no longer configured is out of scope, and its pages go."""
-    from demo.site_server import Site, SiteServer
-
     build(site, n=6)
-    other = Site()
-    with SiteServer(other) as server:
-        other.server = server  # type: ignore[attr-defined]
-        for i in range(2):
-            other.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
+    with second_site() as (_, server):
         assert harness.run(sitemaps=[harness.sitemap(), server.url("/sitemap.xml")]).pages_added == 8
         rep = harness.run()
         assert rep.ok and rep.pages_removed == 2 and rep.sitemap_errors == 0, rep.errors
