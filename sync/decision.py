@@ -111,12 +111,13 @@ def broken_deploy(changes: Mapping[str, tuple[int, int, int, str]]) -> set[str]:
     """The changes that look like a broken deploy: url -> (old chunks, new chunks, new
     characters, new content hash) of the pass's `may_be_broken` changes.
 
-    A page's text collapsed (a quarter of its chunks or fewer, from 4 or more), or a short
-    new text that `SAME_STUB_PAGES` or more pages changed to at once (short pages of a site
-    whose every page became the same shell). These count toward the mass-deletion guard as
+    A page's text collapsed (a quarter of its chunks or fewer, from 4 or more), or shrank to
+    a short text that `SAME_STUB_PAGES` or more pages changed to at once (short pages of a
+    site whose every page became the same shell; tiny pages edited alike without losing a
+    chunk are edits). These count toward the mass-deletion guard as
     purges do: a few are edits and are written; past the guard's share, none is.
     """
     stubs = Counter(h for _, _, chars, h in changes.values() if chars < STUB_CHARS)
     return {url for url, (old, new, chars, h) in changes.items()
             if (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old)
-            or (chars < STUB_CHARS and stubs[h] >= SAME_STUB_PAGES)}
+            or (chars < STUB_CHARS and new < old and stubs[h] >= SAME_STUB_PAGES)}

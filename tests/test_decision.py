@@ -197,6 +197,8 @@ def test_broken_deploy_properties(changes):
             assert url not in broken
         if old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old:
             assert url in broken
+        if new >= old and not (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old):
+            assert url not in broken  # lost no chunk: an edit, however many pages share it
     # Adding more pages that changed to the same short text never clears one.
     more = {**changes, **{f"extra{i}": (2, 1, 10, "a") for i in range(SAME_STUB_PAGES)}}
     assert broken <= broken_deploy(more)
