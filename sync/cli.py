@@ -280,7 +280,7 @@ def run(
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
-    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (the seed's rule) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
+    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (halve a page's interval when it changed, double it when not) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
     revisit_interval: Optional[str] = typer.Option(None, "--revisit-interval", help="With --policy uniform: visit every page this often (12h, 3d, 1w; within [6h, 60d]; default 3d)."),
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
