@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sync.store import EdgeStore, StoredPoint
 from tests.test_engine import build
 
@@ -51,13 +53,16 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     assert audit["counts"]["orphans"] == 1
 
 
-def test_the_readme_library_snippet_runs(site, tmp_path):
-    """README's "Library use" code, as written, against the local site (its sitemap URL and,
-    to load no model, the fake embedder substituted): a user's first copy-paste must work."""
+@pytest.mark.parametrize("doc, heading", [("README.md", "### Use it from my app"),
+                                          ("docs/tasks/library.md", "# Use it from your app")])
+def test_the_library_snippet_runs(site, tmp_path, doc, heading):
+    """The library snippet of the README and of the docs, as written, against the local site (its
+    sitemap URL and, to load no model, the fake embedder substituted): a user's first copy-paste
+    must work."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Library use"):]
+    text = (ROOT / doc).read_text()
+    section = text[text.index(heading):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "https://docs.example.com/sitemap.xml" in code and "make_embedder(None)" in code
     build(site, n=2)
