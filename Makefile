@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
+.PHONY: install demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,14 @@ install: $(STAMP)
 demo: install
 	$(BIN)/python demo/run_demo.py
 
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link or anchor.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
+# Build the documentation site, serve it on 127.0.0.1 and sync it with pagesync (embedded default).
+demo-docs: install
+	$(BIN)/python demo/run_demo.py --docs
+
 test: install
 	$(BIN)/python -m pytest -q
 
@@ -32,7 +40,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not model and not nginx"
 
 clean:
-	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis
+	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis site
 
 # Issue 5's five rows, each against a baseline measured in the same run; the table is
 # printed at the end and kept in bench/results/bench.md (about 30-40 min on 2 cores).
