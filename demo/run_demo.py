@@ -1,12 +1,18 @@
 """`make demo`: serve the bundled docs site on 127.0.0.1, sync it, edit it, sync again.
 
+`make demo-docs` (`--docs`): build this project's own documentation site with MkDocs, serve
+it, sync it, deploy an unchanged rebuild (every sitemap `lastmod` moves, no text does) and
+sync again, then search it.
+
 Every step runs the real `pagesync` command, as a user would, against the embedded
 store (Qdrant Edge under demo/.work/qdrant) and the bundled offline model.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -75,7 +81,76 @@ def apply_edits(site: Site) -> None:
         site.remove("/" + name)
 
 
-def main() -> int:
+def build_docs(out: Path) -> None:
+    """This project's documentation site, built with MkDocs (--strict) into `out`."""
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "NO_MKDOCS_2_WARNING": "1"}
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", str(HERE.parent / "mkdocs.yml"),
+                    "-d", str(out)], cwd=HERE.parent, env=env, check=True)
+
+
+def docs_site(root: Path) -> Site:
+    """The built docs as a site to serve; MkDocs' 404 page is served but not listed as a page."""
+    site = Site.from_dir(root)
+    if "/404.html" in site.resources:
+        site.resources["/404.html"].in_sitemap = False
+    return site
+
+
+def redeploy(site: Site) -> None:
+    """A fresh deploy of the same build: every file new on the host, so every page's sitemap
+    lastmod moves to one and the same stamp (the deploy's), while no byte changes."""
+    later = time.time() + 60
+    for path in site.pages():
+        site.touch(path, later)
+
+
+def edit_page(site: Site, path: str) -> None:
+    """One page edited: a paragraph added at the end of its article, with its own later stamp."""
+    html = site.resources[path].body.decode()
+    added = "<p>An added paragraph: pagesync embeds this one and reuses every other chunk's vector.</p>"
+    site.set(path, html.replace("</article>", added + "</article>", 1).encode(), mtime=time.time() + 120)
+
+
+def docs_demo(embedder: list[str], work: Path = WORK) -> int:
+    """Sync the docs site, a redeploy of it (nothing fetched), one edited page (only it is
+    embedded), then audit and search it; everything under `work`."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    common = ["--qdrant-path", str(work / "qdrant"), "--state", str(work / "state.db"), *embedder]
+    print("building the documentation site (mkdocs build --strict)", flush=True)
+    build_docs(work / "site")
+    site = docs_site(work / "site")
+    steps = [
+        ("pass 1: initial index of the docs site", None),
+        ("pass 2: after a redeploy that moved every lastmod to one stamp (ignored as a deploy date)", redeploy),
+        ("pass 3: after one page was edited (the others' moved lastmods cost a 304 each; only new text is embedded)",
+         lambda s: edit_page(s, "/getting-started/index.html")),
+    ]
+    with SiteServer(site) as server:
+        sitemap = server.url("/sitemap.xml")
+        print(f"serving the docs at {server.base_url} (sitemap {sitemap}, {len(site.pages())} pages)\n")
+        for i, (title, change) in enumerate(steps, 1):
+            if change is not None:
+                change(site)
+            report = work / f"report-{i}.json"
+            if pagesync("run", "--sitemap", sitemap, *common, "--quiet", "--report", str(report)) != 0:
+                return 1
+            show(report, title)
+    if pagesync("audit", *common[:4]) != 0:
+        return 1
+    print()
+    return pagesync("search", "what stops a broken deploy from emptying the collection?", "--limit", "1",
+                    "--qdrant-path", str(work / "qdrant"), *embedder)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--docs", action="store_true", help="sync this project's own documentation site instead")
+    ap.add_argument("--embedder", help="with --docs: pagesync's --embedder (default: the bundled model)")
+    ap.add_argument("--work", type=Path, default=WORK, help="with --docs: the working directory (default demo/.work)")
+    args = ap.parse_args(argv)
+    if args.docs:
+        return docs_demo(["--embedder", args.embedder] if args.embedder else [], args.work)
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     common = ["--qdrant-path", str(WORK / "qdrant"), "--state", str(WORK / "state.db")]

@@ -5,6 +5,7 @@ product, not of the project's history."""
 from __future__ import annotations
 
 import html
+import json
 import importlib.util
 import os
 import re
@@ -73,3 +74,22 @@ def test_docs_build_strict(tmp_path):
         if article:  # the generated option tables too: what the command line's help says
             text = html.unescape(re.sub(r"<[^>]+>", " ", article.group()))
             assert history_words(text) == [], page.relative_to(site)
+
+
+def test_the_demo_syncs_the_docs_site(tmp_path):
+    """`make demo-docs`, on the fake embedder: the built docs are indexed; a redeploy that gives
+    every page one new lastmod fetches nothing; one edited page embeds only its new text."""
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        pytest.skip("mkdocs-material is not installed (pip install -e '.[docs]')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "demo" / "run_demo.py"), "--docs", "--embedder", "fake",
+                        "--work", str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    first, redeploy, edit = (json.loads((tmp_path / "work" / f"report-{i}.json").read_text()) for i in (1, 2, 3))
+    pages = len(list((ROOT / "docs").rglob("*.md")))
+    assert first["pages_added"] == pages and first["chunks_written"] > pages
+    assert redeploy["pages_fetched"] == 0 and redeploy["chunks_written"] == 0
+    assert edit["pages_changed"] == 1 and edit["pages_not_modified"] == pages - 1
+    assert 1 <= edit["chunks_embedded"] < edit["chunks_written"] and edit["chunks_reused"] > 0
+    assert "clean" in r.stdout
