@@ -104,6 +104,7 @@ from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
+from .threads import in_daemon_thread
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "ChangeEvent", "build_points"]
 
@@ -1495,7 +1496,9 @@ class _Pass:
                         else:
                             item.vectors[i] = known
         texts = list(to_embed.values())
-        call = asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, texts)) if texts else None
+        # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
+        # for the model to finish the batch (`sync.threads`).
+        call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
         self.inflight, self.inflight_keys = (batch, to_embed, call), to_embed
 
     async def _drain(self) -> None:
