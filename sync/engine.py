@@ -432,7 +432,7 @@ class _Pass:
         self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
         self.visiting: set[str] = set()
         # Indexed pages whose points the collection lost (missing or empty at the pass's
-        # start): fetched unconditionally and rewritten this pass (`_check_lost`).
+        # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
         self.rebuild: set[str] = set()
         self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
