@@ -38,9 +38,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from sync.errors import EmbedderError
+from sync.errors import EmbedderError, EmbedderUnavailableError
 
-from .sentence import DEFAULT_MODEL_ID, ONNX_SUB_BATCH, bundled_model_path
+from .sentence import DEFAULT_MODEL_ID, INSTALL_MODEL, ONNX_SUB_BATCH, bundled_model_path, importable
 
 __all__ = [
     "OnnxMiniLMEmbedder", "runtime_available", "cache_dir", "export_path", "export_onnx",
@@ -305,6 +305,23 @@ class OnnxMiniLMEmbedder:
         self.texts_embedded = 0
         self.tokens_run = 0  # token slots sent to the model, padding included
         self.tokens_real = 0  # of which real tokens
+
+    def check(self) -> None:
+        """Can this embedder run here? Answered before a pass's first request, nothing
+        imported: the bundled weights are found (both backends need them), and ONNX
+        Runtime can run (or the torch fallback, when there is one, is installed);
+        `EmbedderUnavailableError` naming the install otherwise."""
+        if self._path is None:
+            bundled_model_path()
+        if runtime_available():
+            return
+        if self._fallback_factory is not None and importable("sentence_transformers"):
+            return  # the fallback embeds (`_load`)
+        if self._fallback_factory is None:
+            raise EmbedderUnavailableError(f"ONNX Runtime cannot run the bundled model here (onnxruntime, tokenizers "
+                                           f"and numpy, and torch and onnx to build its file once): {INSTALL_MODEL}")
+        raise EmbedderUnavailableError(f"neither ONNX Runtime nor sentence-transformers is installed to run the "
+                                       f"bundled model: {INSTALL_MODEL}")
 
     @property
     def backend(self) -> str:

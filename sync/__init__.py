@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .decision import Action, Decision, Outcome, decide
     from .engine import ChangeEvent, PassConfig, arun_pass, build_points, plan_events, run_pass
     from .errors import (
+        CollectionLostError,
         CollectionMismatchError,
         ConfigError,
         EmbedderError,
@@ -59,6 +60,7 @@ _EXPORTS = {
     "build_points": "engine",
     "plan_events": "engine",
     "run_pass": "engine",
+    "CollectionLostError": "errors",
     "CollectionMismatchError": "errors",
     "ConfigError": "errors",
     "EmbedderError": "errors",

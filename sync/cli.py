@@ -266,6 +266,7 @@ def run(
     wait_lock: float = WaitLockOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; force one with 'minilm-onnx' or 'minilm-torch') or 'fake' (tests)."),
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="The collection is missing or empty while the state records pages: rebuild it (without this flag such a run exits 2 and writes nothing)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write the run report as JSON to this path."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Fetch and diff, print what would change, write nothing."),
@@ -301,7 +302,7 @@ def run(
             _check_url(s, "--sitemap")
         for u in url:
             _check_url(u, "--url")
-        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run,
+        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,

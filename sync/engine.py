@@ -65,6 +65,16 @@ from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
 from .plural import plural
+from .points_check import (
+    MISSING_MARK,
+    REBUILD_MARK,
+    lost_refusal,
+    mark_for_rewrite,
+    points_per_url,
+    recorded_chunks,
+    rewrite_reason,
+    short_pages,
+)
 from .report import Report
 from .scope import Scope, url_host
 from .policy import (
@@ -94,6 +104,7 @@ from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
+from .threads import in_daemon_thread
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "ChangeEvent", "build_points"]
 
@@ -128,6 +139,10 @@ class PassConfig:
     max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
     bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
+    # The collection is missing or empty while the state records indexed pages: rebuild it
+    # (every such page fetched unconditionally and rewritten). Without it such a pass raises
+    # CollectionLostError (a mistyped collection name is as likely as a lost collection).
+    rebuild: bool = False
     wait_lock: float = 0.0  # seconds to wait for another pass's state lock before refusing (exit 2)
     reuse_vectors: bool = True  # reuse stored vectors of unchanged chunk texts (never in a repair pass)
     reuse_cache: int = 16384  # vectors kept for identical texts later in the pass (~1.5 KB each at 384-d)
@@ -414,10 +429,12 @@ class _Pass:
         self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
         self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
         self.store_was_empty = False  # the collection was missing or empty when the pass began
+        self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
         self.visiting: set[str] = set()
         # Indexed pages whose points the collection lost (missing or empty at the pass's
-        # start): fetched unconditionally and rewritten this pass (`_check_lost`).
+        # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
         self.rebuild: set[str] = set()
+        self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
         self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
         # The last recorded pass's report, read once: its policy (a switch reschedules, a
@@ -536,13 +553,22 @@ class _Pass:
         t0 = time.monotonic()
         self.report.started_at = datetime.now(timezone.utc).isoformat()
         cfg = self.cfg
+        self._check_embedder_runs()  # before any request: a model that cannot load is exit 2
         # Before ensure_collection, which would create a missing collection.
         lost = not cfg.repair and self._collection_empty()
         self.store_was_empty = lost
+        lost_pages = self._lost_pages() if lost else []
+        if lost_pages and not cfg.rebuild and not self._rebuild_under_way(lost_pages):
+            # A mistyped name or a lost collection: refused before anything is created.
+            raise lost_refusal(self.store.collection, str(getattr(self.store, "location", "the store")), lost_pages)
         if self.store.exists() or not cfg.dry_run:
             # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
         self._check_embedder()  # the same size, another model: exit 2 too
+        if lost_pages:
+            self._start_rebuild(lost_pages)
+        elif not cfg.repair:
+            self._check_points(at_start=True)
 
         if cfg.repair:
             await self._repair()
@@ -601,10 +627,8 @@ class _Pass:
         self.feed_hosts = feed_hosts(sitemap_now)
         made_due = self._reschedule_on_switch()
         due = self.state.due_urls(self.now)  # includes pages with a pending write
-        if made_due:  # a dry run wrote nothing: its rescheduled pages are not in the state
-            due = sorted(set(due) | made_due)
-        if lost:
-            self._check_lost()
+        if made_due or self.marked:  # a dry run wrote nothing: its rescheduled pages are not in the state
+            due = sorted(set(due) | made_due | self.marked)
         # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
         # record does not move (`lastmods_to_record`: the same lastmod, or a host whose
         # stamps say nothing today, which keeps its recorded ones) changes nothing, so a
@@ -657,8 +681,18 @@ class _Pass:
         self._judge_guard()
         await self._settle_suspects()
         await self._apply_purges()
+        if not self.points_checked and not cfg.dry_run:
+            # An embedded shard this pass opened (it wrote or read): its count is cheap now.
+            self._check_points(at_start=False)
 
         return self._finish(t0)
+
+    def _check_embedder_runs(self) -> None:
+        """An embedder that can tell it cannot run here (`check()`: its package or model is
+        not installed) says so before the first request, not after every page was fetched."""
+        check = getattr(self.embedder, "check", None)
+        if callable(check):
+            check()
 
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a
@@ -670,22 +704,63 @@ class _Pass:
             return hint() is True
         return not self.store.exists() or self.store.count() == 0
 
-    def _check_lost(self) -> None:
-        """The collection is missing or empty: if the state records indexed pages with
-        chunks, their points were lost (a deleted directory, a new server, another
-        --collection). They are rebuilt this pass: fetched without validators (a 304 must
-        not hide them) and rewritten whatever their hash says, past --max-fetches like
-        repairs. Partial loss (some points missing) is `pagesync audit --fix`'s job."""
-        lost = [p for p in self.state.all_pages() if p.indexed and p.chunk_count > 0]
-        if not lost:
-            return
+    def _lost_pages(self) -> list[PageState]:
+        """The collection is missing or empty: the indexed pages with chunks the state
+        records are the points it lost (or, under a mistyped name, never held)."""
+        return [p for p in self.state.all_pages() if p.indexed and p.chunk_count > 0]
+
+    def _rebuild_under_way(self, lost: list[PageState]) -> bool:
+        """A rebuild cut short before its first write: the collection it created exists,
+        empty, and every lost page still has its rebuild mark. The next pass goes on with it."""
+        return self.store.exists() and all(p.pending_hash == REBUILD_MARK for p in lost)
+
+    def _start_rebuild(self, lost: list[PageState]) -> None:
+        """Rebuild a lost collection (PassConfig.rebuild): every lost page is fetched without
+        validators (a 304 must not hide it) and rewritten whatever its hash says, past
+        --max-fetches like repairs. They are marked pending in one state write before the
+        first store write, so a pass killed halfway leaves the unwritten ones due and
+        rewritten by the next pass (`sync.points_check`)."""
         self.rebuild = {p.url for p in lost}
+        self.points_checked = True  # the whole collection is rewritten: nothing to count
         chunks = sum(p.chunk_count for p in lost)
         self.report.collection_lost = True
         self.report.pages_rebuilt = len(lost)
         log.warning("collection %r is missing or empty but the state records %s of %s: "
                     "%s them this pass", self.store.collection, plural(chunks, "chunk"), plural(len(lost), "page"),
                     "would re-index" if self.cfg.dry_run else "re-indexing")
+        self._save(mark_for_rewrite(lost, REBUILD_MARK))
+
+    def _check_points(self, *, at_start: bool) -> None:
+        """The store's exact point count against the chunks the state records for its
+        settled pages: a collection that lost points (deleted by hand or by another program,
+        a restored backup) is reported, and the pages that lack points are marked pending
+        so they are rewritten unconditionally: this pass when checked at its start (a
+        server answers a count cheaply), else the next one (an embedded shard is counted
+        only once the pass has opened it). Points beyond the record (pending writes,
+        foreign points) are the audit's matter, not this check's."""
+        count_of = getattr(self.store, "count_if_open", None)
+        stored = count_of() if count_of is not None else self.store.count()
+        if stored is None:
+            return
+        self.points_checked = True
+        summed = getattr(self.state, "recorded_chunks", None)
+        recorded = summed() if summed is not None else recorded_chunks(self.state.all_pages())
+        if stored >= recorded:
+            return
+        missing = short_pages(self.state.all_pages(), points_per_url(self.store), stored, recorded)
+        if not missing.pages:
+            return
+        self.report.points_missing = missing.points
+        self.report.pages_points_missing = len(missing.pages)
+        when = "rewriting them this pass" if at_start else "the next pass rewrites them"
+        if self.cfg.dry_run:
+            when = "a pass would rewrite them"
+        log.warning("collection %r holds %s but the state records %s: %s of %s are missing; %s",
+                    self.store.collection, plural(stored, "point"), plural(recorded, "chunk"),
+                    plural(missing.points, "point"), plural(len(missing.pages), "page"), when)
+        self._save(mark_for_rewrite(missing.pages, MISSING_MARK))
+        if at_start:
+            self.marked = {p.url for p in missing.pages}
 
     def _finish(self, t0: float) -> Report:
         self.report.robots_bytes = getattr(self.fetcher, "robots_bytes", 0)
@@ -1211,7 +1286,11 @@ class _Pass:
         if self.cfg.repair and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, "repair")
         elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
-            decision = Decision(Action.REPLACE, "rebuild: the collection lost its points")
+            decision = Decision(Action.REPLACE, rewrite_reason(REBUILD_MARK))
+        elif page.pending_hash is not None and decision.action is Action.SKIP_UNCHANGED:
+            # A pending mark: what the collection holds for this page is not known (a write
+            # or purge cut short, a rebuild not reached yet, points lost): rewritten.
+            decision = Decision(Action.REPLACE, rewrite_reason(page.pending_hash))
         elif decision.action is Action.SKIP_UNCHANGED and (title or "") != (page.title or ""):
             # Every point carries the title, which the hash (of the markdown) does not cover:
             # a page whose title alone changed is rewritten, each chunk's vector reused.
@@ -1417,7 +1496,9 @@ class _Pass:
                         else:
                             item.vectors[i] = known
         texts = list(to_embed.values())
-        call = asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, texts)) if texts else None
+        # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
+        # for the model to finish the batch (`sync.threads`).
+        call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
         self.inflight, self.inflight_keys = (batch, to_embed, call), to_embed
 
     async def _drain(self) -> None:

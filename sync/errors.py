@@ -17,9 +17,11 @@ __all__ = [
     "StoreHeldError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
+    "CollectionLostError",
     "StoreUnavailableError",
     "FetchError",
     "EmbedderError",
+    "EmbedderUnavailableError",
     "SitemapError",
 ]
 
@@ -79,6 +81,12 @@ class CollectionNotFoundError(ConfigError):
     """A command that reads a collection was pointed at one that does not exist."""
 
 
+class CollectionLostError(ConfigError):
+    """A pass into a collection that is missing or empty while the page state records
+    indexed pages (a mistyped name, or a lost collection), without `rebuild`: nothing was
+    created or written."""
+
+
 class FetchError(PagesyncError):
     """A page or sitemap could not be fetched (timeout, connection error, 5xx, ...)."""
 
@@ -89,3 +97,8 @@ class SitemapError(FetchError):
 
 class EmbedderError(PagesyncError):
     """The embedder could not be loaded or failed on a batch."""
+
+
+class EmbedderUnavailableError(EmbedderError, ConfigError):
+    """The embedder cannot run here at all (its package or model is not installed): found
+    before any request, exit 2."""

@@ -61,6 +61,11 @@ class Report:
     # those pages (pages_rebuilt) were fetched unconditionally and rewritten this pass.
     collection_lost: bool = False
     pages_rebuilt: int = 0
+    # The store's point count fell short of the chunks the state records (checked every
+    # pass where counting is cheap): the points missing and the pages lacking them, marked
+    # to be rewritten (this pass on a server, the next one on the embedded store).
+    points_missing: int = 0
+    pages_points_missing: int = 0
     mass_delete_blocked: int = 0  # purges held back by the mass-deletion guard
     robots_bytes: int = 0
     sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed

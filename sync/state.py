@@ -374,6 +374,13 @@ class StateDB:
         """Pages tracked and not gone (the base of the mass-deletion guard's share)."""
         return self._db.execute("SELECT COUNT(*) FROM pages WHERE status != ?", (GONE,)).fetchone()[0]
 
+    def recorded_chunks(self) -> int:
+        """The chunks of the pages whose write was confirmed (live, a hash, no pending mark):
+        the points the collection should hold for them, summed here, not listed."""
+        row = self._db.execute("SELECT COALESCE(SUM(chunk_count), 0) FROM pages WHERE status = ? AND "
+                               "content_hash IS NOT NULL AND pending_hash IS NULL", (LIVE,)).fetchone()
+        return int(row[0])
+
     def put(self, page: PageState) -> None:
         self.put_many([page])
 

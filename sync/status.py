@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import StoreHeldError
 from .plural import plural
+from .points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
 from .policy import host_lastmod_trust, lastmod_makes_due
 from .state import GONE
 from .state_protocol import State
@@ -63,7 +64,7 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         "last_pass": state.last_run(),
     }
     # Points lost while the state survived (a deleted --qdrant-path, a new server, another
-    # --collection): the next `pagesync run` rebuilds them; `audit --fix` repairs too.
+    # --collection): `pagesync run --rebuild` rebuilds them; `audit --fix` repairs too.
     # A missing collection may also be a mistyped --collection or --qdrant-path: status
     # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
@@ -74,12 +75,13 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         if store.exists():
             info["warnings"].append(
                 f"collection {store.collection!r} has no points but {recorded}: it was emptied; re-index with "
-                "`pagesync audit --fix` (or `pagesync run`, which rebuilds an empty collection on a server)")
+                "`pagesync audit --fix` (or `pagesync run --rebuild`, which rebuilds an empty collection on a server)")
         else:
             where = getattr(store, "location", "the store")
             info["warnings"].append(
                 f"collection {store.collection!r} was not found in {where} (a mistyped --collection or "
-                f"--qdrant-path / --qdrant-url?) but {recorded}: if it was lost, `pagesync run` rebuilds it")
+                f"--qdrant-path / --qdrant-url?) but {recorded}: if it was lost, `pagesync run --rebuild` rebuilds it")
+    info["warnings"] += _rewrite_warnings(info, pages, store)
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):
@@ -102,6 +104,27 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
             for p in pages
         ]
     return info
+
+
+def _rewrite_warnings(info: dict[str, Any], pages, store: Store) -> list[str]:
+    """Points the collection lacks though it is not empty (some pages' points deleted),
+    and pages a rebuild or repair marked that no pass has written yet (one cut short)."""
+    out = []
+    settled = recorded_chunks(pages)
+    info["points_missing"] = max(0, settled - info["points"]) if info["points"] else 0
+    if info["points_missing"]:
+        out.append(f"collection {store.collection!r} holds {plural(info['points'], 'point')} but the state records "
+                   f"{plural(settled, 'chunk')} for pages written in full: {plural(info['points_missing'], 'point')} "
+                   "missing; `pagesync audit --fix` rewrites those pages (a pass does too once it counts them)")
+    marks = Counter(p.pending_hash for p in pages if p.pending_hash in (REBUILD_MARK, MISSING_MARK))
+    if marks[REBUILD_MARK]:
+        way = "`pagesync run --rebuild` finishes it" if info["points"] == 0 else "the next `pagesync run` writes them"
+        out.append(f"a rebuild of the collection is not finished: {plural(marks[REBUILD_MARK], 'page')} not written "
+                   f"yet; {way}")
+    if marks[MISSING_MARK]:
+        out.append(f"{plural(marks[MISSING_MARK], 'page')} lacking points in the collection: the next "
+                   "`pagesync run` rewrites them")
+    return out
 
 
 def _pages_line(info: dict[str, Any]) -> str:

@@ -516,6 +516,11 @@ class EdgeStore(_PagedScroll):
             return None
         return self.count() == 0
 
+    def count_if_open(self) -> int | None:
+        """The exact point count when the shard is loaded already, else None: a pass does
+        not load a shard only to count it (a pass with nothing to write never opens it)."""
+        return self.count() if self._shard is not None else None
+
     def count(self, url: str | None = None) -> int:
         if not self.exists():
             return 0
@@ -777,6 +782,10 @@ class ClientStore(_PagedScroll):
     def is_empty(self) -> bool | None:
         """Missing or without points (one existence check and one count on the server)."""
         return self.count() == 0
+
+    def count_if_open(self) -> int | None:
+        """The exact point count: one request, always cheap on a server."""
+        return self.count()
 
     def count(self, url: str | None = None) -> int:
         with self._guard("count"):

@@ -1,4 +1,5 @@
-"""A collection lost while the state survived: the next pass notices and rebuilds it."""
+"""A collection lost while the state survived: a pass refuses it (a mistyped name reads the
+same) unless asked to rebuild, and a rebuild cut short is finished by the next pass."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_a_lost_collection_is_rebuilt_within_the_pass_despite_304s(site, harness
     lose_collection(harness)
     site.clear_log()
     # Not due, every validator would answer 304, and the budget is 0: all pages come back anyway.
-    rep = harness.run(full=full, max_fetches=0, advance=timedelta(minutes=5))
+    rep = harness.run(full=full, max_fetches=0, advance=timedelta(minutes=5), rebuild=True)
     assert rep.collection_lost and rep.pages_rebuilt == 4
     assert rep.pages_not_modified == 0 and rep.pages_failed == 0 and rep.ok
     assert rep.pages_changed == 4 and {c["reason"] for c in rep.changes} == {"rebuild: the collection lost its points"}
@@ -66,7 +67,7 @@ def test_another_collection_name_is_filled_from_the_state(site, harness, tmp_pat
     build(site, n=2)
     harness.run()
     harness.collection = "other"
-    rep = harness.run(advance=timedelta(minutes=5))
+    rep = harness.run(advance=timedelta(minutes=5), rebuild=True)
     assert rep.collection_lost and rep.pages_rebuilt == 2 and rep.chunks_written > 0
     assert strip(harness.points()) == fresh_points(site, tmp_path)
 
@@ -81,7 +82,7 @@ def test_an_emptied_collection_on_a_server_is_noticed(site, harness, tmp_path):
         assert store.exists() and store.is_empty() is True
     finally:
         store.close()
-    rep = harness.run(advance=timedelta(minutes=5))
+    rep = harness.run(advance=timedelta(minutes=5), rebuild=True)
     assert rep.collection_lost and rep.pages_rebuilt == 2
     assert strip(harness.points()) == fresh_points(site, tmp_path)
 
@@ -105,7 +106,7 @@ def test_dry_run_on_a_lost_collection_reports_and_writes_nothing(site, harness):
     with StateDB(harness.state_path) as st:
         before = [p.to_row() for p in st.all_pages()]
         runs = len(st.runs())
-    rep = harness.run(dry_run=True, advance=timedelta(minutes=5))
+    rep = harness.run(dry_run=True, advance=timedelta(minutes=5), rebuild=True)
     assert rep.collection_lost and rep.pages_rebuilt == 3 and rep.pages_changed == 3
     assert rep.chunks_written == 0 and rep.chunks_would_embed > 0
     assert not harness.store_path.joinpath("pages").exists()
@@ -118,7 +119,7 @@ def test_a_lost_page_that_left_the_site_is_purged_not_rebuilt(site, harness):
     harness.run()
     lose_collection(harness)
     site.remove("/p0.html")
-    rep = harness.run(advance=timedelta(minutes=5))
+    rep = harness.run(advance=timedelta(minutes=5), rebuild=True)
     assert rep.collection_lost and rep.pages_removed == 1 and rep.pages_changed == 1
     assert {p["url"] for p in harness.points().values()} == {site.server.url("/p1.html")}
 
@@ -151,8 +152,8 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert st.returncode == 0, st.stderr
     assert "was not found in q (a mistyped" in json.loads(st.stdout)["warnings"][0]
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
-    assert st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run" in st.stdout
-    r = run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", report="r.json")
+    assert st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run --rebuild" in st.stdout
+    r = run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
     assert r.returncode == 0, r.stderr
     assert sum("missing or empty but the state records" in ln for ln in r.stderr.splitlines()) == 1
     rep = json.loads((work / "r.json").read_text())
