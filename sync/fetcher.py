@@ -23,6 +23,7 @@ import httpx
 from .decision import Outcome
 from .errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
+from .inflate import ACCEPT_ENCODING, BoundedDecoder
 from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
 from .scope import url_host
 from .sitemaps import MAX_SITEMAP_BYTES
@@ -155,6 +156,31 @@ def _header_fields(resp: httpx.Response) -> dict[str, str]:
     is joined with ", ", as `Headers.get` joins it. Every `Headers.get` decodes and
     compares every field again, and a page's answer is asked for five of them."""
     return dict(resp.headers.items())
+
+
+async def _read_bounded(resp: httpx.Response, fields: dict[str, str], max_bytes: int) -> tuple[bytes, bool]:
+    """The answer's body decoded (`Content-Encoding`), at most `max_bytes` of it, and
+    whether there was more. The raw stream is decoded here under the cap, never by httpx,
+    which inflates a whole read before anything could count it."""
+    try:
+        # An answer built in memory (a test transport's `content=`) was decoded when built.
+        body = resp.content
+        return body[:max_bytes], len(body) > max_bytes
+    except httpx.ResponseNotRead:
+        pass
+    decoder = BoundedDecoder(fields.get("content-encoding"), max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for raw in resp.aiter_raw():
+        for piece in decoder.feed(raw):
+            chunks.append(piece)
+            size += len(piece)
+        if decoder.full or size > max_bytes:
+            break
+    body = b"".join(chunks)
+    if len(body) > max_bytes or decoder.full:
+        return body[:max_bytes], True  # exactly max_bytes kept
+    return body, False
 
 
 class _Refused(Exception):
@@ -332,7 +358,10 @@ class Fetcher:
         for _hop in range(self._max_redirects + 1):
             # `client.stream` without its context-manager wrapper (a generator per request):
             # the same request, sent streaming, and the answer closed on every way out.
-            resp = await self._client.send(self._client.build_request("GET", current, headers=headers),
+            # Accept-Encoding: only the codings `_read_bounded` decodes under the cap, whatever
+            # the injected client would advertise by default.
+            request = self._client.build_request("GET", current, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING})
+            resp = await self._client.send(request,
                                            follow_redirects=False, stream=True)
             try:
                 location = resp.headers.get("location") if resp.status_code in (301, 302, 303, 307, 308) else None
@@ -353,17 +382,8 @@ class Fetcher:
                 fields = _header_fields(resp)
                 if not prefix_ok and _declared_length(fields) > max_bytes:
                     return _Answer(resp, fields, b"", True, redirects, wire + resp.num_bytes_downloaded)
-                chunks: list[bytes] = []
-                size = 0
-                truncated = False
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        truncated = True
-                        chunks.append(chunk[: len(chunk) - (size - max_bytes)])  # exactly max_bytes kept
-                        break
-                    chunks.append(chunk)
-                return _Answer(resp, fields, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
+                body, truncated = await _read_bounded(resp, fields, max_bytes)
+                return _Answer(resp, fields, body, truncated, redirects, wire + resp.num_bytes_downloaded)
             finally:
                 await resp.aclose()
         raise _Refused(f"too many redirects (more than {self._max_redirects})")
