@@ -168,6 +168,7 @@ def plan_events(
     lastmod_due: Callable[[str], bool] = lambda url: True,
     rebuild: Sequence[str] = (),
     feed: frozenset[str] | None = None,
+    now: datetime | None = None,
 ) -> tuple[list[ChangeEvent], list[ChangeEvent], bool, list[str]]:
     """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
 
@@ -183,9 +184,10 @@ def plan_events(
     (`feed_hosts(sitemap_now)`), when the caller has them already. A due page whose
     recorded advance awaits its visit (`lastmod_pending`; a pass that recorded it was
     killed before the visit, see `record_sitemap`) goes as "lastmod" again while its host
-    is trusted, as it would have in that pass.
+    is trusted, as it would have in that pass. `now`: the pass's clock, past which a
+    stamp is no stamp (`lastmod_in_time`).
     """
-    diff = diff_sitemap(sitemap_before, sitemap_now, feed)
+    diff = diff_sitemap(sitemap_before, sitemap_now, feed, now)
     reasons: dict[str, str] = {}
     extras = set(extra_urls)
 
@@ -380,6 +382,10 @@ class _Pass:
         self.on_progress = on_progress or (lambda url, action: None)
         self.now = cfg.now
         self.now_iso = cfg.now.isoformat()
+        # A sitemap stamp later than this (and a day) is no stamp (`lastmod_in_time`): the
+        # pass's clock, or the real one when the pass is run at an earlier `now` (a replay, a
+        # test), as a site stamps its pages by the real clock.
+        self.stamp_clock = max(cfg.now, datetime.now(timezone.utc))
         self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
                              embedder=embedder.model_id, policy=cfg.policy)
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
@@ -548,7 +554,7 @@ class _Pass:
             await self._repair()
             return self._finish(t0)
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
-                                    parse=memo_parser(self.fetcher.cache))
+                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock)
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
@@ -609,14 +615,14 @@ class _Pass:
         # record does not move (`lastmods_to_record`: the same lastmod, or a host whose
         # stamps say nothing today, which keeps its recorded ones) changes nothing, so a
         # pass over 20,000 unchanged pages, or a deploy-date night, reads a handful of rows.
-        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts)
+        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts, self.stamp_clock)
         candidates = to_record.keys() | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(
             sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
             extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
-            rebuild=sorted(self.rebuild), feed=self.feed_hosts,
+            rebuild=sorted(self.rebuild), feed=self.feed_hosts, now=self.stamp_clock,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
         # Judged per host, as the feed is: stamps that vary only between two sites are "same".
