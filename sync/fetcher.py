@@ -25,6 +25,7 @@ from .errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
 from .inflate import ACCEPT_ENCODING, BoundedDecoder
 from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
+from .scheduler import MAX_INTERVAL
 from .scope import url_host
 from .sitemaps import MAX_SITEMAP_BYTES
 
@@ -40,11 +41,14 @@ __all__ = [
     "make_client",
     "parse_retry_after",
     "MAX_REDIRECTS",
+    "MAX_RETRY_AFTER",
 ]
 
 DEFAULT_USER_AGENT = "pagesync/0.1 (+https://pypi.org/project/pagesync/)"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 MAX_REDIRECTS = 5
+# The longest wait a Retry-After can impose: the revisit interval's ceiling (60 d).
+MAX_RETRY_AFTER = MAX_INTERVAL.total_seconds()
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/markdown", "text/x-markdown", "text/plain")
 
 
@@ -130,19 +134,22 @@ def make_client(
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Retry-After as seconds to wait: delta-seconds or an HTTP-date (RFC 9110 10.2.3)."""
+    """Retry-After as seconds to wait: delta-seconds or an HTTP-date (RFC 9110 10.2.3),
+    at most `MAX_RETRY_AFTER` (a server asking for years is asking for the longest wait
+    there is, which every schedule can hold); None when unreadable. Never raises."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        wait = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+    return min(max(0.0, wait), MAX_RETRY_AFTER)
 
 
 def _declared_length(fields: dict[str, str]) -> int:
