@@ -90,7 +90,8 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state, lastmods_to_record
+from .sitemaps import (MAX_TOTAL_SITEMAP_URLS, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
+                       lastmods_to_record)
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -134,6 +135,9 @@ class PassConfig:
     # Chunks of pages leaving the pass whose reuse keys may be read (~200 B each): a pass
     # removing a whole site reads no more, and pages past it are embedded as before.
     reuse_leaving_chunks: int = 20000
+    # Sitemap URLs of a pass in all (an index's files together): past them the pass reads no
+    # further sitemap and removes nothing, with a sitemap error (each URL costs ~200 B up front).
+    max_sitemap_urls: int = MAX_TOTAL_SITEMAP_URLS
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -144,8 +148,8 @@ class PassConfig:
         for u in (*self.sitemaps, *self.urls):
             if not isinstance(u, str) or not u.lower().startswith(("http://", "https://")):
                 raise ConfigError(f"{u!r} must be an http(s) URL")
-        if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1:
-            raise ConfigError("workers, embed_batch and write_batch must be at least 1")
+        if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
+            raise ConfigError("workers, embed_batch, write_batch and max_sitemap_urls must be at least 1")
         if not 0.0 <= self.max_delete_share <= 1.0:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
 
@@ -554,7 +558,8 @@ class _Pass:
             await self._repair()
             return self._finish(t0)
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
-                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock)
+                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock,
+                                    max_urls=cfg.max_sitemap_urls)
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}

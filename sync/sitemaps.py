@@ -46,6 +46,7 @@ __all__ = [
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
     "MAX_SITEMAP_URLS",
+    "MAX_TOTAL_SITEMAP_URLS",
     "robots_sitemaps",
     "PARSE_VERSION",
     "parse_key",
@@ -55,11 +56,14 @@ __all__ = [
 
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the protocol's limit, uncompressed
 MAX_SITEMAP_URLS = 50_000
+# URLs of all the sitemaps of a pass (an index's files together) kept at most: each costs
+# memory (~200 B) before any page is fetched, and 1,000 files of 50,000 would be 50M.
+MAX_TOTAL_SITEMAP_URLS = 500_000
 _MAX_SITEMAP_FILES = 1_000
 _YEAR = re.compile(r"^\d{4}(-\d{2})?$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SitemapEntry:
     url: str  # canonical
     lastmod: str | None  # ISO 8601 UTC; None when the sitemap gives none or an unreadable one
@@ -145,6 +149,9 @@ def _invalid_loc(loc: str) -> str | None:
     return f"invalid <loc>: scheme {scheme.lower()}, not http(s)"
 
 
+_UNSEEN = object()
+
+
 def parse_sitemap(data: bytes) -> ParsedSitemap:
     """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
     from lxml import etree  # here, not at the top: a pass whose sitemaps are all kept parses never loads lxml
@@ -174,6 +181,8 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         raise SitemapError(f"root element is <{kind}>, expected <urlset> or <sitemapindex>")
     seen: set[str] = set()
     bad: dict[str, str] = {}  # invalid <loc> -> why, each once (first wins, as for valid URLs)
+    # A stamp as written -> as normalised: many URLs share a stamp, and then one string.
+    stamps: dict[str | None, str | None] = {None: None}
     for u in root:
         if _local(u.tag) != "url":
             continue
@@ -201,9 +210,12 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         if len(out.entries) >= MAX_SITEMAP_URLS:
             out.truncated = True  # a URL past the limit: the caller must not read absence as removal
             break
-        parsed = parse_lastmod(lastmod)
-        # An unreadable stamp is no stamp: a changed typo is not a change of the page.
-        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
+        stamp = stamps.get(lastmod, _UNSEEN)
+        if stamp is _UNSEEN:
+            parsed = parse_lastmod(lastmod)
+            # An unreadable stamp is no stamp: a changed typo is not a change of the page.
+            stamp = stamps[lastmod] = parsed.isoformat() if parsed else None
+        out.entries.append(SitemapEntry(url, stamp))
     out.invalid = list(bad.items())
     return out
 
@@ -430,6 +442,7 @@ async def collect_sitemaps(
     scope: Callable[[str], str | None] | None = None,
     parse: Callable[[str, bytes], ParsedSitemap] | None = None,
     now: datetime | None = None,
+    max_urls: int = MAX_TOTAL_SITEMAP_URLS,
 ) -> SitemapCollection:
     """Fetch the given sitemaps (and, for index files, their children) and merge their URLs.
 
@@ -438,8 +451,11 @@ async def collect_sitemaps(
     "no URLs"; a child sitemap that `scope` refuses is skipped and recorded. `parse(url,
     body)` reads one sitemap file (default `parse_sitemap(body)`; a caller may remember parses).
     `now`: the pass's clock; a stamp later than it (and `LASTMOD_SKEW`) is no stamp.
+    `max_urls`: the URLs kept in all; past them the walk stops with an error (so nothing
+    is removed: the URLs not read are unknown, not gone).
     """
     out = SitemapCollection()
+    stamps: dict[str | None, str | None] = {}  # a stamp -> it checked (`lastmod_in_time`), one string each
     frontier = [(u, 0) for u in roots]
     visited: set[str] = set()
     while frontier and len(visited) < _MAX_SITEMAP_FILES:
@@ -476,8 +492,30 @@ async def collect_sitemaps(
             out.errors.append((url, f"lists more than {MAX_SITEMAP_URLS:,} URLs, the protocol's limit: "
                                     f"the first {MAX_SITEMAP_URLS:,} are tracked and nothing is removed; "
                                     "split it with a sitemap index"))
-        for e in parsed.entries:
-            out.entries.setdefault(e.url, lastmod_in_time(e.lastmod, now))
         for loc, why in parsed.invalid:
-            out.invalid.setdefault(loc, why)
+            if len(out.invalid) < max_urls:
+                out.invalid.setdefault(loc, why)
+        if not _merge_entries(out.entries, parsed.entries, max_urls, now, stamps):
+            out.errors.append((url, f"the sitemaps list more than {max_urls:,} URLs in all (the limit, "
+                                    f"max_sitemap_urls): the first {max_urls:,} are tracked, no further "
+                                    "sitemap is read and nothing is removed"))
+            break
     return out
+
+
+def _merge_entries(entries: dict[str, str | None], new: Iterable[SitemapEntry], max_urls: int,
+                   now: datetime | None, stamps: dict[str | None, str | None]) -> bool:
+    """Add one file's entries (the first listing of a URL wins) with their stamps checked
+    against the clock, each distinct stamp once (`stamps`, shared by the pass's files: many
+    URLs share a stamp, and then one string); False when a URL new to `entries` is past
+    `max_urls` (not added)."""
+    for e in new:
+        if e.url in entries:
+            continue
+        if len(entries) >= max_urls:
+            return False
+        stamp = stamps.get(e.lastmod, _UNSEEN)
+        if stamp is _UNSEEN:
+            stamp = stamps[e.lastmod] = lastmod_in_time(e.lastmod, now)
+        entries[e.url] = stamp
+    return True
