@@ -184,10 +184,12 @@ async def _read_bounded(resp: httpx.Response, fields: dict[str, str], max_bytes:
             size += len(piece)
         if decoder.full or size > max_bytes:
             break
-    body = b"".join(chunks)
-    if len(body) > max_bytes or decoder.full:
-        return body[:max_bytes], True  # exactly max_bytes kept
-    return body, False
+    truncated = decoder.full or size > max_bytes
+    if size > max_bytes:  # exactly max_bytes kept, trimmed before the join (one copy of the body)
+        while size - len(chunks[-1]) >= max_bytes:
+            size -= len(chunks.pop())
+        chunks[-1] = chunks[-1][: len(chunks[-1]) - (size - max_bytes)]
+    return b"".join(chunks), truncated
 
 
 class _Refused(Exception):
