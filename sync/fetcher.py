@@ -185,10 +185,14 @@ async def _read_bounded(resp: httpx.Response, fields: dict[str, str], max_bytes:
         if decoder.full or size > max_bytes:
             break
     truncated = decoder.full or size > max_bytes
-    if size > max_bytes:  # exactly max_bytes kept, trimmed before the join (one copy of the body)
-        while size - len(chunks[-1]) >= max_bytes:
-            size -= len(chunks.pop())
-        chunks[-1] = chunks[-1][: len(chunks[-1]) - (size - max_bytes)]
+    # Exactly max_bytes kept, trimmed before the join (one copy of the body, not two).
+    while size > max_bytes:
+        over = size - max_bytes
+        last = chunks.pop()
+        size -= len(last)
+        if len(last) > over:
+            chunks.append(last[: len(last) - over])
+            size += len(last) - over
     return b"".join(chunks), truncated
 
 

@@ -164,3 +164,21 @@ def test_a_gzipped_sitemap_file_bomb_is_a_sitemap_error_with_bounded_memory(monk
 
     _, peak = _peak(go)
     assert peak < 8 * CAP
+
+
+@pytest.mark.parametrize("cap", [0, 1, 99, 100, 101, 250, 1000])
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
+def test_a_body_is_read_up_to_the_cap_exactly(cap, coding):
+    import asyncio
+
+    from sync.fetcher import _read_bounded
+
+    data = bytes(range(256)) * 2
+    raw = gzip.compress(data) if coding == "gzip" else data
+
+    async def go():
+        resp = httpx.Response(200, stream=Streamed(raw, 37), headers={"content-encoding": coding})
+        return await _read_bounded(resp, dict(resp.headers.items()), cap)
+
+    body, truncated = asyncio.run(go())
+    assert body == data[:cap] and truncated is (len(data) > cap)
