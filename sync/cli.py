@@ -276,7 +276,7 @@ def run(
     no_reuse: bool = typer.Option(False, "--no-reuse", help="Embed every chunk of a changed page, even where a stored vector for the same text and embedder exists."),
     user_agent: Optional[str] = typer.Option(None, "--user-agent", help="User-Agent header for every request."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="Seconds before a request is abandoned."),
-    allow_host: list[str] = typer.Option([], "--allow-host", help="Another host pages may live on (repeatable); by default only the hosts of --sitemap/--url."),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="Another site pages may live on, HOST or HOST:PORT (repeatable); by default only the sites (host and port) of --sitemap/--url."),
     allow_mass_delete: bool = typer.Option(False, "--allow-mass-delete", help="Purge even when a pass would remove more than --max-delete-share of the tracked pages, or the sitemap came back empty."),
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),

@@ -100,7 +100,8 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state, lastmods_to_record
+from .sitemaps import (MAX_TOTAL_SITEMAP_URLS, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
+                       lastmods_to_record)
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -149,6 +150,9 @@ class PassConfig:
     # Chunks of pages leaving the pass whose reuse keys may be read (~200 B each): a pass
     # removing a whole site reads no more, and pages past it are embedded as before.
     reuse_leaving_chunks: int = 20000
+    # Sitemap URLs of a pass in all (an index's files together): past them the pass reads no
+    # further sitemap and removes nothing, with a sitemap error (each URL costs ~200 B up front).
+    max_sitemap_urls: int = MAX_TOTAL_SITEMAP_URLS
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -159,8 +163,8 @@ class PassConfig:
         for u in (*self.sitemaps, *self.urls):
             if not isinstance(u, str) or not u.lower().startswith(("http://", "https://")):
                 raise ConfigError(f"{u!r} must be an http(s) URL")
-        if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1:
-            raise ConfigError("workers, embed_batch and write_batch must be at least 1")
+        if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
+            raise ConfigError("workers, embed_batch, write_batch and max_sitemap_urls must be at least 1")
         if not 0.0 <= self.max_delete_share <= 1.0:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
 
@@ -183,6 +187,7 @@ def plan_events(
     lastmod_due: Callable[[str], bool] = lambda url: True,
     rebuild: Sequence[str] = (),
     feed: frozenset[str] | None = None,
+    now: datetime | None = None,
 ) -> tuple[list[ChangeEvent], list[ChangeEvent], bool, list[str]]:
     """Pure: merge the sitemap diff, extra URLs and the due queue into change events.
 
@@ -198,9 +203,10 @@ def plan_events(
     (`feed_hosts(sitemap_now)`), when the caller has them already. A due page whose
     recorded advance awaits its visit (`lastmod_pending`; a pass that recorded it was
     killed before the visit, see `record_sitemap`) goes as "lastmod" again while its host
-    is trusted, as it would have in that pass.
+    is trusted, as it would have in that pass. `now`: the pass's clock, past which a
+    stamp is no stamp (`lastmod_in_time`).
     """
-    diff = diff_sitemap(sitemap_before, sitemap_now, feed)
+    diff = diff_sitemap(sitemap_before, sitemap_now, feed, now)
     reasons: dict[str, str] = {}
     extras = set(extra_urls)
 
@@ -395,6 +401,10 @@ class _Pass:
         self.on_progress = on_progress or (lambda url, action: None)
         self.now = cfg.now
         self.now_iso = cfg.now.isoformat()
+        # A sitemap stamp later than this (and a day) is no stamp (`lastmod_in_time`): the
+        # pass's clock, or the real one when the pass is run at an earlier `now` (a replay, a
+        # test), as a site stamps its pages by the real clock.
+        self.stamp_clock = max(cfg.now, datetime.now(timezone.utc))
         self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
                              embedder=embedder.model_id, policy=cfg.policy)
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
@@ -574,7 +584,8 @@ class _Pass:
             await self._repair()
             return self._finish(t0)
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
-                                    parse=memo_parser(self.fetcher.cache))
+                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock,
+                                    max_urls=cfg.max_sitemap_urls)
         self.report.bytes_downloaded += sm.bytes_downloaded
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
@@ -633,14 +644,14 @@ class _Pass:
         # record does not move (`lastmods_to_record`: the same lastmod, or a host whose
         # stamps say nothing today, which keeps its recorded ones) changes nothing, so a
         # pass over 20,000 unchanged pages, or a deploy-date night, reads a handful of rows.
-        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts)
+        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts, self.stamp_clock)
         candidates = to_record.keys() | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
         known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(
             sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
             extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
-            rebuild=sorted(self.rebuild), feed=self.feed_hosts,
+            rebuild=sorted(self.rebuild), feed=self.feed_hosts, now=self.stamp_clock,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
         # Judged per host, as the feed is: stamps that vary only between two sites are "same".

@@ -23,7 +23,9 @@ import httpx
 from .decision import Outcome
 from .errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
+from .inflate import ACCEPT_ENCODING, BoundedDecoder
 from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
+from .scheduler import MAX_INTERVAL
 from .scope import url_host
 from .sitemaps import MAX_SITEMAP_BYTES
 
@@ -39,11 +41,14 @@ __all__ = [
     "make_client",
     "parse_retry_after",
     "MAX_REDIRECTS",
+    "MAX_RETRY_AFTER",
 ]
 
 DEFAULT_USER_AGENT = "pagesync/0.1 (+https://pypi.org/project/pagesync/)"
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 MAX_REDIRECTS = 5
+# The longest wait a Retry-After can impose: the revisit interval's ceiling (60 d).
+MAX_RETRY_AFTER = MAX_INTERVAL.total_seconds()
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/markdown", "text/x-markdown", "text/plain")
 
 
@@ -129,19 +134,22 @@ def make_client(
 
 
 def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Retry-After as seconds to wait: delta-seconds or an HTTP-date (RFC 9110 10.2.3)."""
+    """Retry-After as seconds to wait: delta-seconds or an HTTP-date (RFC 9110 10.2.3),
+    at most `MAX_RETRY_AFTER` (a server asking for years is asking for the longest wait
+    there is, which every schedule can hold); None when unreadable. Never raises."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        wait = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+    return min(max(0.0, wait), MAX_RETRY_AFTER)
 
 
 def _declared_length(fields: dict[str, str]) -> int:
@@ -155,6 +163,37 @@ def _header_fields(resp: httpx.Response) -> dict[str, str]:
     is joined with ", ", as `Headers.get` joins it. Every `Headers.get` decodes and
     compares every field again, and a page's answer is asked for five of them."""
     return dict(resp.headers.items())
+
+
+async def _read_bounded(resp: httpx.Response, fields: dict[str, str], max_bytes: int) -> tuple[bytes, bool]:
+    """The answer's body decoded (`Content-Encoding`), at most `max_bytes` of it, and
+    whether there was more. The raw stream is decoded here under the cap, never by httpx,
+    which inflates a whole read before anything could count it."""
+    try:
+        # An answer built in memory (a test transport's `content=`) was decoded when built.
+        body = resp.content
+        return body[:max_bytes], len(body) > max_bytes
+    except httpx.ResponseNotRead:
+        pass
+    decoder = BoundedDecoder(fields.get("content-encoding"), max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for raw in resp.aiter_raw():
+        for piece in decoder.feed(raw):
+            chunks.append(piece)
+            size += len(piece)
+        if decoder.full or size > max_bytes:
+            break
+    truncated = decoder.full or size > max_bytes
+    # Exactly max_bytes kept, trimmed before the join (one copy of the body, not two).
+    while size > max_bytes:
+        over = size - max_bytes
+        last = chunks.pop()
+        size -= len(last)
+        if len(last) > over:
+            chunks.append(last[: len(last) - over])
+            size += len(last) - over
+    return b"".join(chunks), truncated
 
 
 class _Refused(Exception):
@@ -332,7 +371,10 @@ class Fetcher:
         for _hop in range(self._max_redirects + 1):
             # `client.stream` without its context-manager wrapper (a generator per request):
             # the same request, sent streaming, and the answer closed on every way out.
-            resp = await self._client.send(self._client.build_request("GET", current, headers=headers),
+            # Accept-Encoding: only the codings `_read_bounded` decodes under the cap, whatever
+            # the injected client would advertise by default.
+            request = self._client.build_request("GET", current, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING})
+            resp = await self._client.send(request,
                                            follow_redirects=False, stream=True)
             try:
                 location = resp.headers.get("location") if resp.status_code in (301, 302, 303, 307, 308) else None
@@ -353,17 +395,8 @@ class Fetcher:
                 fields = _header_fields(resp)
                 if not prefix_ok and _declared_length(fields) > max_bytes:
                     return _Answer(resp, fields, b"", True, redirects, wire + resp.num_bytes_downloaded)
-                chunks: list[bytes] = []
-                size = 0
-                truncated = False
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        truncated = True
-                        chunks.append(chunk[: len(chunk) - (size - max_bytes)])  # exactly max_bytes kept
-                        break
-                    chunks.append(chunk)
-                return _Answer(resp, fields, b"".join(chunks), truncated, redirects, wire + resp.num_bytes_downloaded)
+                body, truncated = await _read_bounded(resp, fields, max_bytes)
+                return _Answer(resp, fields, body, truncated, redirects, wire + resp.num_bytes_downloaded)
             finally:
                 await resp.aclose()
         raise _Refused(f"too many redirects (more than {self._max_redirects})")

@@ -1,5 +1,9 @@
-"""Which URLs a pass may fetch: the configured hosts only, http(s) only, and no private
+"""Which URLs a pass may fetch: the configured sites only, http(s) only, and no private
 addresses reached from a public site (no SSRF through a hostile sitemap or redirect).
+
+A site is a host and a port, as for the audit: `docs.example.com` (its scheme's default
+port, 80 or 443) and `docs.example.com:8443` are two sites, so a sitemap cannot lead the
+pass to another service of its host (a metrics endpoint, an admin app).
 
 Pure apart from name resolution, which is injected (`resolve(host) -> list of IPs`).
 """
@@ -14,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key"]
+__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key", "site_key"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # scheme "://" netloc, where urlsplit would find them: the scheme's characters, then the
 # netloc up to the first / ? or # (or the end). No control character or space up to there:
@@ -61,10 +67,27 @@ def _split_host(url: str) -> tuple[str, str]:
         return "", ""
 
 
-def _host_of(value: str) -> str | None:
-    """An --allow-host value as the bare host that `check` compares: scopes are per host,
-    so `docs.example.com:8443`, `[::1]` and `https://docs.example.com/` name their host
-    (a port or scheme kept would match no URL, and that host's pages would quietly drop out)."""
+def site_key(scheme: str, host: str, port: int | None) -> str:
+    """A site as `Scope.hosts` holds it: the host (lower-case; an IPv6 literal bare), with
+    `:port` only for a port that is not the scheme's default (bracketed for IPv6)."""
+    host = host.lower()
+    if port is None or port == _DEFAULT_PORTS.get(scheme.lower()):
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _site_host(site: str) -> str:
+    """The host of a `site_key`."""
+    if site.startswith("["):
+        return site[1:site.index("]")]
+    host, colon, port = site.rpartition(":")
+    return host if colon and port.isdigit() and ":" not in host else site
+
+
+def _site_of(value: str) -> str | None:
+    """An --allow-host value as the site `check` compares: `docs.example.com`,
+    `docs.example.com:8443`, `[::1]:8080`, `fd00::5` or a URL (`https://docs.example.com/`)
+    name their host and port. Without a scheme, 80 and 443 are the default ports."""
     value = value.strip()
     try:
         ipaddress.ip_address(value.strip("[]"))  # an IP literal, bracketed or not: as written,
@@ -72,10 +95,15 @@ def _host_of(value: str) -> str | None:
     except ValueError:
         pass
     try:
-        host = urlsplit(value if "://" in value else "//" + value).hostname
+        parts = urlsplit(value if "://" in value else "//" + value)
+        host, port = parts.hostname, parts.port
     except ValueError:
         return None
-    return host.lower() if host else None
+    if not host:
+        return None
+    if not parts.scheme and port in (80, 443):
+        port = None
+    return site_key(parts.scheme, host, port)
 
 
 def is_private_address(ip: str) -> bool:
@@ -89,7 +117,8 @@ def is_private_address(ip: str) -> bool:
 
 @dataclass
 class Scope:
-    """Allowed hosts (from --sitemap/--url/--allow-host) and the private-address rule.
+    """Allowed sites (from --sitemap/--url/--allow-host; `site_key`s: host, and port when
+    not the default) and the private-address rule.
 
     When every configured host is public, any URL whose host resolves to a private
     address is refused; a site that itself lives on a private network (or 127.0.0.1)
@@ -104,14 +133,15 @@ class Scope:
 
     @classmethod
     def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
-        hosts = {h for h in map(_host_of, allow_hosts) if h}
+        hosts = {h for h in map(_site_of, allow_hosts) if h}
         for u in urls:
             try:
-                host = urlsplit(u).hostname
+                parts = urlsplit(u)
+                host, port = parts.hostname, parts.port
             except ValueError:
                 continue
             if host:
-                hosts.add(host.lower())
+                hosts.add(site_key(parts.scheme, host, port))
         return cls(hosts=hosts, resolve=resolve)
 
     def _addresses(self, host: str) -> list[str]:
@@ -126,13 +156,14 @@ class Scope:
     def private_allowed(self) -> bool:
         """True when some configured host is itself on a private address."""
         if self._private_ok is None:
-            self._private_ok = any(any(is_private_address(ip) for ip in self._addresses(h)) for h in self.hosts)
+            self._private_ok = any(any(is_private_address(ip) for ip in self._addresses(h))
+                                   for h in {_site_host(site) for site in self.hosts})
         return self._private_ok
 
     def check(self, url: str) -> str | None:
         """None when the URL may be fetched, else the reason it may not.
 
-        The answer depends only on the URL's scheme and host, so it is worked out once per
+        The answer depends only on the URL's scheme, host and port, so it is worked out once per
         `origin_key` (a 20,000-URL sitemap of one site costs one urlsplit, not 20,000).
         """
         key = origin_key(url)
@@ -148,12 +179,14 @@ class Scope:
         try:
             parts = urlsplit(url)
             host = (parts.hostname or "").lower()
+            port = parts.port
         except ValueError:
             return "malformed URL"
         if parts.scheme.lower() not in ("http", "https"):
             return f"scheme {parts.scheme or '(none)'} not allowed"
-        if host not in self.hosts:
-            return f"host {host or '(none)'} is not one of the configured sites (use --allow-host)"
+        site = site_key(parts.scheme, host, port)
+        if site not in self.hosts:
+            return f"host {site or '(none)'} is not one of the configured sites (use --allow-host)"
         if not self.private_allowed():
             addrs = self._addresses(host)
             if any(is_private_address(ip) for ip in addrs):

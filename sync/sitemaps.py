@@ -19,7 +19,7 @@ import json
 import re
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urljoin, urlsplit
@@ -33,6 +33,8 @@ __all__ = [
     "SitemapDiff",
     "parse_sitemap",
     "parse_lastmod",
+    "lastmod_in_time",
+    "LASTMOD_SKEW",
     "diff_sitemap",
     "lastmod_trusted",
     "lastmod_state",
@@ -44,6 +46,7 @@ __all__ = [
     "SitemapCollection",
     "MAX_SITEMAP_BYTES",
     "MAX_SITEMAP_URLS",
+    "MAX_TOTAL_SITEMAP_URLS",
     "robots_sitemaps",
     "PARSE_VERSION",
     "parse_key",
@@ -53,11 +56,14 @@ __all__ = [
 
 MAX_SITEMAP_BYTES = 50 * 1024 * 1024  # the protocol's limit, uncompressed
 MAX_SITEMAP_URLS = 50_000
+# URLs of all the sitemaps of a pass (an index's files together) kept at most: each costs
+# memory (~200 B) before any page is fetched, and 1,000 files of 50,000 would be 50M.
+MAX_TOTAL_SITEMAP_URLS = 500_000
 _MAX_SITEMAP_FILES = 1_000
 _YEAR = re.compile(r"^\d{4}(-\d{2})?$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SitemapEntry:
     url: str  # canonical
     lastmod: str | None  # ISO 8601 UTC; None when the sitemap gives none or an unreadable one
@@ -95,15 +101,33 @@ def parse_lastmod(value: str | None) -> datetime | None:
     if v.endswith("Z"):
         v = v[:-1] + "+00:00"
     try:
-        dt = datetime.fromisoformat(v)
-    except ValueError:
         try:
+            dt = datetime.fromisoformat(v)
+        except ValueError:
             dt = parsedate_to_datetime(v)
-        except (TypeError, ValueError, IndexError):
-            return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        # `9999-12-31T23:59:59-01:00` and `0001-01-01T00:00:00+01:00` have no UTC instant.
+        return dt.astimezone(timezone.utc)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+LASTMOD_SKEW = timedelta(days=1)  # how far ahead of the pass's clock a site's clock may run
+
+
+def lastmod_in_time(value: str | None, now: datetime | None) -> str | None:
+    """`value` (a stamp as `parse_sitemap` writes it), or None when it is later than `now`
+    plus `LASTMOD_SKEW`: a stamp in the future (a `2999` placeholder) is no stamp. Kept, it
+    would stay later than every real edit's stamp and hide them all; clamped to the clock, it
+    would advance on every pass. `now` None: no check."""
+    if value is None or now is None:
+        return value
+    when = parse_lastmod(value)
+    try:
+        return None if when is not None and when > now + LASTMOD_SKEW else value
+    except OverflowError:  # a pass clock at the end of time: nothing is later
+        return value
 
 
 def _local(tag: object) -> str:
@@ -123,6 +147,9 @@ def _invalid_loc(loc: str) -> str | None:
     if not scheme:  # "/a.html", "a.html", "//host/a.html"
         return "invalid <loc>: relative URL (a sitemap lists absolute URLs)"
     return f"invalid <loc>: scheme {scheme.lower()}, not http(s)"
+
+
+_UNSEEN = object()
 
 
 def parse_sitemap(data: bytes) -> ParsedSitemap:
@@ -154,6 +181,8 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         raise SitemapError(f"root element is <{kind}>, expected <urlset> or <sitemapindex>")
     seen: set[str] = set()
     bad: dict[str, str] = {}  # invalid <loc> -> why, each once (first wins, as for valid URLs)
+    # A stamp as written -> as normalised: many URLs share a stamp, and then one string.
+    stamps: dict[str | None, str | None] = {None: None}
     for u in root:
         if _local(u.tag) != "url":
             continue
@@ -181,9 +210,12 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         if len(out.entries) >= MAX_SITEMAP_URLS:
             out.truncated = True  # a URL past the limit: the caller must not read absence as removal
             break
-        parsed = parse_lastmod(lastmod)
-        # An unreadable stamp is no stamp: a changed typo is not a change of the page.
-        out.entries.append(SitemapEntry(url, parsed.isoformat() if parsed else None))
+        stamp = stamps.get(lastmod, _UNSEEN)
+        if stamp is _UNSEEN:
+            parsed = parse_lastmod(lastmod)
+            # An unreadable stamp is no stamp: a changed typo is not a change of the page.
+            stamp = stamps[lastmod] = parsed.isoformat() if parsed else None
+        out.entries.append(SitemapEntry(url, stamp))
     out.invalid = list(bad.items())
     return out
 
@@ -283,15 +315,17 @@ def feed_hosts(entries: Mapping[str, str | None]) -> frozenset[str]:
     return frozenset(h for h, lastmods in by_host.items() if lastmod_state(lastmods) == "varied")
 
 
-def lastmod_advanced(previous: str | None, current: str | None) -> bool:
+def lastmod_advanced(previous: str | None, current: str | None, now: datetime | None = None) -> bool:
     """Whether a URL's `lastmod` moved forward: today's stamp is later than the one recorded.
 
     A stamp that appears where none was recorded counts (it is news about the page); one
     that disappears or moves backwards does not (a restored backup, a sitemap served by a
     stale node, a deploy-date night's stamp still on record: the page did not change
     because its stamp went back). Stamps are compared as instants when both read as dates,
-    else as the normalised strings the parser writes, which order the same way.
+    else as the normalised strings the parser writes, which order the same way. With the
+    pass's clock `now`, a stamp in the future on either side is no stamp (`lastmod_in_time`).
     """
+    previous, current = lastmod_in_time(previous, now), lastmod_in_time(current, now)
     if not current or current == previous:
         return False
     if previous is None:
@@ -302,7 +336,8 @@ def lastmod_advanced(previous: str | None, current: str | None) -> bool:
     return current > previous
 
 
-def lastmod_to_record(previous: str | None, current: str | None, feed: bool) -> str | None:
+def lastmod_to_record(previous: str | None, current: str | None, feed: bool,
+                      now: datetime | None = None) -> str | None:
     """The `lastmod` the state keeps for a listed URL after this pass: what the next pass's
     diff compares against. `previous`: the one recorded (None when none is, or the URL is
     new); `current`: today's; `feed`: whether the URL's host is a feed today (`feed_hosts`).
@@ -312,8 +347,11 @@ def lastmod_to_record(previous: str | None, current: str | None, feed: bool) -> 
     a deploy-date night compares against the stamps before it, not against the deploy date;
     a URL that lost its own stamp keeps its last one for the same reason. A URL with no
     stamp on record takes today's even from a deploy-date night: its page was read after
-    that deploy (it was new), so only a later stamp is news about it.
+    that deploy (it was new), so only a later stamp is news about it. With the pass's clock
+    `now`, a stamp in the future on either side is no stamp (`lastmod_in_time`): one on
+    record is dropped.
     """
+    previous, current = lastmod_in_time(previous, now), lastmod_in_time(current, now)
     if current is None:
         return previous
     if feed or previous is None:
@@ -322,22 +360,22 @@ def lastmod_to_record(previous: str | None, current: str | None, feed: bool) -> 
 
 
 def lastmods_to_record(previous: Mapping[str, str | None], current: Mapping[str, str | None],
-                       feed: frozenset[str] | None = None) -> dict[str, str | None]:
+                       feed: frozenset[str] | None = None, now: datetime | None = None) -> dict[str, str | None]:
     """The listed URLs whose recorded `lastmod` (or sitemap membership) this pass changes:
     url -> `lastmod_to_record`, for URLs new to `previous` or whose recorded stamp moves.
 
     Everything else keeps its record untouched, so a pass over 20,000 unchanged entries (or
     a deploy-date night on a 20,000-URL host) records nothing. `feed`: `feed_hosts(current)`
-    when the caller has it.
+    when the caller has it; `now`: the pass's clock (`lastmod_to_record`).
     """
     if feed is None:
         feed = feed_hosts(current)
     out: dict[str, str | None] = {}
     for url, lm in current.items() - previous.items():
         if url not in previous:
-            out[url] = lastmod_to_record(None, lm, _netloc(url) in feed)
+            out[url] = lastmod_to_record(None, lm, _netloc(url) in feed, now)
         else:
-            keep = lastmod_to_record(previous[url], lm, _netloc(url) in feed)
+            keep = lastmod_to_record(previous[url], lm, _netloc(url) in feed, now)
             if keep != previous[url]:
                 out[url] = keep
     return out
@@ -352,7 +390,7 @@ class SitemapDiff:
 
 
 def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None],
-                 feed: frozenset[str] | None = None) -> SitemapDiff:
+                 feed: frozenset[str] | None = None, now: datetime | None = None) -> SitemapDiff:
     """Compare the sitemap URLs we tracked (url -> lastmod recorded) with today's.
 
     `lastmod_changed` lists URLs in both whose lastmod advanced (`lastmod_advanced`: later
@@ -360,7 +398,8 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
     (`feed_hosts`; pass `feed` when already computed): a host with one stamp on every URL
     has none, and its stamps are no advance whatever they are. `lastmod_trusted`: some host
     has a feed. `previous` should be what `lastmods_to_record` left in the state, which
-    keeps no deploy-date night's stamps as a baseline.
+    keeps no deploy-date night's stamps as a baseline. `now`: the pass's clock, past which
+    a stamp is no stamp (`lastmod_in_time`).
     """
     # Set operations on the mappings' views: 20,000 unchanged URLs are compared in C.
     added = sorted(current.keys() - previous.keys())
@@ -371,7 +410,7 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
     changed: list[str] = []
     if trusted:
         changed = sorted(u for u, lm in current.items() - previous.items()
-                         if lm and u in previous and _netloc(u) in feed and lastmod_advanced(previous[u], lm))
+                         if lm and u in previous and _netloc(u) in feed and lastmod_advanced(previous[u], lm, now))
     return SitemapDiff(added, removed, changed, trusted)
 
 
@@ -402,6 +441,8 @@ async def collect_sitemaps(
     max_depth: int = 3,
     scope: Callable[[str], str | None] | None = None,
     parse: Callable[[str, bytes], ParsedSitemap] | None = None,
+    now: datetime | None = None,
+    max_urls: int = MAX_TOTAL_SITEMAP_URLS,
 ) -> SitemapCollection:
     """Fetch the given sitemaps (and, for index files, their children) and merge their URLs.
 
@@ -409,8 +450,12 @@ async def collect_sitemaps(
     -> (body, wire_bytes)` raises FetchError. A failed file is recorded, never read as
     "no URLs"; a child sitemap that `scope` refuses is skipped and recorded. `parse(url,
     body)` reads one sitemap file (default `parse_sitemap(body)`; a caller may remember parses).
+    `now`: the pass's clock; a stamp later than it (and `LASTMOD_SKEW`) is no stamp.
+    `max_urls`: the URLs kept in all; past them the walk stops with an error (so nothing
+    is removed: the URLs not read are unknown, not gone).
     """
     out = SitemapCollection()
+    stamps: dict[str | None, str | None] = {}  # a stamp -> it checked (`lastmod_in_time`), one string each
     frontier = [(u, 0) for u in roots]
     visited: set[str] = set()
     while frontier and len(visited) < _MAX_SITEMAP_FILES:
@@ -447,8 +492,30 @@ async def collect_sitemaps(
             out.errors.append((url, f"lists more than {MAX_SITEMAP_URLS:,} URLs, the protocol's limit: "
                                     f"the first {MAX_SITEMAP_URLS:,} are tracked and nothing is removed; "
                                     "split it with a sitemap index"))
-        for e in parsed.entries:
-            out.entries.setdefault(e.url, e.lastmod)
         for loc, why in parsed.invalid:
-            out.invalid.setdefault(loc, why)
+            if len(out.invalid) < max_urls:
+                out.invalid.setdefault(loc, why)
+        if not _merge_entries(out.entries, parsed.entries, max_urls, now, stamps):
+            out.errors.append((url, f"the sitemaps list more than {max_urls:,} URLs in all (the limit, "
+                                    f"max_sitemap_urls): the first {max_urls:,} are tracked, no further "
+                                    "sitemap is read and nothing is removed"))
+            break
     return out
+
+
+def _merge_entries(entries: dict[str, str | None], new: Iterable[SitemapEntry], max_urls: int,
+                   now: datetime | None, stamps: dict[str | None, str | None]) -> bool:
+    """Add one file's entries (the first listing of a URL wins) with their stamps checked
+    against the clock, each distinct stamp once (`stamps`, shared by the pass's files: many
+    URLs share a stamp, and then one string); False when a URL new to `entries` is past
+    `max_urls` (not added)."""
+    for e in new:
+        if e.url in entries:
+            continue
+        if len(entries) >= max_urls:
+            return False
+        stamp = stamps.get(e.lastmod, _UNSEEN)
+        if stamp is _UNSEEN:
+            stamp = stamps[e.lastmod] = lastmod_in_time(e.lastmod, now)
+        entries[e.url] = stamp
+    return True

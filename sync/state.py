@@ -5,9 +5,10 @@ order), so the state never claims more than the collection holds. `pending_hash`
 a page whose write began: if the pass dies before confirming it, the next pass sees
 the mark and revisits the page at once.
 
-Concurrency: `lock()` takes an exclusive advisory lock on `<db>.lock`; a second pass
-on the same state waits up to `wait` seconds, then refuses with `StateLockedError`
-naming the holder (host, pid, start). The OS drops the lock when a process dies, so a
+Concurrency: `lock()` takes an exclusive advisory lock on the database file itself (so
+a symlink, a hard link or any other path to it meets the same lock) and on `<db>.lock`
+beside the resolved file, which names the holder; a second pass on the same state waits
+up to `wait` seconds, then refuses with `StateLockedError` naming the holder (host, pid, start). The OS drops the lock when a process dies, so a
 crashed pass never blocks the next one. The lock covers one machine; for passes on
 several machines sharing one collection, see `sync.qdrant_state` (a lease).
 """
@@ -236,6 +237,31 @@ _UPSERT = (f"INSERT INTO pages ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?
            f"ON CONFLICT(url) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _ROW_COLUMNS[1:])}")
 
 
+def _flock_all(fds: Sequence[int]) -> int | None:
+    """Take an exclusive flock on every fd, in order, without waiting: None when all are
+    taken, else the index of the first one held elsewhere (those taken before it are let go)."""
+    for i, fd in enumerate(fds):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            for taken in fds[:i]:
+                fcntl.flock(taken, fcntl.LOCK_UN)
+            return i
+    return None
+
+
+def _holder(fd: int) -> Holder | str:
+    """The holder a lock file describes, as written (`Holder.to_json`), or its raw text."""
+    try:
+        raw = os.pread(fd, 500, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    try:
+        return Holder.from_dict(json.loads(raw))
+    except (ValueError, TypeError, AttributeError):
+        return raw  # written by an older pagesync: shown as it is
+
+
 class StateDB:
     """The page-state database. Use as a context manager or call `close()`.
 
@@ -246,7 +272,7 @@ class StateDB:
     def __init__(self, path: str | os.PathLike[str]):
         self.memory = str(path) == ":memory:"  # a throw-away state (dry runs with no state yet)
         self.path = Path(path)
-        self._lock_fd: int | None = None
+        self._lock_fds: tuple[int, int] | None = None
         try:
             if not self.memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,36 +310,43 @@ class StateDB:
         The refusal names the holder as the Qdrant state's lease does (host, pid, started
         at); an OS file lock has no expiry: it is released when the holder process exits.
         """
-        if self._lock_fd is not None or self.memory:
+        if self._lock_fds is not None or self.memory:
             return
-        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + max(0.0, wait)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() < deadline:
-                    time.sleep(min(_LOCK_POLL_S, max(0.0, deadline - time.monotonic())))
-                    continue
-                holder: Holder | str = ""
-                with contextlib.suppress(OSError):
-                    raw = os.pread(fd, 500, 0).decode(errors="replace").strip()
-                    try:
-                        holder = Holder.from_dict(json.loads(raw))
-                    except (ValueError, TypeError, AttributeError):
-                        holder = raw  # written by an older pagesync: shown as it is
+        # Both locks are flock(2) locks, held by open file descriptions: SQLite's own locks
+        # on the database are POSIX byte-range locks, which flock neither takes nor drops.
+        # `<db>.lock` beside the resolved file holds the holder's description (a symlink
+        # meets it); the database file's own lock is keyed on its inode (a hard link meets it).
+        real = os.path.realpath(self.path)
+        opened: list[int] = []
+        try:
+            opened.append(os.open(real + ".lock", os.O_RDWR | os.O_CREAT, 0o644))
+            opened.append(os.open(real, os.O_RDONLY))
+        except OSError as exc:
+            for fd in opened:
                 os.close(fd)
-                raise StateLockedError(locked_message(str(self.path), holder)) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, this_process(time.time()).to_json().encode(), 0)
-        self._lock_fd = fd
+            raise StateUnusableError(f"cannot lock state database {self.path}: {exc}") from exc
+        fds = (opened[0], opened[1])
+        deadline = time.monotonic() + max(0.0, wait)
+        while (busy := _flock_all(fds)) is not None:
+            if time.monotonic() < deadline:
+                time.sleep(min(_LOCK_POLL_S, max(0.0, deadline - time.monotonic())))
+                continue
+            # Only a held `<db>.lock` describes its holder; one we could take is stale (a pass
+            # through another hard link holds the database, and wrote its own file).
+            holder = _holder(fds[0]) if busy == 0 else ""
+            for fd in fds:
+                os.close(fd)
+            raise StateLockedError(locked_message(str(self.path), holder)) from None
+        os.ftruncate(fds[0], 0)
+        os.pwrite(fds[0], this_process(time.time()).to_json().encode(), 0)
+        self._lock_fds = fds
 
     def unlock(self) -> None:
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock_fds is not None:
+            for fd in reversed(self._lock_fds):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            self._lock_fds = None
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

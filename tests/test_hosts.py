@@ -57,3 +57,24 @@ def test_a_waiting_host_holds_no_worker_while_another_hosts_pages_are_ready(two_
     assert max(bt) < at[1], f"b's pages waited for a's: {[(round(t - timeline[0][0], 2), h) for t, h in timeline]}"
     start = min(a.times[0], b.times[0])  # the pass's first request (a sitemap)
     assert at[1] - start >= GAP / 2  # a's wait was kept, not skipped (skipped, it is ~0)
+
+
+def test_a_sitemap_entry_on_another_port_of_the_host_is_out_of_scope(two_sites, tmp_path):
+    """Site a's sitemap lists a page of b, another port of the same 127.0.0.1: b is another
+    site (a metrics endpoint, an admin app), never fetched nor indexed unless allowed."""
+    a, b = two_sites
+    a.set("/p0.html", page_html("Page 0", [para("a page")]))
+    b.set("/secret.html", page_html("Secret", [para("admin text")]))
+    a.set("/map.xml", '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                      f"<url><loc>{a.server.url('/p0.html')}</loc></url>"
+                      f"<url><loc>{b.server.url('/secret.html')}</loc></url></urlset>",
+          content_type="application/xml")
+    h = Harness(a, tmp_path)
+    rep = h.run(sitemaps=[a.server.url("/map.xml")])
+    assert rep.pages_out_of_scope == 1 and rep.pages_fetched == 1
+    assert {p["url"] for p in h.points().values()} == {a.server.url("/p0.html")}
+    assert b.requests == []
+    port = b.server.url("/").split(":")[2].split("/")[0]
+    rep = h.run(sitemaps=[a.server.url("/map.xml")], allow_hosts=[f"127.0.0.1:{port}"])
+    assert rep.pages_out_of_scope == 0
+    assert b.server.url("/secret.html") in {p["url"] for p in h.points().values()}

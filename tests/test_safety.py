@@ -106,7 +106,7 @@ def test_invalid_sitemap_locs_are_counted_and_reported_as_skipped(site, harness)
 def test_allow_host_extends_the_scope(site, harness):
     site.set("/p0.html", page_html("P0", [para("zero")]))
     port = site.server.base_url.rsplit(":", 1)[1]
-    rep = harness.run(sitemaps=[], urls=[f"http://localhost:{port}/p0.html"], allow_hosts=["localhost"])
+    rep = harness.run(sitemaps=[], urls=[f"http://localhost:{port}/p0.html"], allow_hosts=[f"localhost:{port}"])
     assert rep.pages_added == 1
 
 
@@ -122,7 +122,7 @@ def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
             + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", other]) + "</urlset>")
     site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
     sm = [site.server.url("/custom-sitemap.xml")]
-    assert harness.run(sitemaps=sm, allow_hosts=["localhost"]).pages_added == 2
+    assert harness.run(sitemaps=sm, allow_hosts=[f"localhost:{port}"]).pages_added == 2
     rep = harness.run(sitemaps=sm, advance=timedelta(minutes=5))
     assert rep.pages_removed == 1 and rep.pages_out_of_scope == 1
     (change,) = [c for c in rep.to_dict()["changes"] if c["url"] == other]

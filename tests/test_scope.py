@@ -26,7 +26,11 @@ def public_scope() -> Scope:
 @pytest.mark.parametrize("url, allowed", [
     ("https://docs.example.com/a", True),
     ("http://docs.example.com/a?x=1#f", True),
-    ("https://DOCS.example.com:8443/a", True),
+    ("https://DOCS.example.com:443/a", True),  # the default port, written
+    ("http://docs.example.com:80/a", True),
+    ("https://DOCS.example.com:8443/a", False),  # another port: another site of the host
+    ("http://docs.example.com:443/a", False),  # not http's default port
+    ("https://docs.example.com:99999/a", False),  # malformed port
     ("https://user:pw@docs.example.com/a", True),
     ("https://cdn.example.com/a", True),  # --allow-host
     ("https://other.example.com/a", False),  # not a configured host
@@ -49,19 +53,41 @@ def test_a_site_on_a_private_network_may_reach_its_own_hosts_only():
     assert scope.check("http://docs.example.com/a") is not None
 
 
-@pytest.mark.parametrize("allow", ["cdn.example.com", "CDN.example.com", "cdn.example.com:8443",
-                                   "https://cdn.example.com/", "http://cdn.example.com:8080/docs"])
-def test_allow_host_names_a_host_however_written(allow):
-    """A port or a URL given to --allow-host allows its host; it did not match anything before,
-    so that host's sitemap entries were skipped and its indexed pages purged as gone."""
+@pytest.mark.parametrize("allow", ["cdn.example.com", "CDN.example.com", "cdn.example.com:443",
+                                   "https://cdn.example.com/", "http://cdn.example.com:80/docs"])
+def test_allow_host_names_a_site_however_written(allow):
+    """A host, host:port or a URL given to --allow-host allows that site (its default ports
+    when none is written)."""
     scope = Scope.from_urls(["https://docs.example.com/sitemap.xml"], [allow], resolve=resolve)
-    assert scope.check("https://cdn.example.com/a") is None
+    assert scope.check("https://cdn.example.com/a") is None and scope.check("http://cdn.example.com/a") is None
+    assert scope.check("https://cdn.example.com:8443/a") is not None
     assert scope.check("https://other.example.com/a") is not None
 
 
+@pytest.mark.parametrize("allow", ["cdn.example.com:8443", "https://CDN.example.com:8443/docs"])
+def test_allow_host_with_a_port_allows_that_port_only(allow):
+    scope = Scope.from_urls(["https://docs.example.com/sitemap.xml"], [allow], resolve=resolve)
+    assert scope.check("https://cdn.example.com:8443/a") is None
+    assert scope.check("https://cdn.example.com/a") is not None
+
+
+def test_a_site_is_its_host_and_port():
+    """A sitemap on the configured site may list another port of its host (a metrics
+    endpoint, an admin app): that is another site, out of scope unless allowed."""
+    scope = Scope.from_urls(["http://127.0.0.1:8000/sitemap.xml"])
+    assert scope.check("http://127.0.0.1:8000/a") is None
+    reason = scope.check("http://127.0.0.1:9100/metrics")
+    assert reason == "host 127.0.0.1:9100 is not one of the configured sites (use --allow-host)"
+    assert scope.check("http://127.0.0.1/a") is not None
+    allowed = Scope.from_urls(["http://127.0.0.1:8000/sitemap.xml"], ["127.0.0.1:9100"])
+    assert allowed.check("http://127.0.0.1:9100/metrics") is None
+
+
 def test_allow_host_takes_an_ipv6_literal():
-    scope = Scope.from_urls(["http://[::1]:8080/sitemap.xml"], ["[fd00::5]", "fd00::6"])
-    assert scope.check("http://[fd00::5]/a") is None and scope.check("http://[fd00::6]:81/a") is None
+    scope = Scope.from_urls(["http://[::1]:8080/sitemap.xml"], ["[fd00::5]", "fd00::6", "[fd00::7]:81"])
+    assert scope.check("http://[::1]:8080/a") is None and scope.check("http://[::1]:8081/a") is not None
+    assert scope.check("http://[fd00::5]/a") is None and scope.check("http://[fd00::6]:81/a") is not None
+    assert scope.check("http://[fd00::7]:81/a") is None
 
 
 def test_reasons_name_the_problem():
@@ -95,7 +121,7 @@ _urlish = st.lists(_pieces, max_size=12).map("".join)
 def _split(url):
     try:
         parts = urlsplit(url)
-        return parts.scheme, parts.hostname
+        return parts.scheme, parts.hostname, parts.port
     except ValueError as exc:
         return type(exc)
 
@@ -105,7 +131,7 @@ def _split(url):
 @example("https://docs.example.com\t.evil/a")
 @example("https://docs.example.com?x/y")
 @example(" https://docs.example.com/")
-def test_origin_key_decides_scheme_and_host_as_urlsplit_does(url):
+def test_origin_key_decides_scheme_host_and_port_as_urlsplit_does(url):
     key = origin_key(url)
     if key is not None:
         assert url.startswith(key)

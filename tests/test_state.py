@@ -450,3 +450,46 @@ def test_sqlite_wait_lock_waits_for_the_holder_then_gives_up(tmp_path):
         b.lock(wait=10)  # taken as soon as the holder lets go
         assert 0.2 <= time.monotonic() - t0 < 5
         releaser.join()
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_link_to_the_state_meets_the_same_lock(tmp_path, link):
+    """A pass through another path to the same database file is refused while one runs. The
+    holder is another process, as a second pass would be (SQLite shares its own per-file
+    bookkeeping between the connections of one process, which would hide the bypass)."""
+    path = tmp_path / "state.db"
+    other = tmp_path / "elsewhere" / "alias.db"
+    other.parent.mkdir()
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from sync.state import StateDB
+        s = StateDB({str(path)!r})
+        s.lock()
+        print("locked", flush=True)
+        sys.stdin.readline()
+        s.close()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        (other.symlink_to if link == "symlink" else other.hardlink_to)(path)
+        with StateDB(other) as b, pytest.raises(StateLockedError) as ei:
+            b.lock()
+        msg = str(ei.value)
+        assert msg.startswith(f"another pagesync pass is using {other}") and "--wait-lock" in msg
+        if link == "symlink":
+            assert f"pid {proc.pid}" in msg  # the holder's description is beside the resolved file
+        proc.stdin.write("done\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+        with StateDB(other) as b:
+            b.lock()  # free again once the holder lets go
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdin.close()
+        proc.stdout.close()
