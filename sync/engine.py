@@ -66,7 +66,7 @@ from .httpcache import FetchCache, ReadOnlyCache, memo_parser
 from .ids import canonical_url, chunk_id, point_id
 from .plural import plural
 from .report import Report
-from .scope import Scope, url_host
+from .scope import Scope, all_out_of_scope, refused_by_host, some_out_of_scope, url_host
 from .policy import (
     DEFAULT_POLICY,
     BulkState,
@@ -99,6 +99,7 @@ __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap
 
 log = logging.getLogger("pagesync")
 
+_SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sitemap the scope refuses
 # Why a page is visited this pass, most specific first (a page gets its first reason).
 REASONS = ("new", "pending", "rebuild", "lastmod", "due", "full", "removed", "bulk")
 
@@ -562,6 +563,7 @@ class _Pass:
                 self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
+        self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
         for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
             self.report.skip(loc, reason)
             self.report.pages_invalid_loc += 1
@@ -573,8 +575,10 @@ class _Pass:
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
-            # Rare, and every page it lists goes untracked: said at INFO, not only in the report.
-            log.info("skipped sitemap %s (%s)", url, reason)
+            # Rare, and every page it lists goes untracked: said at INFO, not only in the report
+            # (out of scope: in `_judge_scope`'s one line).
+            if not reason.startswith(_SCOPE_SKIP):
+                log.info("skipped sitemap %s (%s)", url, reason)
         before = self.state.sitemap_urls()
         if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
@@ -659,6 +663,18 @@ class _Pass:
         await self._apply_purges()
 
         return self._finish(t0)
+
+    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str], any_in_scope: bool) -> None:
+        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
+        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
+        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
+        state, and read as "the site is empty" on a tracked one. Some refused: one line."""
+        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
+        if not refused or not self.cfg.sitemaps:
+            return
+        if not any_in_scope:
+            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
+        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
 
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a
@@ -963,20 +979,31 @@ class _Pass:
             if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
                 self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
 
-    def _mass_delete_reason(self, n: int, emptied: int = 0) -> str | None:
+    def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
         """The guard's refusal when `n` live pages would go, `emptied` of them by a change
-        to a stub (`broken_deploy`) rather than a purge; None when the pass may go on."""
+        to a stub (`broken_deploy`) rather than a purge, `scoped` (their URLs) because they
+        are out of scope now; None when the pass may go on. Pages that only left the scope
+        are no lost site: for them the advice is the scope, never --allow-mass-delete."""
         cfg = self.cfg
         if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
             return None
+        if scoped:
+            hosts = refused_by_host(scoped)
+            allow = " ".join(f"--allow-host {h}" for h in list(dict.fromkeys(url_host(u)[1] for u in scoped))[:3] if h)
+            where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
+            if len(scoped) == n:
+                return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
+                        f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
+                        f"purged. If they are still this site's, add {allow}")
         what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
                                          f"empty {emptied}" if emptied else "") if w)
         why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
                "broken deploy" if emptied else "")
         done = "nothing was purged or emptied" if emptied else "nothing was purged"
+        also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
         return (f"mass-deletion guard: this pass would {what} of {self.tracked_before} tracked pages "
                 f"(more than {cfg.max_delete_share:.0%}{why}); {done}. If the site really lost them, "
-                f"run again with --allow-mass-delete")
+                f"run again with --allow-mass-delete{also}")
 
     def _judge_guard(self) -> None:
         """Once every page of the pass was seen: the live pages it would purge, and those
@@ -985,7 +1012,9 @@ class _Pass:
             url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
             for url, (item, markdown) in self.suspects.items()})
         live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
-        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken))
+        scoped = [page.url for page, _, reason, _ in self.purges.values()
+                  if page.status == LIVE and reason.startswith("out of scope")]
+        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)
         if self.guard:
             self.report.mass_delete_blocked = live + len(self.broken)
             self.report.error("(pass)", self.guard)

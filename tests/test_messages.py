@@ -1,0 +1,94 @@
+"""Configuration and environment problems read as what they are: one line naming the cause
+and the way on, the exit code of CONTRACT.md (2: configuration, nothing purged; 1: a pass
+that could not finish its writes), and never advice that would make things worse."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from demo.site_server import Resource
+
+
+from tests.test_cli import build, cli, one_error_line, run, stored, work  # noqa: F401
+
+COMMON = ("--qdrant-path", "q", "--state", "s.db")
+
+
+def _alias(site) -> str:
+    """The site's sitemap named by another name of its host: localhost for 127.0.0.1."""
+    port = site.server.base_url.rsplit(":", 1)[1]
+    return f"http://localhost:{port}/sitemap.xml"
+
+
+def _urlset(urls: list[str]) -> bytes:
+    return ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{u}</loc></url>" for u in urls) + "</urlset>").encode()
+
+
+# -- a sitemap whose every URL is out of scope ---------------------------------------------------
+def test_a_host_alias_on_a_fresh_state_is_exit_2_naming_the_hosts_and_allow_host(site, work):
+    build(site, n=5)
+    r = cli(work, "run", "--sitemap", _alias(site), *COMMON, "--embedder", "fake")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    port = site.server.base_url.rsplit(":", 1)[1]
+    assert f"5 on 127.0.0.1:{port}" in line and "--allow-host 127.0.0.1" in line and "localhost" in line, line
+    assert "--allow-mass-delete" not in line
+    assert not any(p[1].endswith(".html") for p in site.requests), "no page is fetched"
+
+
+def test_a_host_alias_on_a_tracked_site_is_exit_2_and_purges_nothing(site, work):
+    build(site, n=6)
+    assert run(site, work).returncode == 0
+    before = stored(work)
+    assert len({p["url"] for p in before.values()}) == 6
+    for extra in ((), ("--full",), ("--dry-run",)):
+        r = cli(work, "run", "--sitemap", _alias(site), *COMMON, "--embedder", "fake", *extra)
+        assert r.returncode == 2, r.stdout + r.stderr
+        line = one_error_line(r)
+        assert "out of scope" in line and "--allow-host 127.0.0.1" in line, line
+        assert "--allow-mass-delete" not in r.stderr
+    assert stored(work) == before
+    status = cli(work, "status", *COMMON)
+    assert "6 tracked (6 live)" in status.stdout, status.stdout
+    assert run(site, work).returncode == 0  # the right name goes on as before
+
+
+def test_a_sitemap_index_whose_children_are_all_out_of_scope_is_exit_2(site, work):
+    build(site, n=2)
+    site.sitemap_mode = "index"  # its children are named 127.0.0.1
+    r = cli(work, "run", "--sitemap", _alias(site), *COMMON, "--embedder", "fake")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--allow-host 127.0.0.1" in one_error_line(r)
+
+
+def test_a_few_out_of_scope_urls_are_one_warning_line(site, work):
+    urls = build(site, n=2)
+    port = site.server.base_url.rsplit(":", 1)[1]
+    others = [f"http://localhost:{port}/p{i}.html" for i in range(4)] + ["http://other.example/x"]
+    site.resources["/mixed.xml"] = Resource(_urlset([*urls, *others]), "application/xml", in_sitemap=False)
+    r = cli(work, "run", "--sitemap", site.server.url("/mixed.xml"), *COMMON, "--embedder", "fake")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "out of scope" in ln or "localhost" in ln]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("warning: skipped 5 sitemap URLs out of scope (4 on localhost:"), lines[0]
+    assert "--allow-host localhost --allow-host other.example" in lines[0], lines[0]
+
+
+def test_the_guard_advises_the_scope_not_a_mass_delete_when_pages_only_left_the_scope(site, harness):
+    """Pages indexed through --allow-host, the flag dropped: more than the guard's share
+    would go, all of them for scope. The refusal names --allow-host, not --allow-mass-delete."""
+    build(site, n=6)
+    port = site.server.base_url.rsplit(":", 1)[1]
+    listed = [site.server.url("/p0.html")] + [f"http://localhost:{port}/p{i}.html" for i in range(1, 6)]
+    site.resources["/custom.xml"] = Resource(_urlset(listed), "application/xml", in_sitemap=False)
+    sm = [site.server.url("/custom.xml")]
+    assert harness.run(sitemaps=sm, allow_hosts=["localhost"]).pages_added == 6
+    before = harness.points()
+    rep = harness.run(sitemaps=sm, advance=timedelta(minutes=5))
+    assert rep.pages_removed == 0 and rep.mass_delete_blocked == 5 and not rep.ok
+    guard = rep.errors[-1]["error"]
+    assert "out of scope now (5 on localhost:" in guard and "--allow-host localhost" in guard, guard
+    assert "--allow-mass-delete" not in guard
+    assert harness.points() == before
+    assert len({p["url"] for p in harness.points().values()}) == 6
