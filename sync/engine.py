@@ -90,7 +90,7 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state, lastmods_to_record
+from .sitemaps import NOT_A_SITEMAP, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state, lastmods_to_record
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -551,6 +551,9 @@ class _Pass:
         sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
                                     parse=memo_parser(self.fetcher.cache))
         self.report.bytes_downloaded += sm.bytes_downloaded
+        if sm.not_sitemaps and self.state.tracked_count() == 0:
+            # A first run pointed at a web page: the configuration is wrong, nothing to sync yet.
+            raise ConfigError(f"--sitemap {sm.not_sitemaps[0]} is {NOT_A_SITEMAP}")
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
         out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why

@@ -21,6 +21,8 @@ __all__ = [
     "FetchError",
     "EmbedderError",
     "SitemapError",
+    "NotASitemapError",
+    "StoreFullError",
 ]
 
 
@@ -85,6 +87,12 @@ class FetchError(PagesyncError):
 
 class SitemapError(FetchError):
     """A sitemap was fetched but could not be parsed."""
+
+
+class NotASitemapError(SitemapError):
+    """What a sitemap URL answered is no sitemap at all (an HTML page): on a first run, a
+    --sitemap pointing there is a configuration error; on a tracked site, a sitemap error
+    like any other (nothing is purged)."""
 
 
 class EmbedderError(PagesyncError):

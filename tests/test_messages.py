@@ -92,3 +92,40 @@ def test_the_guard_advises_the_scope_not_a_mass_delete_when_pages_only_left_the_
     assert "--allow-mass-delete" not in guard
     assert harness.points() == before
     assert len({p["url"] for p in harness.points().values()}) == 6
+
+
+# -- an HTML page given as --sitemap ------------------------------------------------------------------
+def test_an_html_page_is_not_a_sitemap_whatever_its_markup():
+    import pytest
+
+    from sync.errors import NotASitemapError
+    from sync.sitemaps import parse_sitemap
+
+    pages = [b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>x</title></head><body><p>a<br></p></body></html>',
+             b'<html lang="en"><head><meta name="a" content="b"></head></html>',
+             b'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body/></html>']  # XHTML parses
+    for body in pages:
+        with pytest.raises(NotASitemapError, match="not a sitemap: the answer is an HTML page"):
+            parse_sitemap(body)
+    with pytest.raises(Exception, match="not XML") as broken:
+        parse_sitemap(b"<urlset><url><loc>http://a/</loc></url>")  # a broken sitemap stays "not XML"
+    assert not isinstance(broken.value, NotASitemapError)
+
+
+def test_an_html_page_as_sitemap_is_exit_2_on_a_first_run_and_a_sitemap_error_after(site, work):
+    build(site, n=3)
+    page = site.server.url("/p0.html")
+    r = cli(work, "run", "--sitemap", page, *COMMON, "--embedder", "fake")
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert f"--sitemap {page} is not a sitemap: the answer is an HTML page" in line, line
+    assert "tag mismatch" not in line and "line " not in line
+    assert run(site, work).returncode == 0  # tracked now
+    before = stored(work)
+    r = cli(work, "run", "--sitemap", page, *COMMON, "--embedder", "fake", "--full")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (err,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
+    assert err == f"error {page}: sitemap: not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> " \
+                  "or <sitemapindex>); give the sitemap's own URL (often /sitemap.xml; robots.txt names it)", err
+    assert "Traceback" not in r.stderr and "tag mismatch" not in r.stderr
+    assert stored(work) == before, "a sitemap error purges nothing"
