@@ -176,8 +176,26 @@ def _reuse_key_of(payload: Any) -> tuple[str, str] | None:
     return reuse_key(embedder, text), url
 
 
+def _secret_forms(secret: str) -> list[str]:
+    """The ways a server or a library may echo `secret` back: as is, JSON-escaped (once, or
+    twice for JSON inside a JSON string; ASCII-escaped or not), URL-encoded, Python-repr'd.
+    Longest first, so a form containing another is replaced whole."""
+    from urllib.parse import quote, quote_plus
+
+    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), repr(secret)[1:-1]}
+    for ascii_only in (True, False):
+        once = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
+        forms |= {once, json.dumps(once, ensure_ascii=ascii_only)[1:-1]}
+    return sorted(forms, key=len, reverse=True)
+
+
 def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
+    """`text` with every form of `secret` (`_secret_forms`) replaced by ***; the
+    percent-encoded ones matched in either case of their hex digits."""
+    if not secret:
+        return text
+    pattern = "|".join(re.escape(f) for f in _secret_forms(secret))
+    return re.sub(pattern, "***", text, flags=re.IGNORECASE)
 
 
 @contextlib.contextmanager

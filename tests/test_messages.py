@@ -129,3 +129,27 @@ def test_an_html_page_as_sitemap_is_exit_2_on_a_first_run_and_a_sitemap_error_af
                   "or <sitemapindex>); give the sitemap's own URL (often /sitemap.xml; robots.txt names it)", err
     assert "Traceback" not in r.stderr and "tag mismatch" not in r.stderr
     assert stored(work) == before, "a sitemap error purges nothing"
+
+
+# -- the API key in whatever form a server echoes it ---------------------------------------------------
+def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
+    import json
+    from urllib.parse import quote, quote_plus
+
+    import pytest
+
+    from sync.errors import StoreError
+    from sync.store import qdrant_boundary, redact
+
+    key = 'SEC"RET/ké y\\+%&'
+    echoes = [key, json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1],
+              json.dumps(json.dumps(key)[1:-1])[1:-1], quote(key, safe=""), quote(key, safe="").lower(), quote_plus(key),
+              repr(key)[1:-1]]
+    for echo in echoes:
+        out = redact(f'{{"error": "bad api-key {echo}"}} trailer', key)
+        assert out == '{"error": "bad api-key ***"} trailer', (echo, out)
+    assert redact("nothing secret", key) == "nothing secret" and redact("x", None) == "x"
+    with pytest.raises(StoreError) as ei:
+        with qdrant_boundary("count", key):
+            raise RuntimeError(json.dumps({"status": {"error": f"Unknown api key {key}"}}))
+    assert "SEC" not in str(ei.value) and "***" in str(ei.value), str(ei.value)
