@@ -105,8 +105,12 @@ _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock agai
 
 
 def _corrupt(exc: BaseException) -> bool:
-    """SQLite says the file is not a database, or a damaged one."""
+    """SQLite says the file is not a database, or a damaged one; or a text pagesync wrote
+    (always UTF-8) reads back as bytes that are not UTF-8: damage SQLite's page checks
+    did not catch, which the sqlite3 module reports as OperationalError."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.OperationalError) and "Could not decode to UTF-8" in str(exc):
+        return True
     return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError
 
 

@@ -153,3 +153,19 @@ def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
         with qdrant_boundary("count", key):
             raise RuntimeError(json.dumps({"status": {"error": f"Unknown api key {key}"}}))
     assert "SEC" not in str(ei.value) and "***" in str(ei.value), str(ei.value)
+
+
+# -- bytes in the state that are no UTF-8 text ---------------------------------------------------------
+def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, work):
+    import sqlite3
+
+    build(site, n=3)
+    assert run(site, work).returncode == 0
+    with sqlite3.connect(work / "s.db") as db:  # random bytes where a text was
+        db.execute("UPDATE pages SET title = CAST(X'FF00FE9C41' AS TEXT), url = url || CAST(X'C3' AS TEXT)")
+    for r in (cli(work, "status", *COMMON), cli(work, "status", "--pages", *COMMON), run(site, work, "--full"),
+              cli(work, "audit", *COMMON)):
+        assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+        line = one_error_line(r)
+        assert "s.db is damaged" in line and "state import" in line and "delete it" in line, line
+        assert "Could not decode" in line  # the cause, once, in the same line
