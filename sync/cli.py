@@ -125,6 +125,13 @@ def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     raise typer.Exit(code)
 
 
+# The clocks a --now may give: replays and backfills reach back to the web's early years;
+# forward, far enough for any test, and far from datetime's year 9999, where due times
+# (a pass's clock plus intervals of up to 60 days and backoffs) would overflow.
+NOW_MIN = datetime(1990, 1, 1, tzinfo=timezone.utc)
+NOW_MAX = datetime(3000, 1, 1, tzinfo=timezone.utc)
+
+
 def _parse_now(value: Optional[str]) -> datetime:
     if not value:
         return datetime.now(timezone.utc)
@@ -132,7 +139,11 @@ def _parse_now(value: Optional[str]) -> datetime:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise ConfigError(f"--now {value!r} is not ISO 8601 (e.g. 2026-11-30T06:00:00Z)") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    if not NOW_MIN <= dt < NOW_MAX:
+        raise ConfigError(f"--now {value!r} is out of range: a pass's clock is from {NOW_MIN:%Y-%m-%d} "
+                          f"to before {NOW_MAX:%Y-%m-%d}")
+    return dt
 
 
 def _check_clock(st, clock: datetime, given: str) -> None:

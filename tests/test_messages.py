@@ -169,3 +169,19 @@ def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, w
         line = one_error_line(r)
         assert "s.db is damaged" in line and "state import" in line and "delete it" in line, line
         assert "Could not decode" in line  # the cause, once, in the same line
+
+
+# -- --now out of range ------------------------------------------------------------------------------
+def test_a_now_out_of_range_is_exit_2_with_one_line_for_every_command(site, work):
+    build(site, n=2)
+    assert run(site, work).returncode == 0
+    before = stored(work)
+    for now in ("9999-12-31T23:00:00Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"):
+        calls = [run(site, work, "--now", now), cli(work, "status", "--now", now, *COMMON)]
+        if now.startswith("9999-12-31T23:00"):
+            calls.append(cli(work, "audit", "--fix", "--now", now, *COMMON))
+        for r in calls:
+            assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
+            assert f"--now {now!r} is out of range" in one_error_line(r)
+    assert stored(work) == before
+    assert run(site, work, "--now", "2999-12-31T00:00:00Z").returncode == 0  # the last year allowed
