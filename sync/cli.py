@@ -243,11 +243,19 @@ class _Progress:
             self._bar.stop()
 
 
+# The extraction libraries log what they make of odd pages ("discarding data", "empty HTML
+# tree") at WARNING and ERROR: pagesync reports the page itself, so their lines show with -v only.
+_EXTRACTION_LOGGERS = ("trafilatura", "htmldate", "courlan", "justext")
+
+
 def _set_verbose(verbose: bool) -> None:
-    """`run -v` (as the global -v): pagesync's own loggers log every page, skips included.
-    Only pagesync's: the root logger stays at INFO, so third-party debug lines stay out."""
+    """`run -v` (as the global -v): pagesync's own loggers log every page, skips included,
+    and the extraction libraries' warnings show. Only pagesync's at DEBUG: the root logger
+    stays at INFO, so third-party debug lines stay out."""
     if verbose:
         log.setLevel(logging.DEBUG)
+        for name in _EXTRACTION_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @app.callback()
@@ -257,12 +265,13 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
     # the user as one line of ours instead.
     warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.store")
-    for noisy in ("httpx", "httpcore", "trafilatura", "htmldate", "courlan", "justext", "asyncio",
-                  "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
+    for noisy in ("httpx", "httpcore", "asyncio", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # Set either way: the root logger's level is not ours to rely on (an embedding
     # application, or pytest's caplog, may hold it above INFO).
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for name in _EXTRACTION_LOGGERS:  # silent unless -v (`_set_verbose`)
+        logging.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL + 1)
 
 
 @app.command()

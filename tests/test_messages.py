@@ -185,3 +185,16 @@ def test_a_now_out_of_range_is_exit_2_with_one_line_for_every_command(site, work
             assert f"--now {now!r} is out of range" in one_error_line(r)
     assert stored(work) == before
     assert run(site, work, "--now", "2999-12-31T00:00:00Z").returncode == 0  # the last year allowed
+
+
+# -- the extraction libraries' own log lines ------------------------------------------------------------
+def test_the_extraction_libraries_log_lines_show_only_with_v(site, work):
+    build(site, n=2)
+    site.set("/p1.html", "<html></html>")  # trafilatura: "discarding data: None"
+    sm = site.server.url("/sitemap.xml")
+    rs = [cli(work, *pre, "run", "--sitemap", sm, "--qdrant-path", f"q{i}", "--state", f"s{i}.db", "--embedder", "fake",
+              *post)
+          for i, (pre, post) in enumerate([((), ()), ((), ("-v",)), (("-v",), ())])]
+    assert all(r.returncode == 0 for r in rs), [r.stderr for r in rs]
+    assert "discarding data" not in rs[0].stderr, rs[0].stderr
+    assert all("discarding data" in r.stderr for r in rs[1:]), [r.stderr for r in rs[1:]]
