@@ -59,7 +59,7 @@ from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
 from .decision import Action, Decision, Outcome, broken_deploy, decide, may_be_broken, needs_unconditional_fetch
-from .errors import ConfigError, PagesyncError
+from .errors import ConfigError, PagesyncError, StoreFullError
 from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
@@ -1502,6 +1502,8 @@ class _Pass:
                 self.report.error(item.page.url, str(exc))
                 self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
             self._save([i.page for i in items])
+            if isinstance(exc, StoreFullError):
+                raise  # every later write would fail alike: the pass stops, one line (exit 1)
             return
         self.report.chunks_deleted += deleted
         self.report.chunks_written += sum(len(w.points) for w in writes)

@@ -68,6 +68,12 @@ class StoreUnavailableError(StoreError, ConfigError):
     failed page like any other StoreError."""
 
 
+class StoreFullError(StoreError):
+    """The disk under the embedded store is (about to be) full. A pass stops at the first
+    one (exit 1: it did not finish its pages) rather than fail every page that follows;
+    what it wrote is consistent and the next pass, with space freed, resumes."""
+
+
 class StoreHeldError(StoreUnavailableError):
     """The embedded shard is held by another process (a pass running): read-only reports
     such as `status` go on without it."""

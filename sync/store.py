@@ -21,9 +21,11 @@ Every backend error is raised as `StoreError`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
 from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
-                     StoreError, StoreHeldError, StoreUnavailableError)
+                     StoreError, StoreFullError, StoreHeldError, StoreUnavailableError)
 from .hashing import reuse_key
 
 try:
@@ -52,6 +54,17 @@ __all__ = [
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
+# Free space the embedded store keeps on its disk before any write. Qdrant Edge grows its
+# write-ahead log, vectors and payloads in 32 MiB files that it maps sparse into memory
+# and fills in place: on a full disk, a store into such a page is a SIGBUS that kills the
+# process with no message. 256 MiB covers a new chunk of each plus the holes of the open
+# ones; a write also needs 4x its own size (WAL, segment, payload index). Below that a
+# write is refused with `StoreFullError` (one line, exit 1) before Qdrant Edge is called.
+# The environment variable PAGESYNC_MIN_FREE_MB sets another margin (in MiB; 0: no check).
+MIN_FREE_BYTES = 256 * 1024 * 1024
+MIN_FREE_ENV = "PAGESYNC_MIN_FREE_MB"
+_WRITE_FACTOR = 4
+_NO_SPACE = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge touches a segment
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
@@ -226,6 +239,33 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
 
 
+_FULL_WAY_ON = "free some space: the pass stopped here and the next one resumes (what it wrote is consistent)"
+
+
+def _min_free_default() -> int:
+    """MIN_FREE_BYTES, or PAGESYNC_MIN_FREE_MB when set (ConfigError when it is no number)."""
+    raw = os.environ.get(MIN_FREE_ENV, "").strip()
+    if not raw:
+        return MIN_FREE_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not 0 <= mib < 2**40:
+        raise ConfigError(f"{MIN_FREE_ENV}={raw!r} is not a size in MiB (e.g. 256; 0 turns the free-space check off)")
+    return int(mib * 1048576)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:.0f} MiB"
+
+
+def _write_size(points: Sequence[StoredPoint]) -> int:
+    """Roughly what `points` take on disk: 4-byte floats, the chunk text and ~512 bytes of
+    other payload (no JSON encoding: this runs on every write)."""
+    return sum(4 * len(p.vector or ()) + len(str(p.payload.get("text", ""))) + 512 for p in points)
+
+
 def _check_name(collection: str) -> None:
     if not _COLLECTION_RE.match(collection):
         raise ConfigError(f"invalid collection name {collection!r} (letters, digits, _ . - only)")
@@ -259,9 +299,10 @@ class EdgeStore(_PagedScroll):
     """
 
     def __init__(self, path: str | Path, collection: str, *, resolve_alias: bool = True, lock_wait: float = 10.0,
-                 search_threads: int | None = 1):
+                 search_threads: int | None = 1, min_free_bytes: int | None = None):
         _check_name(collection)
         self.collection = collection
+        self.min_free_bytes = _min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
         self.root = Path(path)
         self.lock_wait = lock_wait
         self.search_threads = search_threads
@@ -325,9 +366,33 @@ class EdgeStore(_PagedScroll):
         except (StoreError, ConfigError):
             raise
         except OSError as exc:  # a --qdrant-path that cannot hold a shard (missing, read-only, ...)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
+                                     f"{_FULL_WAY_ON}") from exc
             raise StoreUnavailableError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
         except Exception as exc:
+            if any(sign in str(exc).lower() for sign in _NO_SPACE):  # Qdrant Edge's own I/O errors
+                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
+                                     f"{_FULL_WAY_ON}") from exc
             raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
+
+    def _check_space(self, what: str, nbytes: int = 0) -> None:
+        """Refuse a write (`StoreFullError`) when the shard's disk has less free space than
+        the margin (`MIN_FREE_BYTES`) plus 4x the write's size, before Qdrant Edge maps a
+        page it could not back (see MIN_FREE_BYTES)."""
+        where = self.dir
+        while not where.exists() and where != where.parent:  # a shard not created yet: its disk
+            where = where.parent
+        try:
+            free = shutil.disk_usage(where).free
+        except OSError:
+            return  # no answer: Qdrant Edge's own error decides
+        need = self.min_free_bytes + _WRITE_FACTOR * nbytes
+        if self.min_free_bytes and free < need:
+            raise StoreFullError(
+                f"embedded store ({self.dir}): {what} refused: {_mib(free)} free on its disk, under the "
+                f"{_mib(need)} pagesync keeps free there ({_mib(self.min_free_bytes)} margin + 4x the write); "
+                f"{_FULL_WAY_ON}")
 
     def exists(self) -> bool:
         return (self.dir / "edge_config.json").exists()
@@ -398,6 +463,7 @@ class EdgeStore(_PagedScroll):
             else:
                 if dimension is None:
                     raise StoreError(f"collection {self.collection!r} does not exist at {self.dir}")
+                self._check_space("create")
                 self.dir.mkdir(parents=True, exist_ok=True)
                 cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
                                     max_search_threads=self.search_threads)
@@ -433,6 +499,7 @@ class EdgeStore(_PagedScroll):
 
     def replace_pages(self, pages: Sequence[PageWrite]) -> int:
         shard = self._open()
+        self._check_space("replace", sum(_write_size(p.points) for p in pages))
         deleted = 0
         with self._guard("replace"):
             for page in pages:
@@ -447,6 +514,7 @@ class EdgeStore(_PagedScroll):
         if not self.exists():
             return 0
         shard = self._open()
+        self._check_space("delete")  # a delete is appended to the write-ahead log first
         with self._guard("delete"):
             deleted = sum(self._delete_url(u) for u in urls)
         return deleted
@@ -455,6 +523,7 @@ class EdgeStore(_PagedScroll):
         shard = self._open()
         with self._guard("upsert"):
             for i in range(0, len(points), 512):
+                self._check_space("upsert", _write_size(points[i : i + 512]))
                 shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
 
     def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
@@ -521,6 +590,7 @@ class EdgeStore(_PagedScroll):
         if not ids or not self.exists():
             return
         shard = self._open()
+        self._check_space("delete points")
         with self._guard("delete points"):
             for i in range(0, len(ids), 1024):
                 shard.update(self._qe.UpdateOperation.delete_points(list(ids[i : i + 1024])))

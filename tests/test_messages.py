@@ -198,3 +198,76 @@ def test_the_extraction_libraries_log_lines_show_only_with_v(site, work):
     assert all(r.returncode == 0 for r in rs), [r.stderr for r in rs]
     assert "discarding data" not in rs[0].stderr, rs[0].stderr
     assert all("discarding data" in r.stderr for r in rs[1:]), [r.stderr for r in rs[1:]]
+
+
+# -- a full disk under the embedded store ----------------------------------------------------------------
+def _one_point(url: str):
+    from sync.store import PageWrite, StoredPoint
+
+    return PageWrite(url, [StoredPoint("00000000-0000-0000-0000-000000000001", {"url": url, "text": "t"}, [1.0] * 4)])
+
+
+def test_the_embedded_store_refuses_a_write_under_its_free_space_margin(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    import pytest
+
+    from sync import store as store_mod
+    from sync.errors import StoreFullError
+    from sync.store import MIN_FREE_BYTES, EdgeStore
+
+    usage = namedtuple("usage", "total used free")
+    s = EdgeStore(tmp_path / "q", "pages")
+    s.ensure_collection(4)
+    s.replace_pages([_one_point("http://a/x")])
+    monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda p: usage(10**12, 10**12 - 10 * 2**20, 10 * 2**20))
+    for write in (lambda: s.replace_pages([_one_point("http://a/y")]), lambda: s.delete_pages(["http://a/x"]),
+                  lambda: s.upsert(_one_point("http://a/z").points)):
+        with pytest.raises(StoreFullError, match=r"refused: 10 MiB free on its disk, under the 256 MiB") as ei:
+            write()
+        assert ei.value.exit_code == 1 and "\n" not in str(ei.value)
+    assert s.count() == 1 and s.count("http://a/x") == 1, "nothing was written or deleted"
+    fresh = EdgeStore(tmp_path / "q2", "pages")
+    with pytest.raises(StoreFullError, match="create refused"):
+        fresh.ensure_collection(4)
+    monkeypatch.setattr(store_mod.shutil, "disk_usage", shutil.disk_usage)
+    assert MIN_FREE_BYTES == 256 * 2**20
+    s.close()
+
+
+def test_a_full_disk_error_from_the_store_is_a_store_full_error(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from sync.errors import StoreFullError
+    from sync.store import EdgeStore
+
+    s = EdgeStore(tmp_path / "q", "pages", min_free_bytes=0)
+    s.ensure_collection(4)
+    for raised in (OSError(errno.ENOSPC, "No space left on device"),
+                   Exception("Service runtime error: failed to flush: No space left on device (os error 28)")):
+        def fail(url, raised=raised):
+            raise raised
+        monkeypatch.setattr(s, "_delete_url", fail)
+        with pytest.raises(StoreFullError, match="the disk is full"):
+            s.replace_pages([_one_point("http://a/x")])
+    s.close()
+
+
+def test_a_pass_on_a_full_disk_stops_with_one_line_and_exit_1_and_the_next_one_resumes(site, work):
+    build(site, n=3)
+    assert run(site, work).returncode == 0
+    site.set("/p1.html", site.resources["/p1.html"].body.replace(b"p1-s1", b"p1-s1 edited"))
+    full = cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *COMMON, "--embedder", "fake", "--full",
+               env={"PAGESYNC_MIN_FREE_MB": str(2**39)})  # more than any disk has: the disk counts as full
+    assert full.returncode == 1, full.stdout + full.stderr
+    line = one_error_line(full)
+    assert "replace refused" in line and "free some space" in line and "resumes" in line, line
+    again = run(site, work)  # space freed: the page is still due (its write is pending)
+    assert again.returncode == 0, again.stderr
+    assert "1 changed" in again.stderr or "change 1" in again.stderr, again.stderr
+    assert any("p1-s1 edited" in p["text"] for p in stored(work).values())
+    bad = cli(work, "status", *COMMON, env={"PAGESYNC_MIN_FREE_MB": "lots"})
+    assert bad.returncode == 2 and "PAGESYNC_MIN_FREE_MB='lots'" in one_error_line(bad)
