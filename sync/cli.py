@@ -76,7 +76,12 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
         qs = QdrantState.for_store(store, create=False)  # ConfigError with the embedded store
         exists, where = qs.exists(), f"in Qdrant (collection {qs.collection!r})"
     else:
-        exists, where = Path(spec).exists(), f"at {spec}"
+        try:
+            exists, where = Path(spec).exists(), f"at {spec}"
+        except OSError as exc:  # a directory this user may not enter
+            from .state import unusable
+
+            raise unusable(Path(spec), exc) from None
     if not exists:
         if missing:
             raise ConfigError(missing.format(where=where))

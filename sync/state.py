@@ -126,6 +126,42 @@ def state_error(path: Path, exc: sqlite3.Error, doing: str) -> StateError:
     return StateError(f"{doing} {path}: {exc}")
 
 
+def _can(path: Path, mode: int) -> bool:
+    """os.access with this process's effective ids where the OS offers it (a setuid or
+    capability-dropped process is judged as it will be treated)."""
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, mode, effective_ids=effective)
+
+
+def access_problem(path: Path) -> str | None:
+    """Why this process cannot open a SQLite state at `path` read-write, in words (the
+    path and the permission named), or None when the permissions are not the cause."""
+    parent = path.parent
+    there = os.path.exists(parent)  # os.path: False, not an exception, where stat is refused
+    if there and not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    if there and not _can(parent, os.X_OK):
+        return f"permission denied to enter its directory {parent}"
+    if os.path.exists(path):
+        for mode, word in ((os.R_OK, "read"), (os.W_OK, "write")):
+            if not _can(path, mode):
+                return f"no permission to {word} {path}"
+    if there and not _can(parent, os.W_OK):
+        return (f"no permission to write in its directory {parent} (SQLite keeps {path.name}-wal and "
+                f"{path.name}-shm beside the file, pagesync {path.name}.lock)")
+    return None
+
+
+def unusable(path: Path, exc: BaseException) -> StateUnusableError:
+    """The error for a state at `path` that cannot be opened: its permission problem when
+    there is one (fix it, or give --state a path this user can write), else the cause."""
+    problem = access_problem(path)
+    if problem is None:
+        return StateUnusableError(f"cannot open state database {path}: {exc}")
+    return StateUnusableError(f"cannot open state database {path}: {problem} (uid {os.geteuid()}); fix the "
+                              f"permissions or give --state a path this user can write ({exc})")
+
+
 def _mapped(fn):
     """A StateDB method whose SQLite errors leave it as pagesync errors (`state_error`)."""
 
@@ -267,9 +303,9 @@ class StateDB:
             if _corrupt(exc):
                 raise state_error(self.path, exc, "") from exc
             # e.g. "unable to open database file": a --state that cannot hold a database
-            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
+            raise unusable(self.path, exc) from exc
         except OSError as exc:
-            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
+            raise unusable(self.path, exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -290,7 +326,10 @@ class StateDB:
         """
         if self._lock_fd is not None or self.memory:
             return
-        fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # e.g. a directory this user may read but not write
+            raise unusable(self.path, exc) from exc
         deadline = time.monotonic() + max(0.0, wait)
         while True:
             try:

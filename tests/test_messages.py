@@ -271,3 +271,74 @@ def test_a_pass_on_a_full_disk_stops_with_one_line_and_exit_1_and_the_next_one_r
     assert any("p1-s1 edited" in p["text"] for p in stored(work).values())
     bad = cli(work, "status", *COMMON, env={"PAGESYNC_MIN_FREE_MB": "lots"})
     assert bad.returncode == 2 and "PAGESYNC_MIN_FREE_MB='lots'" in one_error_line(bad)
+
+
+# -- a state this user may not write ------------------------------------------------------------------------
+def _unprivileged(work) -> list[str]:
+    """The argv prefix that runs a command without permission overrides: none for a normal
+    user; as root, setpriv dropping CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER
+    from the bounding set (root then obeys mode bits like anyone). Skips the test when
+    neither makes a read-only directory refuse a write (probed, not assumed)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: permissions do not apply")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    probe = work / "probe"
+    probe.mkdir()
+    probe.chmod(0o555)
+    try:
+        r = subprocess.run([*prefix, sys.executable, "-c", "import sys; open(sys.argv[1], 'w')", str(probe / "x")],
+                           capture_output=True)
+    finally:
+        probe.chmod(0o755)
+    if r.returncode == 0:
+        pytest.skip("this process's permissions are not enforced here")
+    return prefix
+
+
+def _cli_as(prefix: list[str], work, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_cli import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([*prefix, sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site, work):
+    prefix = _unprivileged(work)
+    build(site, n=2)
+    state = ("--qdrant-path", "q", "--state", "d/s.db")
+    assert cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *state, "--embedder", "fake").returncode == 0
+    d, db = work / "d", work / "d" / "s.db"
+    cases = [(0o555, 0o644, "no permission to write in its directory d (SQLite keeps s.db-wal"),
+             (0o000, 0o644, "permission denied to enter its directory d"),
+             (0o755, 0o000, "no permission to read d/s.db")]
+    try:
+        for dir_mode, file_mode, said in cases:
+            d.chmod(0o755)
+            db.chmod(file_mode)
+            d.chmod(dir_mode)
+            for args in (("status",), ("audit",), ("run", "--sitemap", site.server.url("/sitemap.xml"), "--embedder", "fake")):
+                r = _cli_as(prefix, work, *args, *state)
+                assert r.returncode == 2, (oct(dir_mode), oct(file_mode), args, r.stdout, r.stderr)
+                line = one_error_line(r)
+                assert line.startswith("pagesync: error: cannot open state database d/s.db: ") and said in line, line
+                assert "fix the permissions or give --state a path this user can write" in line, line
+    finally:
+        d.chmod(0o755)
+        db.chmod(0o644)
