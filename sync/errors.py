@@ -15,6 +15,7 @@ __all__ = [
     "StateUnusableError",
     "StoreError",
     "StoreHeldError",
+    "StoreReadOnlyError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "StoreUnavailableError",
@@ -77,6 +78,12 @@ class StoreFullError(StoreError):
 class StoreHeldError(StoreUnavailableError):
     """The embedded shard is held by another process (a pass running): read-only reports
     such as `status` go on without it."""
+
+
+class StoreReadOnlyError(StoreUnavailableError):
+    """The embedded shard is not writable for this process (permissions, a read-only
+    mount): Qdrant Edge opens a shard read-write even to read it, so nothing can use it
+    in place. `status` goes on without it, as with a held shard."""
 
 
 class CollectionMismatchError(ConfigError):

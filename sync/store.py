@@ -33,7 +33,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
 from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
-                     StoreError, StoreFullError, StoreHeldError, StoreUnavailableError)
+                     StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
 from .hashing import reuse_key
 
 try:
@@ -64,6 +64,8 @@ INDEXED_FIELDS = ("url", "content_hash")
 MIN_FREE_BYTES = 256 * 1024 * 1024
 MIN_FREE_ENV = "PAGESYNC_MIN_FREE_MB"
 _WRITE_FACTOR = 4
+_NOT_WRITABLE = ("Permission denied (os error 13)", "Read-only file system (os error 30)",
+                 "Operation not permitted (os error 1)")  # Qdrant Edge's words for EACCES, EROFS, EPERM
 _NO_SPACE = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge touches a segment
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
@@ -319,11 +321,19 @@ class EdgeStore(_PagedScroll):
             return self._pinned
         return self.root / (resolve_alias(self.root, self.collection) if self._resolve else self.collection)
 
+    def _read_only(self, cause: object) -> StoreReadOnlyError:
+        return StoreReadOnlyError(
+            f"embedded store ({self.dir}) is not writable for this user ({cause}): Qdrant Edge opens a shard "
+            f"read-write even to read it (it maps its files and locks its write-ahead log), so it cannot be used "
+            f"in place; make it writable, or copy it somewhere writable and point --qdrant-path there")
+
     def _load(self, qe, path: Path):
         config = self._load_config(qe, path)
         try:
             return qe.EdgeShard.load(str(path), config)
         except Exception as exc:
+            if any(sign in str(exc) for sign in _NOT_WRITABLE):
+                raise self._read_only(exc) from None
             if "WouldBlock" not in str(exc):
                 raise
             # Held, but not under pagesync.lock: another program (or a pagesync from before
@@ -336,8 +346,13 @@ class EdgeStore(_PagedScroll):
         anything opens the shard's files; `_unlock` (from `close`) releases it."""
         if fcntl is None or self._lock_fd is not None:
             return
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / SHARD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path / SHARD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and (path / "edge_config.json").exists():
+                raise self._read_only(exc) from None  # a shard that is there, but not ours to write
+            raise
         deadline = time.monotonic() + self.lock_wait
         while True:
             try:

@@ -342,3 +342,34 @@ def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site,
     finally:
         d.chmod(0o755)
         db.chmod(0o644)
+
+
+def test_a_read_only_embedded_store_says_why_in_one_line_and_status_still_reports(site, work):
+    import os
+
+    prefix = _unprivileged(work)
+    build(site, n=2)
+    assert run(site, work).returncode == 0
+    q = work / "q"
+    modes = {}
+    for root, dirs, files in os.walk(q):  # read-only, all the way down (as a read-only copy or mount)
+        for name in [*dirs, *files]:
+            modes[os.path.join(root, name)] = os.stat(os.path.join(root, name)).st_mode
+    try:
+        for path in sorted(modes, reverse=True) + [str(q)]:
+            os.chmod(path, 0o555 if os.path.isdir(path) else 0o444)
+        for args in (("search", "p1-s1", "--qdrant-path", "q"), ("audit", *COMMON), ("export", *COMMON)):
+            r = _cli_as(prefix, work, *args)
+            assert r.returncode == 2, (args, r.stdout, r.stderr)
+            line = one_error_line(r)
+            assert "embedded store (q/pages) is not writable for this user" in line, line
+            assert "Permission denied" in line and "copy it somewhere writable" in line, line
+        st = _cli_as(prefix, work, "status", *COMMON)
+        assert st.returncode == 0, st.stderr
+        first = st.stdout.splitlines()[0]
+        assert first.startswith("warning: points not counted: embedded store (q/pages) is not writable"), first
+        assert "a pass running?" not in first and "2 tracked" in st.stdout, st.stdout
+    finally:
+        os.chmod(q, 0o755)
+        for path in sorted(modes):
+            os.chmod(path, modes[path])
