@@ -373,6 +373,12 @@ class _VectorCache:
             self._d.popitem(last=False)
 
 
+def _allow_hosts(urls: Sequence[str]) -> str:
+    """"add --allow-host a --allow-host b": the flags that would bring `urls` into scope (three hosts at most)."""
+    hosts = [h for h in dict.fromkeys(url_host(u)[1] for u in urls) if h][:3]
+    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
+
+
 class _Pass:
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
@@ -566,7 +572,7 @@ class _Pass:
                 self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
-        self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
+        refused = self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
         for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
             self.report.skip(loc, reason)
             self.report.pages_invalid_loc += 1
@@ -595,7 +601,11 @@ class _Pass:
             configured = {url_host(canonical_url(u))[0] for u in cfg.sitemaps}
             listed = {url_host(u)[0] for u in sitemap_now}
             emptied = sorted({h for u in before if (h := url_host(u)[0]) in configured and h not in listed})
-            if emptied:
+            if emptied and refused:  # what they list instead is out of scope: the cause is the scope
+                sm.errors.append((", ".join(emptied), "the sitemaps listed no URLs of this site any more, only URLs "
+                                  f"out of scope (see the warning); nothing purged (if those are this site under "
+                                  f"another name, {_allow_hosts(refused)})"))
+            elif emptied:
                 sm.errors.append((", ".join(emptied), "the sitemaps listed no URLs of this site any more; nothing "
                                   "purged (if it really is empty, run again with --allow-mass-delete)"))
         self.report.pages_in_sitemaps = len(sitemap_now)
@@ -667,17 +677,20 @@ class _Pass:
 
         return self._finish(t0)
 
-    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str], any_in_scope: bool) -> None:
+    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
+                     any_in_scope: bool) -> list[str]:
         """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
         error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
         http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
-        state, and read as "the site is empty" on a tracked one. Some refused: one line."""
+        state, and read as "the site is empty" on a tracked one. Some refused: one line.
+        Returns the refused URLs."""
         refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
         if not refused or not self.cfg.sitemaps:
-            return
+            return refused
         if not any_in_scope:
             raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
         log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
+        return refused
 
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a
@@ -992,7 +1005,7 @@ class _Pass:
             return None
         if scoped:
             hosts = refused_by_host(scoped)
-            allow = " ".join(f"--allow-host {h}" for h in list(dict.fromkeys(url_host(u)[1] for u in scoped))[:3] if h)
+            allow = _allow_hosts(scoped).removeprefix("add ")
             where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
             if len(scoped) == n:
                 return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "

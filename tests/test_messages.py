@@ -373,3 +373,26 @@ def test_a_read_only_embedded_store_says_why_in_one_line_and_status_still_report
         os.chmod(q, 0o755)
         for path in sorted(modes):
             os.chmod(path, modes[path])
+
+
+def test_one_sites_sitemap_now_naming_another_host_purges_nothing_and_advises_the_scope(site, harness):
+    """Two sites; the second's sitemap starts naming its pages by another name of the host
+    (localhost). That site's pages are not "gone": nothing is purged, and the error says
+    the scope, not --allow-mass-delete."""
+    from tests.test_safety import second_site
+
+    build(site, n=6)
+    with second_site() as (other, server):
+        port = server.base_url.rsplit(":", 1)[1]
+        other.resources["/alias.xml"] = Resource(_urlset([server.url(f"/b{i}.html") for i in range(2)]),
+                                                 "application/xml", in_sitemap=False)
+        both = [harness.sitemap(), server.url("/alias.xml")]
+        assert harness.run(sitemaps=both).pages_added == 8
+        before = harness.points()
+        other.resources["/alias.xml"] = Resource(_urlset([f"http://localhost:{port}/b{i}.html" for i in range(2)]),
+                                                 "application/xml", in_sitemap=False)
+        rep = harness.run(sitemaps=both, full=True)
+        assert rep.pages_removed == 0 and not rep.ok
+        (err,) = [e["error"] for e in rep.errors if "listed no URLs of this site" in e["error"]]
+        assert "out of scope" in err and "--allow-host localhost" in err and "--allow-mass-delete" not in err, err
+        assert harness.points() == before
