@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import typer
 
-from .errors import ConfigError, PagesyncError
+from .errors import ConfigError, PagesyncError, StateUnusableError
 from .plural import plural
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
@@ -61,13 +61,15 @@ def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[st
     return EdgeStore(qdrant_path, collection, lock_wait=lock_wait)
 
 
-def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False):
+def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False,
+                reading: bool = False):
     """The page state --state names: a SQLite file, or (the literal `qdrant`) the Qdrant state
     beside the store's collection, which needs a qdrant-client store (--qdrant-url).
 
     When none exists yet: `missing` (with `{where}`) is raised as a ConfigError if given; a
     dry run gets a throw-away in-memory state (it writes nothing, not even a state); with
-    `optional`, None (a nullcontext, for `with`)."""
+    `optional`, None (a nullcontext, for `with`). `reading` (a command that only reads it):
+    a SQLite state this user may read but not write is opened read-only, with a warning."""
     from .state import StateDB
 
     if spec == QDRANT_STATE:
@@ -92,7 +94,16 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
     if spec == QDRANT_STATE:
         qs.ensure()
         return qs
-    return StateDB(spec)
+    try:
+        return StateDB(spec)
+    except StateUnusableError as exc:
+        from .state import access_problem
+
+        if not reading or access_problem(Path(spec)) is None:
+            raise
+        st = StateDB(spec, read_only=True)  # raises the same line when it cannot be read either
+        log.warning("warning: %s; read it read-only", str(exc).split(" (uid ", 1)[0])
+        return st
 
 
 def _fail(exc: BaseException, code: int) -> None:
@@ -438,7 +449,7 @@ def status(
         store = _open_store(collection, qdrant_url, api_key, qdrant_path, lock_wait=0.5)
         try:
             # No require_collection: a missing collection is status's first warning line.
-            with _open_state(state, store, missing=NO_STATE) as st:
+            with _open_state(state, store, missing=NO_STATE, reading=True) as st:
                 info = collect_status(st, store, clock, with_pages=pages)
         finally:
             store.close()
@@ -465,7 +476,7 @@ def export(
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            with _open_state(state, store, optional=True) as st:
+            with _open_state(state, store, optional=True, reading=True) as st:
                 require_collection(store, st)
             n = export_points(store, sys.stdout, with_vectors=with_vectors)
         finally:
@@ -573,7 +584,7 @@ def state_export(
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            with _open_state(state, store, missing=NO_STATE) as st, ExitStack() as stack:
+            with _open_state(state, store, missing=NO_STATE, reading=True) as st, ExitStack() as stack:
                 out = stack.enter_context(open(file, "w", encoding="utf-8")) if file else sys.stdout
                 n = export_state(st, out)
         finally:

@@ -162,6 +162,18 @@ def unusable(path: Path, exc: BaseException) -> StateUnusableError:
                               f"permissions or give --state a path this user can write ({exc})")
 
 
+def _connect_ro(uri: str) -> sqlite3.Connection:
+    """A read-only connection to the state at `uri`, tried on its pages table."""
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("SELECT count(*) FROM pages").fetchone()  # fails here, not in the report
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
 def _mapped(fn):
     """A StateDB method whose SQLite errors leave it as pagesync errors (`state_error`)."""
 
@@ -283,10 +295,16 @@ class StateDB:
     pass learnt about the site's files lives and travels with the page state.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
+        """`read_only`: open an existing file for reading only (SQLite's mode=ro), for reports
+        on a state this user may read but not write; nothing is created or migrated."""
         self.memory = str(path) == ":memory:"  # a throw-away state (dry runs with no state yet)
         self.path = Path(path)
+        self.read_only = read_only
         self._lock_fd: int | None = None
+        if read_only:
+            self._connect_read_only()
+            return
         try:
             if not self.memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -303,6 +321,25 @@ class StateDB:
             if _corrupt(exc):
                 raise state_error(self.path, exc, "") from exc
             # e.g. "unable to open database file": a --state that cannot hold a database
+            raise unusable(self.path, exc) from exc
+        except OSError as exc:
+            raise unusable(self.path, exc) from exc
+
+    def _connect_read_only(self) -> None:
+        """mode=ro; where SQLite cannot even set up its WAL index for that (no -shm file, and
+        a directory it may not create one in) and no -wal file holds unmerged writes, the
+        file alone is the whole state: read it as immutable."""
+        uri = self.path.resolve().as_uri()
+        try:
+            try:
+                self._db = _connect_ro(uri + "?mode=ro")
+            except sqlite3.OperationalError:
+                if os.path.exists(str(self.path) + "-wal"):
+                    raise
+                self._db = _connect_ro(uri + "?mode=ro&immutable=1")
+        except sqlite3.Error as exc:
+            if _corrupt(exc):
+                raise state_error(self.path, exc, "") from exc
             raise unusable(self.path, exc) from exc
         except OSError as exc:
             raise unusable(self.path, exc) from exc

@@ -325,20 +325,29 @@ def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site,
     state = ("--qdrant-path", "q", "--state", "d/s.db")
     assert cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *state, "--embedder", "fake").returncode == 0
     d, db = work / "d", work / "d" / "s.db"
-    cases = [(0o555, 0o644, "no permission to write in its directory d (SQLite keeps s.db-wal"),
-             (0o000, 0o644, "permission denied to enter its directory d"),
-             (0o755, 0o000, "no permission to read d/s.db")]
+    writers = (("audit",), ("run", "--sitemap", site.server.url("/sitemap.xml"), "--embedder", "fake"))
+    readers = (("status",), ("state", "export"))
+    cases = [(0o555, 0o644, "no permission to write in its directory d (SQLite keeps s.db-wal", True),
+             (0o000, 0o644, "permission denied to enter its directory d", False),
+             (0o755, 0o000, "no permission to read d/s.db", False)]
     try:
-        for dir_mode, file_mode, said in cases:
+        for dir_mode, file_mode, said, readable in cases:
             d.chmod(0o755)
             db.chmod(file_mode)
             d.chmod(dir_mode)
-            for args in (("status",), ("audit",), ("run", "--sitemap", site.server.url("/sitemap.xml"), "--embedder", "fake")):
+            for args in writers if readable else writers + readers:
                 r = _cli_as(prefix, work, *args, *state)
                 assert r.returncode == 2, (oct(dir_mode), oct(file_mode), args, r.stdout, r.stderr)
                 line = one_error_line(r)
                 assert line.startswith("pagesync: error: cannot open state database d/s.db: ") and said in line, line
                 assert "fix the permissions or give --state a path this user can write" in line, line
+            for args in readers if readable else ():  # reading needs no write: read-only, said once
+                r = _cli_as(prefix, work, *args, *state)
+                assert r.returncode == 0, (args, r.stdout, r.stderr)
+                (warning,) = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+                assert said in warning and warning.endswith("; read it read-only"), warning
+            status = _cli_as(prefix, work, "status", *state)
+            assert not readable or "2 tracked" in status.stdout, status.stdout
     finally:
         d.chmod(0o755)
         db.chmod(0o644)
