@@ -96,13 +96,14 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
         return qs
     try:
         return StateDB(spec)
-    except StateUnusableError as exc:
+    except StateUnusableError:
         from .state import access_problem
 
-        if not reading or access_problem(Path(spec)) is None:
+        problem = access_problem(Path(spec)) if reading else None
+        if problem is None:
             raise
         st = StateDB(spec, read_only=True)  # raises the same line when it cannot be read either
-        log.warning("warning: %s; read it read-only", str(exc).split(" (uid ", 1)[0])
+        log.warning("warning: page state %s opened read-only: %s", spec, problem)
         return st
 
 

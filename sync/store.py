@@ -241,7 +241,8 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
 
 
-_FULL_WAY_ON = "free some space: the pass stopped here and the next one resumes (what it wrote is consistent)"
+_FULL_WAY_ON = ("free some space and run it again: what was written is consistent, and the next pass resumes "
+                "where this one stopped")
 
 
 def _min_free_default() -> int:

@@ -345,7 +345,7 @@ def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site,
                 r = _cli_as(prefix, work, *args, *state)
                 assert r.returncode == 0, (args, r.stdout, r.stderr)
                 (warning,) = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
-                assert said in warning and warning.endswith("; read it read-only"), warning
+                assert warning.startswith("warning: page state d/s.db opened read-only: ") and said in warning, warning
             status = _cli_as(prefix, work, "status", *state)
             assert not readable or "2 tracked" in status.stdout, status.stdout
     finally:
