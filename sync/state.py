@@ -119,11 +119,16 @@ def state_error(path: Path, exc: sqlite3.Error, doing: str) -> StateError:
     `StateUnusableError` (exit 2) with what to do about it; anything else (a full disk, a
     locked file) is a `StateError` saying what failed."""
     if _corrupt(exc):
-        return StateUnusableError(
-            f"page state {path} is damaged or not a pagesync state ({exc}): move it aside and restore it "
-            f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
-            f"backup), or delete it to start over (the next pass visits every page again)")
+        return damaged(path, exc)
     return StateError(f"{doing} {path}: {exc}")
+
+
+def damaged(path: Path, cause: object) -> StateUnusableError:
+    """The one line for a state file that is damaged or not a pagesync state (exit 2)."""
+    return StateUnusableError(
+        f"page state {path} is damaged or not a pagesync state ({cause}): move it aside and restore it "
+        f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
+        f"backup), or delete it to start over (the next pass visits every page again)")
 
 
 def _can(path: Path, mode: int) -> bool:
@@ -543,11 +548,21 @@ class StateDB:
 
     def last_run(self) -> dict | None:
         row = self._db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return json.loads(row["report"]) if row else None
+        return self._report(row["report"]) if row else None
 
     def runs(self) -> list[dict]:
         """Every recorded run report, oldest first."""
-        return [json.loads(r["report"]) for r in self._db.execute("SELECT report FROM runs ORDER BY id")]
+        return [self._report(r["report"]) for r in self._db.execute("SELECT report FROM runs ORDER BY id")]
+
+    def _report(self, text: str) -> dict:
+        """A recorded run report; one that is no JSON object is a damaged state (pagesync wrote it)."""
+        try:
+            report = json.loads(text)
+        except ValueError as exc:
+            raise damaged(self.path, f"a run report is not JSON: {exc}") from None
+        if not isinstance(report, dict):
+            raise damaged(self.path, "a run report is not a JSON object")
+        return report
 
     # -- whole state ------------------------------------------------------------------
     def clear(self) -> None:

@@ -161,7 +161,12 @@ def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, w
 
     build(site, n=3)
     assert run(site, work).returncode == 0
+    with sqlite3.connect(work / "s.db") as db:  # printable garbage where a run report was
+        db.execute("UPDATE runs SET report = '{\"now\": 3,, x'")
+    r = cli(work, "status", *COMMON)
+    assert r.returncode == 2 and "s.db is damaged" in one_error_line(r) and "run report is not JSON" in r.stderr
     with sqlite3.connect(work / "s.db") as db:  # random bytes where a text was
+        db.execute("UPDATE runs SET report = '{}'")
         db.execute("UPDATE pages SET title = CAST(X'FF00FE9C41' AS TEXT), url = url || CAST(X'C3' AS TEXT)")
     for r in (cli(work, "status", "--pages", *COMMON), run(site, work, "--full")):
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
