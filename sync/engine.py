@@ -677,21 +677,6 @@ class _Pass:
 
         return self._finish(t0)
 
-    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
-                     any_in_scope: bool) -> list[str]:
-        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
-        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
-        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
-        state, and read as "the site is empty" on a tracked one. Some refused: one line.
-        Returns the refused URLs."""
-        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
-        if not refused or not self.cfg.sitemaps:
-            return refused
-        if not any_in_scope:
-            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
-        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
-        return refused
-
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a
         count, never a scan. A store may answer through an optional `is_empty()` (True,
@@ -994,6 +979,21 @@ class _Pass:
             page = self.state.get(url)
             if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
                 self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
+
+    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
+                     any_in_scope: bool) -> list[str]:
+        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
+        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
+        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
+        state, and read as "the site is empty" on a tracked one. Some refused: one line.
+        Returns the refused URLs."""
+        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
+        if not refused or not self.cfg.sitemaps:
+            return refused
+        if not any_in_scope:
+            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
+        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
+        return refused
 
     def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
         """The guard's refusal when `n` live pages would go, `emptied` of them by a change
