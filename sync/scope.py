@@ -194,7 +194,7 @@ def all_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
     text, advice = _hosts_text(refused_by_host(refused), configured)
     return (f"every URL the sitemaps list is out of scope ({text}; this run's hosts: "
             f"{', '.join(sorted(configured)) or '(none)'}): if that is this site under another name, give "
-            f"--sitemap by that name{' or' if advice.startswith('add') else ''} {advice}; nothing was fetched or purged")
+            f"--sitemap by that name{' or' if advice.startswith('add') else ''} {advice}; no page was fetched or purged")
 
 
 def some_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
