@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import typer
 
-from .errors import ConfigError, PagesyncError
+from .errors import ConfigError, PagesyncError, StateUnusableError
 from .plural import plural
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
@@ -61,13 +61,15 @@ def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[st
     return EdgeStore(qdrant_path, collection, lock_wait=lock_wait)
 
 
-def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False):
+def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False,
+                reading: bool = False):
     """The page state --state names: a SQLite file, or (the literal `qdrant`) the Qdrant state
     beside the store's collection, which needs a qdrant-client store (--qdrant-url).
 
     When none exists yet: `missing` (with `{where}`) is raised as a ConfigError if given; a
     dry run gets a throw-away in-memory state (it writes nothing, not even a state); with
-    `optional`, None (a nullcontext, for `with`)."""
+    `optional`, None (a nullcontext, for `with`). `reading` (a command that only reads it):
+    a SQLite state this user may read but not write is opened read-only, with a warning."""
     from .state import StateDB
 
     if spec == QDRANT_STATE:
@@ -76,7 +78,12 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
         qs = QdrantState.for_store(store, create=False)  # ConfigError with the embedded store
         exists, where = qs.exists(), f"in Qdrant (collection {qs.collection!r})"
     else:
-        exists, where = Path(spec).exists(), f"at {spec}"
+        try:
+            exists, where = Path(spec).exists(), f"at {spec}"
+        except OSError as exc:  # a directory this user may not enter
+            from .state import unusable
+
+            raise unusable(Path(spec), exc) from None
     if not exists:
         if missing:
             raise ConfigError(missing.format(where=where))
@@ -87,7 +94,17 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
     if spec == QDRANT_STATE:
         qs.ensure()
         return qs
-    return StateDB(spec)
+    try:
+        return StateDB(spec)
+    except StateUnusableError:
+        from .state import access_problem
+
+        problem = access_problem(Path(spec)) if reading else None
+        if problem is None:
+            raise
+        st = StateDB(spec, read_only=True)  # raises the same line when it cannot be read either
+        log.warning("warning: page state %s opened read-only: %s", spec, problem)
+        return st
 
 
 def _fail(exc: BaseException, code: int) -> None:
@@ -125,6 +142,13 @@ def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     raise typer.Exit(code)
 
 
+# The clocks a --now may give: replays and backfills reach back to the web's early years;
+# forward, far enough for any test, and far from datetime's year 9999, where due times
+# (a pass's clock plus intervals of up to 60 days and backoffs) would overflow.
+NOW_MIN = datetime(1990, 1, 1, tzinfo=timezone.utc)
+NOW_MAX = datetime(3000, 1, 1, tzinfo=timezone.utc)
+
+
 def _parse_now(value: Optional[str]) -> datetime:
     if not value:
         return datetime.now(timezone.utc)
@@ -132,7 +156,11 @@ def _parse_now(value: Optional[str]) -> datetime:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise ConfigError(f"--now {value!r} is not ISO 8601 (e.g. 2026-11-30T06:00:00Z)") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    if not NOW_MIN <= dt < NOW_MAX:
+        raise ConfigError(f"--now {value!r} is out of range: a pass's clock is from {NOW_MIN:%Y-%m-%d} "
+                          f"to before {NOW_MAX:%Y-%m-%d}")
+    return dt
 
 
 def _check_clock(st, clock: datetime, given: str) -> None:
@@ -232,11 +260,19 @@ class _Progress:
             self._bar.stop()
 
 
+# The extraction libraries log what they make of odd pages ("discarding data", "empty HTML
+# tree") at WARNING and ERROR: pagesync reports the page itself, so their lines show with -v only.
+_EXTRACTION_LOGGERS = ("trafilatura", "htmldate", "courlan", "justext")
+
+
 def _set_verbose(verbose: bool) -> None:
-    """`run -v` (as the global -v): pagesync's own loggers log every page, skips included.
-    Only pagesync's: the root logger stays at INFO, so third-party debug lines stay out."""
+    """`run -v` (as the global -v): pagesync's own loggers log every page, skips included,
+    and the extraction libraries' warnings show. Only pagesync's at DEBUG: the root logger
+    stays at INFO, so third-party debug lines stay out."""
     if verbose:
         log.setLevel(logging.DEBUG)
+        for name in _EXTRACTION_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @app.callback()
@@ -246,12 +282,13 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
     # the user as one line of ours instead.
     warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.store")
-    for noisy in ("httpx", "httpcore", "trafilatura", "htmldate", "courlan", "justext", "asyncio",
-                  "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
+    for noisy in ("httpx", "httpcore", "asyncio", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # Set either way: the root logger's level is not ours to rely on (an embedding
     # application, or pytest's caplog, may hold it above INFO).
     log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    for name in _EXTRACTION_LOGGERS:  # silent unless -v (`_set_verbose`)
+        logging.getLogger(name).setLevel(logging.WARNING if verbose else logging.CRITICAL + 1)
 
 
 @app.command()
@@ -414,7 +451,7 @@ def status(
         store = _open_store(collection, qdrant_url, api_key, qdrant_path, lock_wait=0.5)
         try:
             # No require_collection: a missing collection is status's first warning line.
-            with _open_state(state, store, missing=NO_STATE) as st:
+            with _open_state(state, store, missing=NO_STATE, reading=True) as st:
                 info = collect_status(st, store, clock, with_pages=pages)
         finally:
             store.close()
@@ -441,7 +478,7 @@ def export(
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            with _open_state(state, store, optional=True) as st:
+            with _open_state(state, store, optional=True, reading=True) as st:
                 require_collection(store, st)
             n = export_points(store, sys.stdout, with_vectors=with_vectors)
         finally:
@@ -549,7 +586,7 @@ def state_export(
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
-            with _open_state(state, store, missing=NO_STATE) as st, ExitStack() as stack:
+            with _open_state(state, store, missing=NO_STATE, reading=True) as st, ExitStack() as stack:
                 out = stack.enter_context(open(file, "w", encoding="utf-8")) if file else sys.stdout
                 n = export_state(st, out)
         finally:

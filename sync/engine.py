@@ -59,7 +59,7 @@ from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
 from .decision import Action, Decision, Outcome, broken_deploy, decide, may_be_broken, needs_unconditional_fetch
-from .errors import ConfigError, PagesyncError
+from .errors import ConfigError, PagesyncError, StoreFullError
 from .fetcher import Fetcher, FetchResult, HostQueue, Validators
 from .hashing import content_hash, pipeline_fingerprint, reuse_key
 from .httpcache import FetchCache, ReadOnlyCache, memo_parser
@@ -76,7 +76,7 @@ from .points_check import (
     short_pages,
 )
 from .report import Report
-from .scope import Scope, url_host
+from .scope import Scope, all_out_of_scope, refused_by_host, some_out_of_scope, url_host
 from .policy import (
     DEFAULT_POLICY,
     BulkState,
@@ -100,8 +100,8 @@ from .policy import (
     _span,
 )
 from .scheduler import NEW_PAGE_INTERVAL, failure_backoff, next_interval
-from .sitemaps import (MAX_TOTAL_SITEMAP_URLS, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
-                       lastmods_to_record)
+from .sitemaps import (MAX_TOTAL_SITEMAP_URLS, NOT_A_SITEMAP, collect_sitemaps, diff_sitemap, feed_hosts,
+                       lastmod_state, lastmods_to_record)
 from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
@@ -111,6 +111,7 @@ __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap
 
 log = logging.getLogger("pagesync")
 
+_SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sitemap the scope refuses
 # Why a page is visited this pass, most specific first (a page gets its first reason).
 REASONS = ("new", "pending", "rebuild", "lastmod", "due", "full", "removed", "bulk")
 
@@ -393,6 +394,12 @@ class _VectorCache:
             self._d.popitem(last=False)
 
 
+def _allow_hosts(urls: Sequence[str]) -> str:
+    """"add --allow-host a --allow-host b": the flags that would bring `urls` into scope (three hosts at most)."""
+    hosts = [h for h in dict.fromkeys(url_host(u)[1] for u in urls) if h][:3]
+    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
+
+
 class _Pass:
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
@@ -587,6 +594,9 @@ class _Pass:
                                     parse=memo_parser(self.fetcher.cache), now=self.stamp_clock,
                                     max_urls=cfg.max_sitemap_urls)
         self.report.bytes_downloaded += sm.bytes_downloaded
+        if sm.not_sitemaps and self.state.tracked_count() == 0:
+            # A first run pointed at a web page: the configuration is wrong, nothing to sync yet.
+            raise ConfigError(f"--sitemap {sm.not_sitemaps[0]} is {NOT_A_SITEMAP}")
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
         out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why
@@ -599,6 +609,7 @@ class _Pass:
                 self.report.pages_skipped += 1
             else:
                 sitemap_now[url] = lastmod
+        refused = self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
         for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
             self.report.skip(loc, reason)
             self.report.pages_invalid_loc += 1
@@ -610,8 +621,10 @@ class _Pass:
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
-            # Rare, and every page it lists goes untracked: said at INFO, not only in the report.
-            log.info("skipped sitemap %s (%s)", url, reason)
+            # Rare, and every page it lists goes untracked: said at INFO, not only in the report
+            # (out of scope: in `_judge_scope`'s one line).
+            if not reason.startswith(_SCOPE_SKIP):
+                log.info("skipped sitemap %s (%s)", url, reason)
         before = self.state.sitemap_urls()
         if cfg.sitemaps and sm.complete and not sitemap_now and before and not cfg.allow_mass_delete:
             # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
@@ -625,7 +638,11 @@ class _Pass:
             configured = {url_host(canonical_url(u))[0] for u in cfg.sitemaps}
             listed = {url_host(u)[0] for u in sitemap_now}
             emptied = sorted({h for u in before if (h := url_host(u)[0]) in configured and h not in listed})
-            if emptied:
+            if emptied and refused:  # what they list instead is out of scope: the cause is the scope
+                sm.errors.append((", ".join(emptied), "the sitemaps listed no URLs of this site any more, only URLs "
+                                  f"out of scope (see the warning); nothing purged (if those are this site under "
+                                  f"another name, {_allow_hosts(refused)})"))
+            elif emptied:
                 sm.errors.append((", ".join(emptied), "the sitemaps listed no URLs of this site any more; nothing "
                                   "purged (if it really is empty, run again with --allow-mass-delete)"))
         self.report.pages_in_sitemaps = len(sitemap_now)
@@ -1049,20 +1066,46 @@ class _Pass:
             if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
                 self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
 
-    def _mass_delete_reason(self, n: int, emptied: int = 0) -> str | None:
+    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
+                     any_in_scope: bool) -> list[str]:
+        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
+        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
+        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
+        state, and read as "the site is empty" on a tracked one. Some refused: one line.
+        Returns the refused URLs."""
+        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
+        if not refused or not self.cfg.sitemaps:
+            return refused
+        if not any_in_scope:
+            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
+        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
+        return refused
+
+    def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
         """The guard's refusal when `n` live pages would go, `emptied` of them by a change
-        to a stub (`broken_deploy`) rather than a purge; None when the pass may go on."""
+        to a stub (`broken_deploy`) rather than a purge, `scoped` (their URLs) because they
+        are out of scope now; None when the pass may go on. Pages that only left the scope
+        are no lost site: for them the advice is the scope, never --allow-mass-delete."""
         cfg = self.cfg
         if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
             return None
+        if scoped:
+            hosts = refused_by_host(scoped)
+            allow = _allow_hosts(scoped).removeprefix("add ")
+            where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
+            if len(scoped) == n:
+                return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
+                        f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
+                        f"purged. If they are still this site's, add {allow}")
         what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
                                          f"empty {emptied}" if emptied else "") if w)
         why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
                "broken deploy" if emptied else "")
         done = "nothing was purged or emptied" if emptied else "nothing was purged"
+        also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
         return (f"mass-deletion guard: this pass would {what} of {self.tracked_before} tracked pages "
                 f"(more than {cfg.max_delete_share:.0%}{why}); {done}. If the site really lost them, "
-                f"run again with --allow-mass-delete")
+                f"run again with --allow-mass-delete{also}")
 
     def _judge_guard(self) -> None:
         """Once every page of the pass was seen: the live pages it would purge, and those
@@ -1071,7 +1114,9 @@ class _Pass:
             url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
             for url, (item, markdown) in self.suspects.items()})
         live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
-        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken))
+        scoped = [page.url for page, _, reason, _ in self.purges.values()
+                  if page.status == LIVE and reason.startswith("out of scope")]
+        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)
         if self.guard:
             self.report.mass_delete_blocked = live + len(self.broken)
             self.report.error("(pass)", self.guard)
@@ -1562,6 +1607,8 @@ class _Pass:
                 self.report.error(item.page.url, str(exc))
                 self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
             self._save([i.page for i in items])
+            if isinstance(exc, StoreFullError):
+                raise  # every later write would fail alike: the pass stops, one line (exit 1)
             return
         self.report.chunks_deleted += deleted
         self.report.chunks_written += sum(len(w.points) for w in writes)

@@ -15,6 +15,7 @@ __all__ = [
     "StateUnusableError",
     "StoreError",
     "StoreHeldError",
+    "StoreReadOnlyError",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "CollectionLostError",
@@ -23,6 +24,8 @@ __all__ = [
     "EmbedderError",
     "EmbedderUnavailableError",
     "SitemapError",
+    "NotASitemapError",
+    "StoreFullError",
 ]
 
 
@@ -68,9 +71,21 @@ class StoreUnavailableError(StoreError, ConfigError):
     failed page like any other StoreError."""
 
 
+class StoreFullError(StoreError):
+    """The disk under the embedded store is (about to be) full. A pass stops at the first
+    one (exit 1: it did not finish its pages) rather than fail every page that follows;
+    what it wrote is consistent and the next pass, with space freed, resumes."""
+
+
 class StoreHeldError(StoreUnavailableError):
     """The embedded shard is held by another process (a pass running): read-only reports
     such as `status` go on without it."""
+
+
+class StoreReadOnlyError(StoreUnavailableError):
+    """The embedded shard is not writable for this process (permissions, a read-only
+    mount): Qdrant Edge opens a shard read-write even to read it, so nothing can use it
+    in place. `status` goes on without it, as with a held shard."""
 
 
 class CollectionMismatchError(ConfigError):
@@ -93,6 +108,12 @@ class FetchError(PagesyncError):
 
 class SitemapError(FetchError):
     """A sitemap was fetched but could not be parsed."""
+
+
+class NotASitemapError(SitemapError):
+    """What a sitemap URL answered is no sitemap at all (an HTML page): on a first run, a
+    --sitemap pointing there is a configuration error; on a tracked site, a sitemap error
+    like any other (nothing is purged)."""
 
 
 class EmbedderError(PagesyncError):

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key", "site_key"]
+__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key", "site_key", "refused_by_host",
+           "all_out_of_scope", "some_out_of_scope"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -192,3 +193,49 @@ class Scope:
             if any(is_private_address(ip) for ip in addrs):
                 return f"host {host} resolves to a private address"
         return None
+
+
+def refused_by_host(urls: Iterable[str]) -> dict[str, int]:
+    """How many of `urls` (refused by the scope) each netloc holds, most first (ties by name)."""
+    counts: dict[str, int] = {}
+    for u in urls:
+        netloc = url_host(u)[0] or "(no host)"
+        counts[netloc] = counts.get(netloc, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _hosts_text(counts: dict[str, int], configured: set[str], limit: int = 3) -> tuple[str, str]:
+    """("5 on 127.0.0.1:8000, 2 on b.example and 1 more host", advice): the netlocs seen,
+    and what would bring them in: --allow-host with their bare hosts (scopes are per
+    host); for a configured host refused anyway, that it resolves to a private address."""
+    shown = list(counts.items())[:limit]
+    text = ", ".join(f"{n} on {netloc}" for netloc, n in shown)
+    if len(counts) > limit:
+        text += f" and {len(counts) - limit} more host" + ("s" if len(counts) - limit > 1 else "")
+    hosts = [h for h in dict.fromkeys(_host_of(netloc) for netloc, _ in shown) if h and h not in configured]
+    if not hosts:
+        return text, "(they resolve to private addresses, which a public site's pass does not fetch)"
+    return text, "add " + " ".join(f"--allow-host {h}" for h in hosts)
+
+
+def all_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
+    """The one line for a pass whose sitemaps list no URL in scope, only URLs (or child
+    sitemaps) of other hosts: a configuration error, typically the site named by another
+    name than its sitemap uses (localhost for 127.0.0.1, www. or not). Never a reason to
+    purge, so it advises the scope, never --allow-mass-delete."""
+    configured = set(configured)
+    text, advice = _hosts_text(refused_by_host(refused), configured)
+    return (f"every URL the sitemaps list is out of scope ({text}; this run's hosts: "
+            f"{', '.join(sorted(configured)) or '(none)'}): if that is this site under another name, give "
+            f"--sitemap by that name{' or' if advice.startswith('add') else ''} {advice}; no page was fetched or purged")
+
+
+def some_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
+    """The one warning line for a pass whose sitemaps list some URLs out of scope."""
+    configured = set(configured)
+    counts = refused_by_host(refused)
+    text, advice = _hosts_text(counts, configured)
+    n = sum(counts.values())
+    return (f"warning: skipped {n} sitemap URL{'s' if n != 1 else ''} out of scope ({text}; this run's hosts: "
+            f"{', '.join(sorted(configured)) or '(none)'}); "
+            + (f"if they are this site's, {advice}" if advice.startswith("add") else advice.strip("()")))

@@ -24,7 +24,7 @@ from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urljoin, urlsplit
 
-from .errors import FetchError, SitemapError
+from .errors import FetchError, NotASitemapError, SitemapError
 from .ids import canonical_url
 
 __all__ = [
@@ -78,6 +78,12 @@ class ParsedSitemap:
     # <url> entries whose <loc> is no absolute http(s) URL: (the <loc> as written, why),
     # each <loc> once. Never tracked; the run report counts them as skipped pages.
     invalid: list[tuple[str, str]] = field(default_factory=list)
+
+
+# An HTML document's start, as a server answering a sitemap URL with a web page sends it.
+_HTML = re.compile(rb"<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]", re.IGNORECASE)
+NOT_A_SITEMAP = ("not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> or <sitemapindex>); "
+                 "give the sitemap's own URL (often /sitemap.xml; robots.txt names it)")
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -166,8 +172,12 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
     try:
         root = etree.fromstring(data, parser=parser)
     except etree.XMLSyntaxError as exc:
+        if _HTML.search(data[:4096]):
+            raise NotASitemapError(NOT_A_SITEMAP) from None  # lxml's complaint about <meta> says nothing useful
         raise SitemapError(f"not XML: {exc}") from exc
     kind = _local(root.tag)
+    if kind.lower() == "html":  # XHTML parses as XML
+        raise NotASitemapError(NOT_A_SITEMAP)
     out = ParsedSitemap()
     if kind == "sitemapindex":
         for sm in root:
@@ -418,6 +428,7 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
 class SitemapCollection:
     entries: dict[str, str | None] = field(default_factory=dict)  # url -> lastmod
     errors: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, error)
+    not_sitemaps: list[str] = field(default_factory=list)  # roots given that answered no sitemap (an HTML page)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (sitemap url, why not read)
     invalid: dict[str, str] = field(default_factory=dict)  # <loc> that is no http(s) URL -> why (first file wins)
     bytes_downloaded: int = 0
@@ -480,6 +491,8 @@ async def collect_sitemaps(
             parsed = parse(url, body) if parse is not None else parse_sitemap(body)
         except FetchError as exc:
             out.errors.append((url, str(exc)))
+            if depth == 0 and isinstance(exc, NotASitemapError):
+                out.not_sitemaps.append(url)
             continue
         for child in parsed.sitemaps:
             if depth + 1 > max_depth:

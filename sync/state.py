@@ -106,8 +106,12 @@ _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock agai
 
 
 def _corrupt(exc: BaseException) -> bool:
-    """SQLite says the file is not a database, or a damaged one."""
+    """SQLite says the file is not a database, or a damaged one; or a text pagesync wrote
+    (always UTF-8) reads back as bytes that are not UTF-8: damage SQLite's page checks
+    did not catch, which the sqlite3 module reports as OperationalError."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.OperationalError) and "Could not decode to UTF-8" in str(exc):
+        return True
     return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or type(exc) is sqlite3.DatabaseError
 
 
@@ -116,11 +120,64 @@ def state_error(path: Path, exc: sqlite3.Error, doing: str) -> StateError:
     `StateUnusableError` (exit 2) with what to do about it; anything else (a full disk, a
     locked file) is a `StateError` saying what failed."""
     if _corrupt(exc):
-        return StateUnusableError(
-            f"page state {path} is damaged or not a pagesync state ({exc}): move it aside and restore it "
-            f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
-            f"backup), or delete it to start over (the next pass visits every page again)")
+        return damaged(path, exc)
     return StateError(f"{doing} {path}: {exc}")
+
+
+def damaged(path: Path, cause: object) -> StateUnusableError:
+    """The one line for a state file that is damaged or not a pagesync state (exit 2)."""
+    return StateUnusableError(
+        f"page state {path} is damaged or not a pagesync state ({cause}): move it aside and restore it "
+        f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
+        f"backup), or delete it to start over (the next pass visits every page again)")
+
+
+def _can(path: Path, mode: int) -> bool:
+    """os.access with this process's effective ids where the OS offers it (a setuid or
+    capability-dropped process is judged as it will be treated)."""
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, mode, effective_ids=effective)
+
+
+def access_problem(path: Path) -> str | None:
+    """Why this process cannot open a SQLite state at `path` read-write, in words (the
+    path and the permission named), or None when the permissions are not the cause."""
+    parent = path.parent
+    there = os.path.exists(parent)  # os.path: False, not an exception, where stat is refused
+    if there and not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    if there and not _can(parent, os.X_OK):
+        return f"permission denied to enter its directory {parent}"
+    if os.path.exists(path):
+        for mode, word in ((os.R_OK, "read"), (os.W_OK, "write")):
+            if not _can(path, mode):
+                return f"no permission to {word} {path}"
+    if there and not _can(parent, os.W_OK):
+        return (f"no permission to write in its directory {parent} (SQLite keeps {path.name}-wal and "
+                f"{path.name}-shm beside the file, pagesync {path.name}.lock)")
+    return None
+
+
+def unusable(path: Path, exc: BaseException) -> StateUnusableError:
+    """The error for a state at `path` that cannot be opened: its permission problem when
+    there is one (fix it, or give --state a path this user can write), else the cause."""
+    problem = access_problem(path)
+    if problem is None:
+        return StateUnusableError(f"cannot open state database {path}: {exc}")
+    return StateUnusableError(f"cannot open state database {path}: {problem} (uid {os.geteuid()}); fix the "
+                              f"permissions or give --state a path this user can write ({exc})")
+
+
+def _connect_ro(uri: str) -> sqlite3.Connection:
+    """A read-only connection to the state at `uri`, tried on its pages table."""
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("SELECT count(*) FROM pages").fetchone()  # fails here, not in the report
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _mapped(fn):
@@ -269,10 +326,16 @@ class StateDB:
     pass learnt about the site's files lives and travels with the page state.
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False):
+        """`read_only`: open an existing file for reading only (SQLite's mode=ro), for reports
+        on a state this user may read but not write; nothing is created or migrated."""
         self.memory = str(path) == ":memory:"  # a throw-away state (dry runs with no state yet)
         self.path = Path(path)
+        self.read_only = read_only
         self._lock_fds: tuple[int, int] | None = None
+        if read_only:
+            self._connect_read_only()
+            return
         try:
             if not self.memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -289,9 +352,28 @@ class StateDB:
             if _corrupt(exc):
                 raise state_error(self.path, exc, "") from exc
             # e.g. "unable to open database file": a --state that cannot hold a database
-            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
+            raise unusable(self.path, exc) from exc
         except OSError as exc:
-            raise StateUnusableError(f"cannot open state database {self.path}: {exc}") from exc
+            raise unusable(self.path, exc) from exc
+
+    def _connect_read_only(self) -> None:
+        """mode=ro; where SQLite cannot even set up its WAL index for that (no -shm file, and
+        a directory it may not create one in) and no -wal file holds unmerged writes, the
+        file alone is the whole state: read it as immutable."""
+        uri = self.path.resolve().as_uri()
+        try:
+            try:
+                self._db = _connect_ro(uri + "?mode=ro")
+            except sqlite3.OperationalError:
+                if os.path.exists(str(self.path) + "-wal"):
+                    raise
+                self._db = _connect_ro(uri + "?mode=ro&immutable=1")
+        except sqlite3.Error as exc:
+            if _corrupt(exc):
+                raise state_error(self.path, exc, "") from exc
+            raise unusable(self.path, exc) from exc
+        except OSError as exc:
+            raise unusable(self.path, exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:
@@ -324,7 +406,7 @@ class StateDB:
         except OSError as exc:
             for fd in opened:
                 os.close(fd)
-            raise StateUnusableError(f"cannot lock state database {self.path}: {exc}") from exc
+            raise unusable(self.path, exc) from exc  # e.g. a directory this user may read but not write
         fds = (opened[0], opened[1])
         deadline = time.monotonic() + max(0.0, wait)
         while (busy := _flock_all(fds)) is not None:
@@ -503,11 +585,21 @@ class StateDB:
 
     def last_run(self) -> dict | None:
         row = self._db.execute("SELECT report FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        return json.loads(row["report"]) if row else None
+        return self._report(row["report"]) if row else None
 
     def runs(self) -> list[dict]:
         """Every recorded run report, oldest first."""
-        return [json.loads(r["report"]) for r in self._db.execute("SELECT report FROM runs ORDER BY id")]
+        return [self._report(r["report"]) for r in self._db.execute("SELECT report FROM runs ORDER BY id")]
+
+    def _report(self, text: str) -> dict:
+        """A recorded run report; one that is no JSON object is a damaged state (pagesync wrote it)."""
+        try:
+            report = json.loads(text)
+        except ValueError as exc:
+            raise damaged(self.path, f"a run report is not JSON: {exc}") from None
+        if not isinstance(report, dict):
+            raise damaged(self.path, "a run report is not a JSON object")
+        return report
 
     # -- whole state ------------------------------------------------------------------
     def clear(self) -> None:

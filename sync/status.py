@@ -6,7 +6,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from .errors import StoreHeldError
+from .errors import StoreHeldError, StoreReadOnlyError
 from .plural import plural
 from .points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
 from .policy import host_lastmod_trust, lastmod_makes_due
@@ -32,6 +32,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     try:
         points, held = (store.count() if store.exists() else 0), None
     except StoreHeldError as exc:
+        points, held = None, f"{exc} (a pass running?)"
+    except StoreReadOnlyError as exc:
         points, held = None, str(exc)
     pages = state.all_pages()
     live = [p for p in pages if p.status != GONE]
@@ -69,7 +71,7 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
     # still reports (it is where a user looks first) and names both readings.
     info["warnings"] = []
     if held:
-        info["warnings"].append(f"points not counted: {held} (a pass running?); the rest is the state's")
+        info["warnings"].append(f"points not counted: {held}; the rest is the state's")
     if info["points"] == 0 and info["chunks_recorded"] > 0:
         recorded = f"the state records {plural(info['chunks_recorded'], 'chunk')}"
         if store.exists():

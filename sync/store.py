@@ -21,9 +21,11 @@ Every backend error is raised as `StoreError`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
 from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
-                     StoreError, StoreHeldError, StoreUnavailableError)
+                     StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
 from .hashing import reuse_key
 
 try:
@@ -52,6 +54,19 @@ __all__ = [
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
+# Free space the embedded store keeps on its disk before any write. Qdrant Edge grows its
+# write-ahead log, vectors and payloads in 32 MiB files that it maps sparse into memory
+# and fills in place: on a full disk, a store into such a page is a SIGBUS that kills the
+# process with no message. 256 MiB covers a new chunk of each plus the holes of the open
+# ones; a write also needs 4x its own size (WAL, segment, payload index). Below that a
+# write is refused with `StoreFullError` (one line, exit 1) before Qdrant Edge is called.
+# The environment variable PAGESYNC_MIN_FREE_MB sets another margin (in MiB; 0: no check).
+MIN_FREE_BYTES = 256 * 1024 * 1024
+MIN_FREE_ENV = "PAGESYNC_MIN_FREE_MB"
+_WRITE_FACTOR = 4
+_NOT_WRITABLE = ("Permission denied (os error 13)", "Read-only file system (os error 30)",
+                 "Operation not permitted (os error 1)")  # Qdrant Edge's words for EACCES, EROFS, EPERM
+_NO_SPACE = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge touches a segment
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
@@ -176,8 +191,26 @@ def _reuse_key_of(payload: Any) -> tuple[str, str] | None:
     return reuse_key(embedder, text), url
 
 
+def _secret_forms(secret: str) -> list[str]:
+    """The ways a server or a library may echo `secret` back: as is, JSON-escaped (once, or
+    twice for JSON inside a JSON string; ASCII-escaped or not), URL-encoded, Python-repr'd.
+    Longest first, so a form containing another is replaced whole."""
+    from urllib.parse import quote, quote_plus
+
+    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), repr(secret)[1:-1]}
+    for ascii_only in (True, False):
+        once = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
+        forms |= {once, json.dumps(once, ensure_ascii=ascii_only)[1:-1]}
+    return sorted(forms, key=len, reverse=True)
+
+
 def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
+    """`text` with every form of `secret` (`_secret_forms`) replaced by ***; the
+    percent-encoded ones matched in either case of their hex digits."""
+    if not secret:
+        return text
+    pattern = "|".join(re.escape(f) for f in _secret_forms(secret))
+    return re.sub(pattern, "***", text, flags=re.IGNORECASE)
 
 
 @contextlib.contextmanager
@@ -206,6 +239,34 @@ def _unreachable(exc: BaseException) -> bool:
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code in (401, 403)
     return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
+
+
+_FULL_WAY_ON = ("free some space and run it again: what was written is consistent, and the next pass resumes "
+                "where this one stopped")
+
+
+def _min_free_default() -> int:
+    """MIN_FREE_BYTES, or PAGESYNC_MIN_FREE_MB when set (ConfigError when it is no number)."""
+    raw = os.environ.get(MIN_FREE_ENV, "").strip()
+    if not raw:
+        return MIN_FREE_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not 0 <= mib < 2**40:
+        raise ConfigError(f"{MIN_FREE_ENV}={raw!r} is not a size in MiB (e.g. 256; 0 turns the free-space check off)")
+    return int(mib * 1048576)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:.0f} MiB"
+
+
+def _write_size(points: Sequence[StoredPoint]) -> int:
+    """Roughly what `points` take on disk: 4-byte floats, the chunk text and ~512 bytes of
+    other payload (no JSON encoding: this runs on every write)."""
+    return sum(4 * len(p.vector or ()) + len(str(p.payload.get("text", ""))) + 512 for p in points)
 
 
 def _check_name(collection: str) -> None:
@@ -241,9 +302,10 @@ class EdgeStore(_PagedScroll):
     """
 
     def __init__(self, path: str | Path, collection: str, *, resolve_alias: bool = True, lock_wait: float = 10.0,
-                 search_threads: int | None = 1):
+                 search_threads: int | None = 1, min_free_bytes: int | None = None):
         _check_name(collection)
         self.collection = collection
+        self.min_free_bytes = _min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
         self.root = Path(path)
         self.lock_wait = lock_wait
         self.search_threads = search_threads
@@ -260,11 +322,19 @@ class EdgeStore(_PagedScroll):
             return self._pinned
         return self.root / (resolve_alias(self.root, self.collection) if self._resolve else self.collection)
 
+    def _read_only(self, cause: object) -> StoreReadOnlyError:
+        return StoreReadOnlyError(
+            f"embedded store ({self.dir}) is not writable for this user ({cause}): Qdrant Edge opens a shard "
+            f"read-write even to read it (it maps its files and locks its write-ahead log), so it cannot be used "
+            f"in place; make it writable, or copy it somewhere writable and point --qdrant-path there")
+
     def _load(self, qe, path: Path):
         config = self._load_config(qe, path)
         try:
             return qe.EdgeShard.load(str(path), config)
         except Exception as exc:
+            if any(sign in str(exc) for sign in _NOT_WRITABLE):
+                raise self._read_only(exc) from None
             if "WouldBlock" not in str(exc):
                 raise
             # Held, but not under pagesync.lock: another program (or a pagesync from before
@@ -277,8 +347,13 @@ class EdgeStore(_PagedScroll):
         anything opens the shard's files; `_unlock` (from `close`) releases it."""
         if fcntl is None or self._lock_fd is not None:
             return
-        path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path / SHARD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path / SHARD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and (path / "edge_config.json").exists():
+                raise self._read_only(exc) from None  # a shard that is there, but not ours to write
+            raise
         deadline = time.monotonic() + self.lock_wait
         while True:
             try:
@@ -307,9 +382,33 @@ class EdgeStore(_PagedScroll):
         except (StoreError, ConfigError):
             raise
         except OSError as exc:  # a --qdrant-path that cannot hold a shard (missing, read-only, ...)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
+                                     f"{_FULL_WAY_ON}") from exc
             raise StoreUnavailableError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
         except Exception as exc:
+            if any(sign in str(exc).lower() for sign in _NO_SPACE):  # Qdrant Edge's own I/O errors
+                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
+                                     f"{_FULL_WAY_ON}") from exc
             raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
+
+    def _check_space(self, what: str, nbytes: int = 0) -> None:
+        """Refuse a write (`StoreFullError`) when the shard's disk has less free space than
+        the margin (`MIN_FREE_BYTES`) plus 4x the write's size, before Qdrant Edge maps a
+        page it could not back (see MIN_FREE_BYTES)."""
+        where = self.dir
+        while not where.exists() and where != where.parent:  # a shard not created yet: its disk
+            where = where.parent
+        try:
+            free = shutil.disk_usage(where).free
+        except OSError:
+            return  # no answer: Qdrant Edge's own error decides
+        need = self.min_free_bytes + _WRITE_FACTOR * nbytes
+        if self.min_free_bytes and free < need:
+            raise StoreFullError(
+                f"embedded store ({self.dir}): {what} refused: {_mib(free)} free on its disk, under the "
+                f"{_mib(need)} pagesync keeps free there ({_mib(self.min_free_bytes)} margin + 4x the write); "
+                f"{_FULL_WAY_ON}")
 
     def exists(self) -> bool:
         return (self.dir / "edge_config.json").exists()
@@ -380,6 +479,7 @@ class EdgeStore(_PagedScroll):
             else:
                 if dimension is None:
                     raise StoreError(f"collection {self.collection!r} does not exist at {self.dir}")
+                self._check_space("create")
                 self.dir.mkdir(parents=True, exist_ok=True)
                 cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
                                     max_search_threads=self.search_threads)
@@ -415,6 +515,7 @@ class EdgeStore(_PagedScroll):
 
     def replace_pages(self, pages: Sequence[PageWrite]) -> int:
         shard = self._open()
+        self._check_space("replace", sum(_write_size(p.points) for p in pages))
         deleted = 0
         with self._guard("replace"):
             for page in pages:
@@ -429,6 +530,7 @@ class EdgeStore(_PagedScroll):
         if not self.exists():
             return 0
         shard = self._open()
+        self._check_space("delete")  # a delete is appended to the write-ahead log first
         with self._guard("delete"):
             deleted = sum(self._delete_url(u) for u in urls)
         return deleted
@@ -437,6 +539,7 @@ class EdgeStore(_PagedScroll):
         shard = self._open()
         with self._guard("upsert"):
             for i in range(0, len(points), 512):
+                self._check_space("upsert", _write_size(points[i : i + 512]))
                 shard.update(self._qe.UpdateOperation.upsert_points(self._points(points[i : i + 512])))
 
     def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
@@ -503,6 +606,7 @@ class EdgeStore(_PagedScroll):
         if not ids or not self.exists():
             return
         shard = self._open()
+        self._check_space("delete points")
         with self._guard("delete points"):
             for i in range(0, len(ids), 1024):
                 shard.update(self._qe.UpdateOperation.delete_points(list(ids[i : i + 1024])))
