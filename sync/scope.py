@@ -196,23 +196,24 @@ class Scope:
 
 
 def refused_by_host(urls: Iterable[str]) -> dict[str, int]:
-    """How many of `urls` (refused by the scope) each netloc holds, most first (ties by name)."""
+    """How many of `urls` (refused by the scope) each site (`site_key`: host, and port when
+    not the default) holds, most first (ties by name)."""
     counts: dict[str, int] = {}
     for u in urls:
-        netloc = url_host(u)[0] or "(no host)"
+        netloc = _site_of(u) or "(no host)"
         counts[netloc] = counts.get(netloc, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _hosts_text(counts: dict[str, int], configured: set[str], limit: int = 3) -> tuple[str, str]:
     """("5 on 127.0.0.1:8000, 2 on b.example and 1 more host", advice): the netlocs seen,
-    and what would bring them in: --allow-host with their bare hosts (scopes are per
-    host); for a configured host refused anyway, that it resolves to a private address."""
+    and what would bring them in: --allow-host with their sites (host, and port when not
+    the default: a scope is per host and port); for a configured host refused anyway, that it resolves to a private address."""
     shown = list(counts.items())[:limit]
     text = ", ".join(f"{n} on {netloc}" for netloc, n in shown)
     if len(counts) > limit:
         text += f" and {len(counts) - limit} more host" + ("s" if len(counts) - limit > 1 else "")
-    hosts = [h for h in dict.fromkeys(_host_of(netloc) for netloc, _ in shown) if h and h not in configured]
+    hosts = [site for site, _ in shown if site != "(no host)" and site not in configured]
     if not hosts:
         return text, "(they resolve to private addresses, which a public site's pass does not fetch)"
     return text, "add " + " ".join(f"--allow-host {h}" for h in hosts)

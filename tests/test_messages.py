@@ -72,7 +72,7 @@ def test_a_few_out_of_scope_urls_are_one_warning_line(site, work):
     lines = [ln for ln in r.stderr.splitlines() if "out of scope" in ln or "localhost" in ln]
     assert len(lines) == 1, r.stderr
     assert lines[0].startswith("warning: skipped 5 sitemap URLs out of scope (4 on localhost:"), lines[0]
-    assert "--allow-host localhost --allow-host other.example" in lines[0], lines[0]
+    assert f"--allow-host localhost:{port} --allow-host other.example" in lines[0], lines[0]  # host and port
 
 
 def test_the_guard_advises_the_scope_not_a_mass_delete_when_pages_only_left_the_scope(site, harness):
@@ -83,7 +83,7 @@ def test_the_guard_advises_the_scope_not_a_mass_delete_when_pages_only_left_the_
     listed = [site.server.url("/p0.html")] + [f"http://localhost:{port}/p{i}.html" for i in range(1, 6)]
     site.resources["/custom.xml"] = Resource(_urlset(listed), "application/xml", in_sitemap=False)
     sm = [site.server.url("/custom.xml")]
-    assert harness.run(sitemaps=sm, allow_hosts=["localhost"]).pages_added == 6
+    assert harness.run(sitemaps=sm, allow_hosts=[f"localhost:{port}"]).pages_added == 6
     before = harness.points()
     rep = harness.run(sitemaps=sm, advance=timedelta(minutes=5))
     assert rep.pages_removed == 0 and rep.mass_delete_blocked == 5 and not rep.ok
