@@ -84,12 +84,14 @@ def decide(
         raise ValueError("an OK outcome needs the new content hash")
     if not indexed:
         return Decision(Action.ADD, "new page")
-    if new_hash != stored_hash:
-        if text_empty:
-            return Decision(Action.PURGE, "no text extracted")
-        return Decision(Action.REPLACE, "content changed")
+    if new_hash != stored_hash and text_empty:
+        return Decision(Action.PURGE, "no text extracted")
     if stored_fingerprint != fingerprint:
+        # Whether the text changed is not known: the stored hash may be another pipeline's
+        # (an extractor or hash rule change makes every hash new).
         return Decision(Action.REPLACE, "pipeline changed")
+    if new_hash != stored_hash:
+        return Decision(Action.REPLACE, "content changed")
     return Decision(Action.SKIP_UNCHANGED, "same content hash")
 
 
