@@ -169,7 +169,17 @@ def _main_only(tree) -> None:
     for child in list(body):
         body.remove(child)
     body.text = None
-    body.extend(keep)
+    if len(keep) > 1:
+        # trafilatura reads one main element (the first <article>): several, say a blog's
+        # posts, are one content element here, each a <section> of it.
+        from lxml import etree
+
+        wrapper = etree.SubElement(body, "main")
+        for el in keep:
+            el.tag = "section"
+        wrapper.extend(keep)
+    else:
+        body.extend(keep)
 
 
 def _keep_content_asides(tree) -> None:
