@@ -3,7 +3,9 @@
 trafilatura does the extraction: it is maintained, benchmarks at the top of open-source
 main-content extractors, and emits markdown with headings, lists, code and tables. Its
 precision matters here twice: boilerplate left in would both pollute chunks and make a
-nav-only change look like a content change.
+nav-only change look like a content change. When a page marks its main content
+(`<main>`, `<article>`, `role="main"`) nothing outside it is read; heading permalinks and
+the converter's markdown escapes are taken out (`_HEADERLINKS`, `unescape_converted`).
 """
 
 from __future__ import annotations

@@ -66,7 +66,9 @@ def decide(
     that breaks extraction (a page rendered by JavaScript, a new template) looks the same
     on every page, and as a purge it passes the mass-deletion guard like a 404 would.
     A 304 or an equal hash under the same pipeline is a skip: no chunking, no embedding,
-    no writes. Errors never purge.
+    no writes. Under another pipeline a page is rewritten as "pipeline changed", whatever its
+    hash: the stored one may come from another extractor or hash rule, so a different hash
+    is no sign of an edit (nor is it held as a possible broken deploy). Errors never purge.
     """
     if outcome is Outcome.ERROR:
         return Decision(Action.FAIL, "fetch failed")

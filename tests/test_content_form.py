@@ -111,6 +111,29 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
     assert rep.pages_not_modified == 2 and rep.chunks_written == 0
 
 
+def test_reindex_reads_again_a_page_the_old_hash_kept_stale(site, harness, monkeypatch):
+    """A code edit the old hash could not see left the stored chunk and the kept text stale;
+    `reindex` takes a kept text only when it has the page's hash under the current rule, so
+    it fetches that page again and indexes the new code."""
+    import re
+
+    import sync.engine as engine
+    from tests.test_reindex import EMB16, reindex
+
+    site.set("/code.html", _code_page("    "))
+    old_hash = lambda md: hashlib.sha256(re.sub(r"\s+", " ", md).strip().encode()).hexdigest()  # noqa: E731
+    with monkeypatch.context() as old:
+        old.setattr(engine, "EXTRACTOR_ID", "trafilatura-md-v5")
+        old.setattr(engine, "content_hash", old_hash)
+        harness.run()
+        site.set("/code.html", _code_page("        "))
+        assert harness.run(full=True, advance=timedelta(hours=1)).pages_unchanged == 1  # the old rule: blind
+    rep = reindex(harness, EMB16)
+    assert rep.text_sources["fetch"] == 1 and rep.pages_changed == 1
+    (texts,) = _texts(harness).values()
+    assert "    if x.done:\n        cleanup(x)" in "\n".join(texts)
+
+
 # -- the per-page chunk cap ---------------------------------------------------------------------
 
 def _long_page(sections: int) -> str:
