@@ -26,7 +26,6 @@ import re
 
 __all__ = ["normalise_markdown", "clean_line", "fence_after", "fences_on_own_lines", "unescape_converted"]
 
-_WS = re.compile(r"\s+")
 # Lines that start a block of their own: never joined to the line before, and a line after
 # a heading, table row or rule is never joined to it either.
 _HEADING = re.compile(r"#{1,6}(\s|$)")
@@ -37,7 +36,8 @@ _INDENTED = re.compile(r"( {0,3}\t| {4})")  # four columns of indentation: an in
 
 def clean_line(line: str) -> str:
     """A line as langchain's MarkdownHeaderTextSplitter reads it: stripped, printable only."""
-    return "".join(filter(str.isprintable, line.strip()))
+    s = line.strip()
+    return s if s.isprintable() else "".join(filter(str.isprintable, s))
 
 
 def fence_after(fence: str, s: str) -> str:
@@ -133,7 +133,7 @@ def normalise_markdown(markdown: str) -> str:
             out.extend(_fenced(block) or [ln.rstrip() for ln in block])
             last, i = "code", end
             continue
-        folded = _WS.sub(" ", line).strip()
+        folded = " ".join(line.split())  # runs of whitespace (str.isspace, as `\s`) to one space
         kind = _kind(folded)
         if kind == "text" and last in ("text", "item"):
             out[-1] += " " + folded  # a soft wrap: the paragraph (or item) goes on
