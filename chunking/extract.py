@@ -34,8 +34,11 @@ _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contenti
 _HEADERLINKS = ("//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
                 " | //a[normalize-space(.)='\u00b6']")
 # The main content, when a page marks it: nothing outside it is content (a page-level
-# <header> with a build stamp is boilerplate, like <nav> and <footer>).
-_MAIN = "//main | //article | //*[@role='main']"
+# <header> with a build stamp is boilerplate, like <nav> and <footer>). <main> and
+# role="main" first: <article>s count only on a page without either (next to a main
+# element they are teasers and cards).
+_MAIN = "//main | //*[@role='main']"
+_ARTICLES = "//article"
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _CHARSET_PARAM = re.compile(r";\s*charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)")
 # <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
@@ -158,7 +161,7 @@ def _drop(tree, xpath: str) -> None:
 def _main_only(tree) -> None:
     """Keep only the page's main content (`_MAIN`, outermost elements, in order) in <body>,
     when it marks one; else leave the page alone."""
-    found = tree.xpath(_MAIN)
+    found = tree.xpath(_MAIN) or tree.xpath(_ARTICLES)
     if not found:
         return
     keep = [el for el in found if not any(a in found for a in el.iterancestors())]

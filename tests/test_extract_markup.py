@@ -176,3 +176,10 @@ def test_several_articles_are_all_content():
     md = extract_page(html, "text/html").markdown
     assert "Text of the first post." in md and "Text of the second post." in md
     assert "Site header text" not in md
+
+
+def test_articles_beside_a_main_element_are_not_content():
+    html = b"""<html><body><main><h1>Guide</h1><p>The guide's own text.</p></main>
+<aside><article><h3>Related post</h3><p>A teaser of another page.</p></article></aside></body></html>"""
+    md = extract_page(html, "text/html").markdown
+    assert "The guide's own text." in md and "teaser" not in md
