@@ -177,7 +177,8 @@ def unescape_converted(markdown: str) -> str:
         return markdown
     out: list[str] = []
     fence = ""
-    for line in markdown.split("\n"):
+    # Code is found as the normaliser and the splitter find it (a fence opened mid-line moved).
+    for line in fences_on_own_lines(markdown).split("\n"):
         after = fence_after(fence, clean_line(line))
         if fence or after:
             fence = after

@@ -53,6 +53,8 @@ def test_code_indentation_is_seen_by_the_hash_prose_whitespace_is_not():
     ("`code\\_span` and x\\_y", "`code\\_span` and x_y"),
     ("```\nprint('a\\_b')\n```", "```\nprint('a\\_b')\n```"),
     ("\\* not a list item", "\\* not a list item"),
+    # a fence opened mid-line (trafilatura's inline code over a line break) is code, as for the splitter
+    ("just call ```\nf(a\\_b)\n```\nthen x\\_y", "just call\n```\nf(a\\_b)\n```\nthen x_y"),
     ("no escapes", "no escapes"),
 ])
 def test_converter_escapes_are_taken_out_of_prose(raw, clean):
