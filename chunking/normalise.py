@@ -30,7 +30,7 @@ __all__ = ["normalise_markdown", "clean_line", "fence_after", "fences_on_own_lin
 # a heading, table row or rule is never joined to it either.
 _HEADING = re.compile(r"#{1,6}(\s|$)")
 _LIST_ITEM = re.compile(r"([-+*]|\d{1,9}[.)])(\s|$)")
-_RULE = re.compile(r"(=+|-+|(\*\s*){3,}|(_\s*){3,})$")  # also setext underlines
+_RULE = re.compile(r"(=+|-{2,}|(\*\s*){3,}|(_\s*){3,})$")  # also setext underlines
 _INDENTED = re.compile(r"( {0,3}\t| {4})")  # four columns of indentation: an indented code line
 
 
