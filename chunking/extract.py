@@ -166,8 +166,8 @@ def _main_only(tree) -> None:
         return
     keep = [el for el in found if not any(a in found for a in el.iterancestors())]
     body = tree.find("body")
-    if body is None:
-        return
+    if body is None or any(el.tag in ("html", "body") for el in keep):
+        return  # <body role="main">: the whole page is the main content
     for el in keep:
         el.tail = None
         el.getparent().remove(el)

@@ -514,11 +514,10 @@ class _Pass:
         self._record(page, Decision(Action.FAIL, message))
         self._save([page])
 
-    def _skip(self, page: PageState, reason: str, *, error: str | None = "") -> None:
+    def _skip(self, page: PageState, reason: str, last_error: str | None) -> None:
         """Not ours to read (robots.txt, scope, size, type, too many chunks): keep its points
-        and its validators (they stay those of the stored text), look again later. `error`:
-        what the state records as the page's last error (default: `reason`)."""
-        page.last_error = reason if error == "" else error
+        and its validators (they stay those of the stored text), look again later."""
+        page.last_error = last_error
         page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
         self.report.skip(page.url, reason)
         self._record(page, Decision(Action.SKIP_POLICY, reason))
@@ -1181,7 +1180,7 @@ class _Pass:
             self._fail(page, result.error or "fetch failed", result.retry_after)
             return
         if result.outcome is Outcome.SKIPPED:
-            self._skip(page, result.error or "skipped", error=result.error)
+            self._skip(page, result.error or "skipped", result.error)
             return
         if result.outcome is Outcome.GONE:
             page.last_fetched_at = self.now
@@ -1242,7 +1241,7 @@ class _Pass:
             reason = (f"{len(chunks)} chunks, over the cap of {cap} per page (--max-chunks-per-page); "
                       "its points are kept as they were")
             log.warning("skipped %s: %s", page.url, reason)
-            self._skip(page, reason)
+            self._skip(page, reason, reason)
             return
         item = _Pending(page, decision, result, new_hash, title or "", chunks)
         if (decision.action is Action.REPLACE and decision.reason == "content changed"

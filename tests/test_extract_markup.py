@@ -183,3 +183,8 @@ def test_articles_beside_a_main_element_are_not_content():
 <aside><article><h3>Related post</h3><p>A teaser of another page.</p></article></aside></body></html>"""
     md = extract_page(html, "text/html").markdown
     assert "The guide's own text." in md and "teaser" not in md
+
+
+def test_a_body_marked_as_main_is_read_whole():
+    html = b"""<html><body role="main"><h1>Whole</h1><p>All of the page is its content.</p></body></html>"""
+    assert "All of the page is its content." in extract_page(html, "text/html").markdown
