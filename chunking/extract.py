@@ -3,7 +3,9 @@
 trafilatura does the extraction: it is maintained, benchmarks at the top of open-source
 main-content extractors, and emits markdown with headings, lists, code and tables. Its
 precision matters here twice: boilerplate left in would both pollute chunks and make a
-nav-only change look like a content change.
+nav-only change look like a content change. When a page marks its main content
+(`<main>`, `<article>`, `role="main"`) nothing outside it is read; heading permalinks and
+the converter's markdown escapes are taken out (`_HEADERLINKS`, `unescape_converted`).
 """
 
 from __future__ import annotations
@@ -11,17 +13,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .normalise import unescape_converted
+
 __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
 
 # v5: bodies decoded from their declared charset (header, then <meta>). Pages v4 read from a
 # non-UTF-8 body were indexed as mojibake, and a 304 would keep them so: a new id makes each
 # page's next visit an unconditional GET. Unchanged texts keep their vectors (reuse).
-EXTRACTOR_ID = "trafilatura-md-v5"
+# v6: the hash covers the normal form (code indentation included, `chunking.normalise`); only
+# the main content when a page marks it; no headerlinks (Sphinx's, MkDocs') or converter
+# escapes. Every page's next visit re-reads and re-hashes it.
+EXTRACTOR_ID = "trafilatura-md-v6"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
 # (was 97 %), with recall and code retention unchanged (bench/results/extraction_quality.md).
 _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
+# Heading permalinks: Sphinx's and MkDocs' `<a class="headerlink">¶</a>`, and any link whose
+# whole text is a pilcrow. Left in, every heading and title ends in "¶".
+_HEADERLINKS = ("//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
+                " | //a[normalize-space(.)='\u00b6']")
+# The main content, when a page marks it: nothing outside it is content (a page-level
+# <header> with a build stamp is boilerplate, like <nav> and <footer>). <main> and
+# role="main" first: <article>s count only on a page without either (next to a main
+# element they are teasers and cards).
+_MAIN = "//main | //*[@role='main']"
+_ARTICLES = "//article"
 _TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 _CHARSET_PARAM = re.compile(r";\s*charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)")
 # <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
@@ -79,6 +96,7 @@ def _title(body: bytes, url: str | None) -> str:
     tree = load_html(body)
     if tree is None:
         return ""
+    _drop(tree, _HEADERLINKS)
     meta = examine_meta(tree)
     try:
         meta = extract_meta_json(tree, meta)
@@ -133,21 +151,66 @@ def _as_utf8(body: bytes, charset: str | None) -> bytes:
     return body
 
 
-def _keep_content_asides(body: bytes):
-    """The page as an lxml tree with in-content <aside>s turned into <div>s (see
-    `_MAIN_ASIDES`), or the bytes unchanged when it has none (most pages: no second parse)."""
-    if b"<aside" not in body and b"<ASIDE" not in body:
+def _drop(tree, xpath: str) -> None:
+    """Remove the elements `xpath` selects, keeping the text that follows each (its tail)."""
+    for el in tree.xpath(xpath):
+        if el.getparent() is not None:
+            el.drop_tree()
+
+
+def _main_only(tree) -> None:
+    """Keep only the page's main content (`_MAIN`, outermost elements, in order) in <body>,
+    when it marks one; else leave the page alone."""
+    found = tree.xpath(_MAIN) or tree.xpath(_ARTICLES)
+    if not found:
+        return
+    keep = [el for el in found if not any(a in found for a in el.iterancestors())]
+    body = tree.find("body")
+    if body is None or any(el.tag in ("html", "body") for el in keep):
+        return  # <body role="main">: the whole page is the main content
+    for el in keep:
+        el.tail = None
+        el.getparent().remove(el)
+    for child in list(body):
+        body.remove(child)
+    body.text = None
+    if len(keep) > 1:
+        # trafilatura reads one main element (the first <article>): several, say a blog's
+        # posts, are one content element here, each a <section> of it.
+        from lxml import etree
+
+        wrapper = etree.SubElement(body, "main")
+        for el in keep:
+            el.tag = "section"
+        wrapper.extend(keep)
+    else:
+        body.extend(keep)
+
+
+def _keep_content_asides(tree) -> None:
+    """In-content <aside>s turned into <div>s (see `_MAIN_ASIDES`)."""
+    for aside in tree.xpath(_MAIN_ASIDES):
+        text = len("".join(aside.itertext()).strip())
+        links = sum(len("".join(a.itertext()).strip()) for a in aside.iter("a"))
+        if text and links <= _MAX_ASIDE_LINK_SHARE * text:
+            aside.tag = "div"
+
+
+def _prepared(body: bytes):
+    """The page as an lxml tree ready for trafilatura: main content only, in-content asides
+    kept, headerlinks gone; or the bytes unchanged when there is nothing to do (no second
+    parse)."""
+    low = body[:1 << 20].lower() if len(body) > 1 << 20 else body.lower()
+    if not any(tag in low for tag in (b"<main", b"<article", b"role=", b"<aside", b"headerlink", "\u00b6".encode())):
         return body
     from trafilatura.utils import load_html  # trafilatura's own decoding and parsing
 
     tree = load_html(body)
     if tree is None:
         return body
-    for aside in tree.xpath(_MAIN_ASIDES):
-        text = len("".join(aside.itertext()).strip())
-        links = sum(len("".join(a.itertext()).strip()) for a in aside.iter("a"))
-        if text and links <= _MAX_ASIDE_LINK_SHARE * text:
-            aside.tag = "div"
+    _main_only(tree)
+    _keep_content_asides(tree)
+    _drop(tree, _HEADERLINKS)
     return tree
 
 
@@ -176,7 +239,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.
     markdown = trafilatura.extract(
-        _keep_content_asides(body),
+        _prepared(body),
         url=url,
         output_format="markdown",
         with_metadata=False,
@@ -194,4 +257,4 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     if not title:
         m = _TITLE_RE.search(_decode(body[:65536]))
         title = re.sub(r"\s+", " ", m.group(1)).strip() if m else ""
-    return Extracted(title=title, markdown=markdown.strip())
+    return Extracted(title=title, markdown=unescape_converted(markdown).strip())

@@ -21,12 +21,19 @@ every stored Python example into unindented, broken code. We track fences with l
 own rule and put back the original text of each line inside a fence (fence lines included),
 minus trailing whitespace; the grouping is untouched. Outside code, lines stay as langchain
 strips them. A size split inside a code block keeps the indentation of the piece's first line.
+
+Chunks are cut from the markdown's normal form (`chunking.normalise`), the very string the
+content hash covers: two markdowns with the same hash give the same chunks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from .normalise import clean_line as _clean
+from .normalise import fence_after as _fence_after
+from .normalise import normalise_markdown
 
 __all__ = ["Splitter"]
 
@@ -35,31 +42,20 @@ _HEADERS = [("#", "h1"), ("##", "h2"), ("###", "h3")]
 # pipeline fingerprint, so every page is re-chunked once (unchanged texts keep their vectors).
 # v3: code lines keep their indentation; a fence opened mid-line gets a line of its own;
 # oversized sections cut between line groups.
-_GROUPING = "v3"
-_JOIN = "  \n"  # what langchain's own aggregation puts between a section's line groups
+# v4: cut from the normalised markdown (`chunking.normalise`); line groups joined by a blank
+# line, not by langchain's two-space hard break.
+_GROUPING = "v4"
+_JOIN = "\n\n"  # between a section's line groups, as in the markdown
+# What the sizer sees between line groups instead of `_JOIN` (a blank line inside a code
+# block is no line-group boundary). A NUL never reaches here: the normaliser replaces it.
+_MARK = "\x00"
 # An oversized section is cut between its line groups first (paragraphs, lists, a code block
 # with the lines glued to it), then between lines, words, characters. langchain's markdown
 # separators cut at every "```" line and at "# " lines first, i.e. at both fences of every
 # code block and at shell/Python comments in code: code ended up in small chunks of its own,
 # cut from its heading and intro, with an unclosed fence (and the closing one opening the
 # next chunk).
-_SIZER_SEPARATORS = [r"  \n", r"\n", " ", ""]
-
-
-def _clean(line: str) -> str:
-    """A line as langchain's MarkdownHeaderTextSplitter returns it: stripped, printable only."""
-    return "".join(filter(str.isprintable, line.strip()))
-
-
-def _fence_after(fence: str, s: str) -> str:
-    """langchain's fence rule (its `split_text`): the open fence after the cleaned line `s`,
-    given the one open before it ("" outside code). A line opens a block if it starts with a
-    single ``` or with ~~~, and the next line starting with that fence closes it."""
-    if fence:
-        return "" if s.startswith(fence) else fence
-    if s.startswith("```") and s.count("```") == 1:
-        return "```"
-    return "~~~" if s.startswith("~~~") else ""
+_SIZER_SEPARATORS = [r"\x00", r"\n", " ", ""]
 
 
 def _kept_lines(markdown: str) -> list[tuple[str, bool]]:
@@ -77,25 +73,9 @@ def _kept_lines(markdown: str) -> list[tuple[str, bool]]:
     return out
 
 
-def _fences_on_own_lines(markdown: str) -> str:
-    """The markdown with a code fence opened at the end of a text line moved to a line of its
-    own. trafilatura writes inline code that spans a line break that way (`just call ```` ``` ````
-    then the code, then a closing ```` ``` ```` line); a fence opens only at a line's start, so
-    the splitter would take the closing fence for an opening one and swap code and prose for
-    the rest of the page. Lines inside code are left alone; hashing never sees this text."""
-    lines = markdown.split("\n")
-    if not any(ln.rstrip().endswith("```") and not ln.lstrip().startswith("```") for ln in lines):
-        return markdown  # the common case: nothing to move
-    out: list[str] = []
-    fence = ""
-    for line in lines:
-        s = _clean(line)
-        if not fence and not _fence_after("", s) and s.endswith("```") and s.count("```") == 1:
-            out.append(line.rstrip()[:-3].rstrip())
-            line = s = "```"
-        fence = _fence_after(fence, s)
-        out.append(line)
-    return "\n".join(out)
+def _length(text: str) -> int:
+    """A piece's length once each `_MARK` in it is `_JOIN` again."""
+    return len(text) + (len(_JOIN) - len(_MARK)) * text.count(_MARK)
 
 
 def _trim(piece: str) -> str:
@@ -140,6 +120,7 @@ class Splitter:
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
             strip_whitespace=False,  # `_trim` strips, keeping a code line's indentation
+            length_function=_length,
         )
 
     @property
@@ -147,20 +128,25 @@ class Splitter:
         return f"md-headers-h3-{_GROUPING}/recursive/{self.chunk_size}/{self.chunk_overlap}"
 
     def sections(self, markdown: str) -> list[str]:
-        """The markdown's sections, in order: consecutive line groups under one heading path."""
-        if not markdown.strip():
+        """The markdown's sections, in order: consecutive line groups under one heading path,
+        cut from its normal form (`normalise_markdown`), line groups apart by a blank line."""
+        return [text.replace(_MARK, _JOIN) for text in self._sections_marked(markdown)]
+
+    def _sections_marked(self, markdown: str) -> list[str]:
+        """`sections`, line groups apart by `_MARK` (where the sizer cuts first)."""
+        markdown = normalise_markdown(markdown)
+        if not markdown:
             return []
         if self._sections is None:
             self._load()
         out: list[tuple[dict, str]] = []
-        markdown = _fences_on_own_lines(markdown)
         kept = iter(_kept_lines(markdown))
         for group in self._sections.split_text(markdown):  # one entry per line group / heading line
             meta, text = group.metadata, self._verbatim(group.page_content, kept)
             if out and out[-1][0] == meta:  # same heading path: one section
-                out[-1] = (meta, out[-1][1] + _JOIN + text)
-            elif out and len(out[-1][0]) < len(meta) and _glues(out[-1][1].split("\n")[-1]):
-                out[-1] = (meta, out[-1][1] + _JOIN + text)  # a heading carried into its first subsection
+                out[-1] = (meta, out[-1][1] + _MARK + text)
+            elif out and len(out[-1][0]) < len(meta) and _glues(out[-1][1].replace(_MARK, "\n").split("\n")[-1]):
+                out[-1] = (meta, out[-1][1] + _MARK + text)  # a heading carried into its first subsection
             else:
                 out.append((meta, text))
         return [text for _, text in out]
@@ -181,9 +167,9 @@ class Splitter:
     def split(self, markdown: str) -> list[str]:
         """Chunks in document order; empty or whitespace-only markdown gives none."""
         chunks: list[str] = []
-        for section in self.sections(markdown):
+        for section in self._sections_marked(markdown):
             for piece in self._sizer.split_text(section):
-                piece = _trim(piece)
+                piece = _trim(piece.replace(_MARK, _JOIN))
                 if piece:
                     chunks.append(piece)
         return chunks

@@ -321,6 +321,7 @@ def run(
     policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (halve a page's interval when it changed, double it when not) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
     revisit_interval: Optional[str] = typer.Option(None, "--revisit-interval", help="With --policy uniform: visit every page this often (12h, 3d, 1w; within [6h, 60d]; default 3d)."),
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
+    max_chunks_per_page: int = typer.Option(2000, "--max-chunks-per-page", min=1, help="Skip a page cut into more chunks than this (its old points are kept; the report lists it under skipped)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
@@ -343,7 +344,7 @@ def run(
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
-                         reuse_vectors=not no_reuse,
+                         reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page,
                          revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
         from .policy import make_policy
 

@@ -66,7 +66,9 @@ def decide(
     that breaks extraction (a page rendered by JavaScript, a new template) looks the same
     on every page, and as a purge it passes the mass-deletion guard like a 404 would.
     A 304 or an equal hash under the same pipeline is a skip: no chunking, no embedding,
-    no writes. Errors never purge.
+    no writes. Under another pipeline a page is rewritten as "pipeline changed", whatever its
+    hash: the stored one may come from another extractor or hash rule, so a different hash
+    is no sign of an edit (nor is it held as a possible broken deploy). Errors never purge.
     """
     if outcome is Outcome.ERROR:
         return Decision(Action.FAIL, "fetch failed")
@@ -84,12 +86,14 @@ def decide(
         raise ValueError("an OK outcome needs the new content hash")
     if not indexed:
         return Decision(Action.ADD, "new page")
-    if new_hash != stored_hash:
-        if text_empty:
-            return Decision(Action.PURGE, "no text extracted")
-        return Decision(Action.REPLACE, "content changed")
+    if new_hash != stored_hash and text_empty:
+        return Decision(Action.PURGE, "no text extracted")
     if stored_fingerprint != fingerprint:
+        # Whether the text changed is not known: the stored hash may be another pipeline's
+        # (an extractor or hash rule change makes every hash new).
         return Decision(Action.REPLACE, "pipeline changed")
+    if new_hash != stored_hash:
+        return Decision(Action.REPLACE, "content changed")
     return Decision(Action.SKIP_UNCHANGED, "same content hash")
 
 

@@ -154,6 +154,9 @@ class PassConfig:
     # Sitemap URLs of a pass in all (an index's files together): past them the pass reads no
     # further sitemap and removes nothing, with a sitemap error (each URL costs ~200 B up front).
     max_sitemap_urls: int = MAX_TOTAL_SITEMAP_URLS
+    # A page cut into more chunks than this is skipped (its old points kept, the reason in the
+    # report's `skipped`): one huge page must not flood the collection. None: no cap.
+    max_chunks_per_page: int | None = 2000
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -166,6 +169,8 @@ class PassConfig:
                 raise ConfigError(f"{u!r} must be an http(s) URL")
         if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
             raise ConfigError("workers, embed_batch, write_batch and max_sitemap_urls must be at least 1")
+        if self.max_chunks_per_page is not None and self.max_chunks_per_page < 1:
+            raise ConfigError("max_chunks_per_page must be at least 1 (None: no cap)")
         if not 0.0 <= self.max_delete_share <= 1.0:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
 
@@ -541,6 +546,15 @@ class _Pass:
         page.due_at = self.now + wait
         self.report.error(page.url, message)
         self._record(page, Decision(Action.FAIL, message))
+        self._save([page])
+
+    def _skip(self, page: PageState, reason: str, last_error: str | None) -> None:
+        """Not ours to read (robots.txt, scope, size, type, too many chunks): keep its points
+        and its validators (they stay those of the stored text), look again later."""
+        page.last_error = last_error
+        page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
+        self.report.skip(page.url, reason)
+        self._record(page, Decision(Action.SKIP_POLICY, reason))
         self._save([page])
 
     def _check_embedder(self) -> None:
@@ -1297,12 +1311,7 @@ class _Pass:
             self._fail(page, result.error or "fetch failed", result.retry_after)
             return
         if result.outcome is Outcome.SKIPPED:
-            # Not ours to read (robots.txt, scope, size, type): keep its points, look again later.
-            page.last_error = result.error
-            page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
-            self.report.skip(page.url, result.error or "skipped")
-            self._record(page, Decision(Action.SKIP_POLICY, result.error or "skipped"))
-            self._save([page])
+            self._skip(page, result.error or "skipped", result.error)
             return
         if result.outcome is Outcome.GONE:
             page.last_fetched_at = self.now
@@ -1362,6 +1371,13 @@ class _Pass:
             return
         # Chunking happens only for a real change.
         chunks = self.splitter.split(extracted.markdown)
+        cap = self.cfg.max_chunks_per_page
+        if cap is not None and len(chunks) > cap:
+            reason = (f"{len(chunks)} chunks, over the cap of {cap} per page (--max-chunks-per-page); "
+                      "its points are kept as they were")
+            log.warning("skipped %s: %s", page.url, reason)
+            self._skip(page, reason, reason)
+            return
         item = _Pending(page, decision, result, new_hash, title or "", chunks)
         if (decision.action is Action.REPLACE and decision.reason == "content changed"
                 and may_be_broken(page.chunk_count, len(chunks), len(extracted.markdown))):
@@ -1616,7 +1632,9 @@ class _Pass:
         for item in items:
             p = item.page
             first = item.decision.action is Action.ADD or p.content_hash is None
-            self._reschedule(p, changed=None if first else p.content_hash != item.hash_)
+            # Under a new pipeline the old hash says nothing about the text: no change seen.
+            same_pipeline = p.fingerprint == self.fingerprint
+            self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
             p.moved_to = None
             p.chunk_count, p.title = len(item.chunks), item.title

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["fold_whitespace", "content_hash", "pipeline_fingerprint", "reuse_key"]
+from chunking.normalise import normalise_markdown
+
+__all__ = ["fold_whitespace", "normalise_markdown", "content_hash", "pipeline_fingerprint", "reuse_key"]
 
 _WS = re.compile(r"\s+")
 
@@ -16,8 +18,10 @@ def fold_whitespace(text: str) -> str:
 
 
 def content_hash(markdown: str) -> str:
-    """Lowercase hex SHA-256 of the extracted markdown after `fold_whitespace`."""
-    return hashlib.sha256(fold_whitespace(markdown).encode("utf-8")).hexdigest()
+    """Lowercase hex SHA-256 of the extracted markdown's normal form (`normalise_markdown`:
+    whitespace folded outside code, code lines kept but for trailing whitespace), the same
+    string the chunks are cut from: an equal hash means equal chunk texts."""
+    return hashlib.sha256(normalise_markdown(markdown).encode("utf-8")).hexdigest()
 
 
 def pipeline_fingerprint(embedder_id: str, chunker_settings: str) -> str:

@@ -50,7 +50,7 @@ class Report:
     pages_tracked: int = 0
     pages_due: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass
-    pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
+    pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text, over --max-chunks-per-page: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
     sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
     # Sitemap <url> entries whose <loc> is no absolute http(s) URL (relative, mailto:, ftp:,

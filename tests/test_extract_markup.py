@@ -1,0 +1,190 @@
+"""Generator markup kept out of titles and chunks (Sphinx's and MkDocs' headerlinks, the
+converter's markdown escapes, hard breaks), and only the marked main content read."""
+
+from __future__ import annotations
+
+import pytest
+
+from chunking import Splitter, extract_page
+from sync.hashing import content_hash
+
+# As Sphinx 7 (basic/alabaster theme) writes a page: headerlinks on headings and API
+# entries, inline literals as <code><span class="pre">, the rst source's line breaks kept
+# inside paragraphs, a highlighted <pre>, the sidebar and footer as role/class divs.
+SPHINX = """<!DOCTYPE html>
+<html lang="en" data-content_root="./">
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1.0" />
+    <title>Options &#8212; Alpha 1.0 documentation</title>
+    <link rel="stylesheet" type="text/css" href="_static/pygments.css?v=d1102ebc" />
+    <script src="_static/documentation_options.js?v=f2a433a1"></script>
+  </head><body>
+    <div class="document">
+      <div class="documentwrapper">
+        <div class="bodywrapper">
+          <div class="body" role="main">
+  <section id="options">
+<h1>Options<a class="headerlink" href="#options" title="Link to this heading">\u00b6</a></h1>
+<p>Set <code class="docutils literal notranslate"><span class="pre">ALPHA_HOME</span></code> to the directory alpha
+was installed in; ALPHA_HOME_DIR is read when it is unset, and *globs* are
+expanded in both.</p>
+<section id="running">
+<h2>Running<a class="headerlink" href="#running" title="Link to this heading">\u00b6</a></h2>
+<div class="highlight-python notranslate"><div class="highlight"><pre><span></span><span class="k">def</span> <span class="nf">main</span><span class="p">():</span>
+    <span class="k">if</span> <span class="n">ready</span><span class="p">:</span>
+        <span class="n">cleanup</span><span class="p">(</span><span class="n">x</span><span class="p">)</span>
+</pre></div>
+</div>
+<dl class="py function">
+<dt class="sig sig-object py" id="alpha.run">
+<span class="sig-prename descclassname"><span class="pre">alpha.</span></span><span class="sig-name descname"><span class="pre">run</span></span><span class="sig-paren">(</span><em class="sig-param"><span class="n"><span class="pre">path</span></span></em><span class="sig-paren">)</span><a class="headerlink" href="#alpha.run" title="Link to this definition">\u00b6</a></dt>
+<dd><p>Run alpha over <em>path</em>, writing run_log files next to it.</p>
+</dd></dl>
+</section>
+</section>
+          </div>
+        </div>
+      </div>
+      <div class="sphinxsidebar" role="navigation" aria-label="Main">
+        <div class="sphinxsidebarwrapper">
+<h1 class="logo"><a href="index.html">Alpha</a></h1>
+<h3>Navigation</h3>
+<ul class="current"><li class="toctree-l1 current"><a class="current reference internal" href="#">Options</a></li></ul>
+        </div>
+      </div>
+      <div class="clearer"></div>
+    </div>
+    <div class="footer">
+      &#169;2026, Alpha team.
+      |
+      Powered by <a href="https://www.sphinx-doc.org/">Sphinx 7.2.6</a>
+      | <a href="_sources/options.rst.txt" rel="nofollow">Page source</a>
+    </div>
+  </body>
+</html>"""
+
+# As MkDocs Material writes a page: a page-level <header>, the content in <article> inside
+# <main>, headerlinks as &para;, highlighted code as <pre><code> with spans.
+MKDOCS = """<!doctype html>
+<html lang="en" class="no-js">
+  <head>
+    <meta charset="utf-8">
+    <meta name="viewport" content="width=device-width,initial-scale=1">
+    <meta name="generator" content="mkdocs-1.6.0, mkdocs-material-9.5.27">
+    <title>Configuration - Beta Docs</title>
+  </head>
+  <body dir="ltr">
+    <header class="md-header md-header--shadow" data-md-component="header">
+      <nav class="md-header__inner md-grid" aria-label="Header">
+        <div class="md-header__title" data-md-component="header-title">
+          <span class="md-ellipsis">Beta Docs</span>
+        </div>
+      </nav>
+    </header>
+    <div class="md-container" data-md-component="container">
+      <main class="md-main" data-md-component="main">
+        <div class="md-main__inner md-grid">
+          <div class="md-sidebar md-sidebar--primary" data-md-component="sidebar" data-md-type="navigation">
+            <nav class="md-nav md-nav--primary" aria-label="Navigation"><ul class="md-nav__list">
+              <li class="md-nav__item"><a href="../" class="md-nav__link">Home</a></li></ul></nav>
+          </div>
+          <div class="md-content" data-md-component="content">
+            <article class="md-content__inner md-typeset">
+<h1 id="configuration">Configuration<a class="headerlink" href="#configuration" title="Permanent link">&para;</a></h1>
+<p>Beta reads <code>mkdocs.yml</code>; keys are snake_case_names and a
+<em>theme</em> block is required.</p>
+<h2 id="theme">Theme<a class="headerlink" href="#theme" title="Permanent link">&para;</a></h2>
+<div class="language-yaml highlight"><pre><span></span><code><span class="nt">site_name</span><span class="p">:</span><span class="w"> </span><span class="l l-Scalar l-Scalar-Plain">Beta</span>
+<span class="nt">theme</span><span class="p">:</span>
+<span class="w">  </span><span class="nt">name</span><span class="p">:</span><span class="w"> </span><span class="l l-Scalar l-Scalar-Plain">material</span>
+</code></pre></div>
+            </article>
+          </div>
+        </div>
+      </main>
+      <footer class="md-footer">
+        <div class="md-copyright">Made with <a href="https://squidfunk.github.io/mkdocs-material/">Material for MkDocs</a></div>
+      </footer>
+    </div>
+  </body>
+</html>"""
+
+
+def _chunks(md: str) -> list[str]:
+    return Splitter(chunk_size=1000, chunk_overlap=0).split(md)
+
+
+@pytest.mark.parametrize("html, title, prose, code, boilerplate", [
+    (SPHINX, "Options", ["ALPHA_HOME_DIR is read", "*globs*", "run_log files"],
+     ["def main():", "    if ready:", "        cleanup(x)"], ["Powered by", "Navigation", "Page source"]),
+    (MKDOCS, "Configuration", ["snake_case_names", "mkdocs.yml"],
+     ["site_name: Beta", "theme:", "  name: material"], ["Beta Docs", "Home", "Made with"]),
+], ids=["sphinx", "mkdocs"])
+def test_generator_markup_stays_out_of_titles_and_chunks(html, title, prose, code, boilerplate):
+    ex = extract_page(html.encode(), "text/html; charset=utf-8")
+    chunks = _chunks(ex.markdown)
+    text = "\n".join(chunks)
+    assert ex.title.startswith(title) and "\u00b6" not in ex.title
+    assert "\u00b6" not in ex.markdown and "\u00b6" not in text
+    assert "\\_" not in text and "\\*" not in text  # the converter's escapes
+    assert "  \n" not in text  # no two-space hard breaks
+    assert f"# {title}" in text.split("\n")  # a heading reads as its title
+    for p in prose:
+        assert p in text, p
+    lines = text.split("\n")
+    for ln in code:
+        assert ln in lines, ln  # code verbatim, indentation included
+    for b in boilerplate:
+        assert b not in text, b
+
+
+# A page whose article is a heading and an embed: trafilatura found no content in it and
+# took the page-level header (with the deploy's build stamp) instead.
+def _embed_page(stamp: str) -> bytes:
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Launch video | Acme</title></head>
+<body><header class="site-header"><a href="/">Acme</a><p>Built {stamp} from commit 4f2a9c1</p></header>
+<main><article><h1>Launch video</h1>
+<iframe src="https://player.example.com/embed/123" width="640" height="360"></iframe>
+<script>window.player = {{id: 123}};</script></article></main>
+<footer><p>&copy; Acme</p></footer></body></html>""".encode()
+
+
+def test_a_heading_and_embed_page_takes_no_header_text():
+    one = extract_page(_embed_page("2026-01-01 10:00"), "text/html")
+    two = extract_page(_embed_page("2026-01-02 18:30"), "text/html")
+    assert one.markdown == "# Launch video"
+    assert "Built" not in "".join(_chunks(one.markdown))
+    assert content_hash(one.markdown) == content_hash(two.markdown)
+
+
+def test_nothing_outside_the_main_content_is_content():
+    html = b"""<html><body><div class="banner"><p>A banner paragraph that is long enough to look like
+content to an extractor, with several words in it.</p></div>
+<div role="main"><h1>Real</h1><p>The real text of the page.</p></div>
+<div class="promo"><p>Another long paragraph beside the content that an extractor could take.</p></div>
+</body></html>"""
+    md = extract_page(html, "text/html").markdown
+    assert "The real text of the page." in md
+    assert "banner" not in md and "beside the content" not in md
+
+
+def test_several_articles_are_all_content():
+    html = b"""<html><body><header><p>Site header text</p></header>
+<article><h2>First post</h2><p>Text of the first post.</p></article>
+<article><h2>Second post</h2><p>Text of the second post.</p></article></body></html>"""
+    md = extract_page(html, "text/html").markdown
+    assert "Text of the first post." in md and "Text of the second post." in md
+    assert "Site header text" not in md
+
+
+def test_articles_beside_a_main_element_are_not_content():
+    html = b"""<html><body><main><h1>Guide</h1><p>The guide's own text.</p></main>
+<aside><article><h3>Related post</h3><p>A teaser of another page.</p></article></aside></body></html>"""
+    md = extract_page(html, "text/html").markdown
+    assert "The guide's own text." in md and "teaser" not in md
+
+
+def test_a_body_marked_as_main_is_read_whole():
+    html = b"""<html><body role="main"><h1>Whole</h1><p>All of the page is its content.</p></body></html>"""
+    assert "All of the page is its content." in extract_page(html, "text/html").markdown
