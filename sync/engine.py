@@ -400,8 +400,9 @@ class _VectorCache:
 
 
 def _allow_hosts(urls: Sequence[str]) -> str:
-    """"add --allow-host a --allow-host b": the flags that would bring `urls` into scope (three hosts at most)."""
-    hosts = [h for h in dict.fromkeys(url_host(u)[1] for u in urls) if h][:3]
+    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope
+    (three sites at most; a site is its host and, when not the default, its port)."""
+    hosts = [h for h in refused_by_host(urls) if h != "(no host)"][:3]
     return "add " + " ".join(f"--allow-host {h}" for h in hosts)
 
 
