@@ -42,11 +42,12 @@ test-fast: install
 clean:
 	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis site
 
-# Issue 5's five rows, each against a baseline measured in the same run; the table is
+# The five benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
+# replace/audit scale), each against a baseline measured in the same run; the table is
 # printed at the end and kept in bench/results/bench.md (about 30-40 min on 2 cores).
-# Rows 1-2 need a FastAPI clone (REPLAY_GIT_DIR; on a machine with GitHub access:
-# git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
-# rows 3-4 need nginx (apt-get install nginx-light).
+# The throughput and reuse rows need a FastAPI clone (REPLAY_GIT_DIR; on a machine with
+# GitHub access: git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
+# the no-op and fetch-bound pass rows need nginx (apt-get install nginx-light).
 BENCH_RESULTS := bench/results
 # When this make started: summary.py marks the rows whose results are older (not re-measured).
 # In nanoseconds: a `git clone && make bench` starts within the clone's second, and whole

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Rows 3 and 4 before/after: passes of two checkouts, interleaved, on one kept site.
+"""No-op and fetch-bound passes before/after: passes of two checkouts, interleaved, on one
+kept site.
 
 Runs `bench/scale_passes.py`'s probe (the pagesync command in-process, peak RSS, heavy
 modules) for checkout A, then B, then A ... on the work directory a run of
@@ -7,10 +8,10 @@ modules) for checkout A, then B, then A ... on the work directory a run of
 both see the same site, state, load and sitemap 304. Reports wall, CPU (user+sys), the
 report's `seconds` and peak RSS per run, and the best of each.
 
-Row 3 by default (no-op passes). `--full` makes them row 4's fetch-bound passes (every
+No-op passes by default. `--full` makes them fetch-bound passes (every
 page a conditional GET answered 304) and adds CPU ms per page and pages/s, as medians.
-`--loop` (with `--full`) also runs row 4's baseline, `scale_passes.plain_loop` (the same
-conditional GETs from a plain httpx loop, same concurrency), right before each pass, and
+`--loop` (with `--full`) also runs the fetch-bound pass's baseline, `scale_passes.plain_loop`
+(the same conditional GETs from a plain httpx loop, same concurrency), right before each pass, and
 reports each pass against its own loop: pages/s and CPU ratios, as medians.
 `--fill-history N` first gives every tracked page an N-visit history (random elapsed
 times with fractions of a second, as a wall-clock cron writes them, 10 % changed), the
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=Path, default=REPO, help="checkout B (default: this one)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--hours", type=float, default=24.0, help="pass clock: T0 + this many hours (+1 min per run)")
-    ap.add_argument("--full", action="store_true", help="row 4: --full passes (every page a conditional GET)")
+    ap.add_argument("--full", action="store_true", help="fetch-bound: --full passes (every page a conditional GET)")
     ap.add_argument("--fill-history", type=int, default=0, metavar="N", help="first give every page an N-visit history")
     ap.add_argument("--loop", action="store_true", help="with --full: a plain httpx loop before each pass, and the ratios")
     args = ap.parse_args(argv)

@@ -9,7 +9,7 @@ Three policies:
 
 - `uniform` (`UniformPolicy`), the baseline: every page on one fixed revisit interval
   (3 d by default), whatever it does.
-- `halve-double` (`HalveDoublePolicy`), the seed's rule kept by name: the interval
+- `halve-double` (`HalveDoublePolicy`), the simple adaptive rule: the interval
   halves on a change, doubles otherwise, clamped to [6 h, 60 d] (`sync.scheduler`).
 - `change-rate` (`ChangeRatePolicy`), the default: estimate the page's Poisson change
   rate from its visit history with Cho & Garcia-Molina's estimator for irregular
@@ -455,7 +455,7 @@ class Policy(Protocol):
 
 @dataclass(frozen=True)
 class HalveDoublePolicy:
-    """The seed's rule (`--policy halve-double`): halve on change, double otherwise.
+    """Halve-double (`--policy halve-double`): halve on change, double otherwise.
 
     `next_interval` is `sync.scheduler.next_interval` exactly (a first visit, `changed`
     None, starts at 3 d). It keeps no per-page estimate, so among due pages the one
@@ -495,15 +495,15 @@ class ChangeRatePolicy:
     jumps to the 60 d ceiling), while S = μ always has one root, decreasing in λ
     (≈ μ + 1/λ for fast pages, then floored at 6 h). So faster-changing pages always
     get shorter intervals. The result is clamped to [6 h, 60 d]; a first visit gives
-    3 d like the seed.
+    3 d like halve-double.
 
     The target trades fetches for freshness. 6 h (the interval floor) is where, in the
     mixed-site simulation of `tests/test_policy.py` with no budget, this policy fetches
-    no more than the seed's rule and is about a third less stale; 0.1 d fetches ~40%
-    more than the seed for a little less staleness. The price is on pages that never
+    no more than halve-double and is about a third less stale; 0.1 d fetches ~40%
+    more than halve-double for a little less staleness. The price is on pages that never
     change: their estimate stays above the prior's pull, 0.5 / (unchanged time + 7 d),
     so they are revisited every few days at first and every two weeks after six months
-    (about 3x the seed's fetches on an all-static site), where the seed reaches 60 d
+    (about 3x halve-double's fetches on an all-static site), where halve-double reaches 60 d
     after five unchanged visits. `--max-fetches` caps the cost either way.
 
     `priority` is Olston & Pandey's utility U(λ, t) (`expected_staleness`): with a

@@ -1,6 +1,6 @@
 """Revisit policy: pure functions of the page's history and the pass's clock.
 
-The seed's rule: a page's revisit interval halves when its text changed, doubles when
+Halve-double: a page's revisit interval halves when its text changed, doubles when
 it did not, clamped to [6 h, 60 d]; new pages start at 3 d. Failures retry sooner with
 exponential backoff, without touching the learned interval.
 """
