@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Freshness benchmark (issue 3): revisit strategies at equal fetch budgets on a simulated docs site.
+"""Freshness benchmark: revisit strategies at equal fetch budgets on a simulated docs site.
 
 What it measures. A docs site of ~150 pages evolves over 60 simulated days; pagesync runs
 a pass every 6 h (or once a night) against it, with the real engine, fetcher, state and
@@ -32,18 +32,18 @@ scenarios that differ only in the sitemap's `lastmod`:
 Strategies, per scenario (a pass every 6 h unless said otherwise):
 
 - nightly full: `full=True` once a day at 00:00, no pass in between;
-- halve-double: the seed's rule, no cap; its page-request total is THE budget;
+- halve-double (halve the interval on a change, double it otherwise), no cap; its page-request total is THE budget;
 - uniform @ HD budget: one fixed interval for every page (pages x pass interval / budget,
   so that it would spend the budget) and `max_fetches` = the budget per pass;
 - change-rate (the default) @ HD budget, uncapped, and @ 1/2 HD budget;
 - change-rate with bulk-edit detection (`bulk_edits=True`) @ HD budget and uncapped;
 - change-rate with one incremental pass a day (00:00), uncapped and @ 10% of the nightly
-  full recrawl's requests: the same cadence as the recrawl, for the third target.
+  full recrawl's requests: the same cadence as the recrawl, for the tenth-of-nightly goal.
 
 A budget of b requests per pass is given as an integer `max_fetches` per pass whose
 running mean is b (floor(b(k+1)) - floor(bk)). Forced visits (trusted lastmod advances,
 repairs) ignore the cap, so b is then corrected by secant steps (at most `--calibrate`)
-until the run's requests are within 2% of the target (0-7% under it for the targets'
+until the run's requests are within 2% of the target (0-7% under it for the goals'
 "at most" budgets).
 
 Run it with `make bench-freshness`, or
@@ -54,7 +54,7 @@ A partial run: `--strategies cr@hd,cr+bulk@hd` runs only those keys, and `--refs
 bench/results/freshness.json` takes the halve-double and nightly references (hence the
 budgets) from an earlier run instead of running them (write it elsewhere with `--out`).
 
-Writes bench/results/freshness.md (tables, targets), bench/results/freshness.json (raw)
+Writes bench/results/freshness.md (tables, goals), bench/results/freshness.json (raw)
 and, when matplotlib is installed, notebooks/freshness.png.
 """
 
@@ -764,7 +764,7 @@ def _uniform_interval(pages: int, pass_s: float, budget: float) -> float:
 
 
 EQUAL = (0.98, 1.02)  # requests / target accepted as "the same budget" (freshness moves ~0.005 per 3 % of requests on the replay)
-AT_MOST = (0.93, 1.0)  # ... accepted as "within the limit" (the targets' "at most half", "at most 10%")
+AT_MOST = (0.93, 1.0)  # ... accepted as "within the limit" (the goals' "at most half", "at most 10%")
 
 
 def _budget_strategies(hd_requests: int, nightly_requests: int, n_passes: int, pages: int,
@@ -930,7 +930,7 @@ def run_all(args: argparse.Namespace) -> dict:
                 oracle[f"{sc}@{key}"] = {"requests": requests, "optimal": best, "uniform": even}
     return {"spec": asdict(spec), "pass_hours": args.pass_hours, "n_passes": campaign.n_passes, "jobs": args.jobs,
             "wall_s": time.monotonic() - started, "oracle": oracle, "results": results,
-            # reference runs taken from --refs-from (the targets need them), not re-run here
+            # reference runs taken from --refs-from (the goals need them), not re-run here
             "references": [r for r in campaign.refs.values() if r not in results]}
 
 
@@ -939,7 +939,7 @@ def log(msg: str) -> None:
 
 
 # ==========================================================================================
-# reporting: markdown table, targets, plot
+# reporting: markdown table, goals, plot
 # ==========================================================================================
 ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
 REFERENCE_KEYS = ("hd", "nightly")  # the budgets of the capped runs come from these
@@ -993,8 +993,11 @@ def detail_table(data: dict, scenarios: tuple[str, ...] = SCENARIOS) -> list[str
     return out
 
 
-def targets(data: dict) -> list[str]:
-    """The issue's three targets, checked (not asserted), per scenario."""
+def goals(data: dict) -> list[str]:
+    """The three goals, checked (not asserted), per scenario: the stale-share goal (half
+    halve-double's stale share at its budget), the half-budget goal (freshness >= 0.95 on half
+    its requests) and the tenth-of-nightly goal (the nightly recrawl's freshness on 10% of its
+    requests)."""
     out = []
     for sc in SCENARIOS:
         # The references (halve-double, nightly) may come from --refs-from: data["references"].
@@ -1005,12 +1008,12 @@ def targets(data: dict) -> list[str]:
         ratio = crhd["stale_share"] / hd["stale_share"] if hd["stale_share"] else math.inf
         req = crhd["page_requests"] / hd["page_requests"]
         bound = _oracle_note(data, sc, "hd")
-        out.append(f"- **{sc}, target 1** (change-rate at halve-double's budget: stale share <= 1/2 of "
+        out.append(f"- **{sc}, stale-share goal** (change-rate at halve-double's budget: stale share <= 1/2 of "
                    f"halve-double's): {'MET' if ratio <= 0.5 else 'MISSED'}: {crhd['stale_share']:.4f} vs "
                    f"{hd['stale_share']:.4f}, ratio {ratio:.2f} (at {req:.2f}x halve-double's requests).{bound}")
         if sc == "honest":
-            out.append(_target_2(by, hd))
-        out.append(_target_3(data, sc, by, night))
+            out.append(_half_budget_goal(by, hd))
+        out.append(_tenth_of_nightly_goal(data, sc, by, night))
     return out
 
 
@@ -1025,9 +1028,9 @@ def _oracle_note(data: dict, sc: str, key: str) -> str:
             f"only lower that.")
 
 
-def _target_2(by: dict, hd: dict) -> str:
+def _half_budget_goal(by: dict, hd: dict) -> str:
     cands = [r for k, r in by.items() if k.startswith("cr") and r["page_requests"] <= 0.5 * hd["page_requests"]]
-    head = ("- **honest, target 2** (freshness >= 0.95 with <= 1/2 of halve-double's requests, "
+    head = ("- **honest, half-budget goal** (freshness >= 0.95 with <= 1/2 of halve-double's requests, "
             f"<= {0.5 * hd['page_requests']:.0f}): ")
     if not cands:
         half = by.get("cr@hd/2")
@@ -1042,9 +1045,9 @@ def _target_2(by: dict, hd: dict) -> str:
                    f"({best['page_requests'] / hd['page_requests']:.2f}x) for freshness {best['freshness']:.4f}.")
 
 
-def _target_3(data: dict, sc: str, by: dict, night: dict) -> str:
+def _tenth_of_nightly_goal(data: dict, sc: str, by: dict, night: dict) -> str:
     limit = 0.1 * night["page_requests"]
-    head = (f"- **{sc}, target 3** (<= 10% of the nightly full recrawl's {night['page_requests']:,} requests, "
+    head = (f"- **{sc}, tenth-of-nightly goal** (<= 10% of the nightly full recrawl's {night['page_requests']:,} requests, "
             f"i.e. <= {limit:.0f}, for freshness >= its {night['freshness']:.4f}): ")
     cands = [r for k, r in by.items() if k != "nightly" and r["page_requests"] <= limit]
     good = [r for r in cands if r["freshness"] >= night["freshness"]]
@@ -1101,9 +1104,9 @@ def write_markdown(data: dict, command: str, path: Path) -> None:
         "",
         *detail_table(data),
         "",
-        "## Targets (checked, not asserted)",
+        "## Goals (checked, not asserted)",
         "",
-        *targets(data),
+        *goals(data),
         "",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -1189,7 +1192,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {args.plot}")
     else:
         log("matplotlib is not installed: no plot (pip install matplotlib)")
-    print("\n".join(main_table(data) + [""] + targets(data)))
+    print("\n".join(main_table(data) + [""] + goals(data)))
     return 0
 
 
