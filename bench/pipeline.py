@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
-"""Embedding-bound passes on real docs (issue 5, `make bench` rows 1 and 2).
+"""Embedding-bound passes on real docs (`make bench`: pass throughput and reuse).
 
 The site: FastAPI's English docs rendered at one commit of its history (the renderer of
 `replay_docs_history.py`: ~140 pages, including the ~600 KB release notes), served by
 Debian's nginx on 127.0.0.1 with a sitemap whose lastmod comes from git.
 
-Row 1, initial index: `pagesync run` with the default embedder, as a user runs it.
+Pass throughput, initial index: `pagesync run` with the default embedder, as a user runs it.
 Baseline, in a fresh process of the same script: the same embedder (same class, batch
 size) embedding exactly the chunk texts the pass stored, model load timed apart. Figures:
 chunks/s of the pass, raw embedder chunks/s, their ratio (the goal is >= 0.9), peak RSS.
 
-Row 2, a day of typical edits on that site: a new changelog entry at the top of the
+Reuse, a day of typical edits on that site: a new changelog entry at the top of the
 release notes, one paragraph reworded on each of three pages, one page added, one page
 removed (sitemap lastmod moved for the edited pages, as git would). Then one pass a
 day later. Compared on the same edits and the same chunk texts:
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         render(renderer, pages, root, nginx.base, lastmods, T0.timestamp() - 86400)
         sitemap = nginx.base + "/sitemap.xml"
-        print(f"row 1: initial index of {len(pages)} pages ...", file=sys.stderr)
+        print(f"pass throughput: initial index of {len(pages)} pages ...", file=sys.stderr)
         first = pagesync(work, sitemap, T0, args.embedder, env)
         v1 = chunks_by_url(work)
         # The distinct texts: what the pass sent to the model (it embeds each text once).
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pass {r1['pass']['chunks_embedded']} chunks in {r1['pass']['seconds']:.0f} s; raw embedder "
               f"{r1['raw']['embed_s']:.0f} s + load {r1['raw']['load_s']:.1f} s", file=sys.stderr)
 
-        print("row 2: a day of edits ...", file=sys.stderr)
+        print("reuse: a day of edits ...", file=sys.stderr)
         when = (T0 + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
         pages2, what = day_of_edits(pages, args.docs_dir)
         for src, w in what.items():
@@ -285,16 +285,16 @@ def write(out: dict, path: Path) -> None:
         f"Command: `{out['command']}` ({out['cpus']} CPUs, shared with other jobs while it ran). FastAPI docs at "
         f"commit {out['commit'][:10]}: {out['pages']} pages, served by nginx on 127.0.0.1.",
         "",
-        "## Row 1: initial index vs the raw embedder on the same chunks",
+        "## Pass throughput: initial index vs the raw embedder on the same chunks",
         "",
         "| pass: chunks | pass: s | pass: chunks/s | raw embedder: chunks/s (load excluded / included) | ratio pass / raw (excl. / incl. load) | pass peak RSS MB | embedder |",
         "|---|---|---|---|---|---|---|",
         f"| {p['chunks_embedded']:,} | {p['seconds']:.0f} | {pass_rate:.1f} | {raw_rate:.1f} / {raw_rate_load:.1f} | "
         f"{pass_rate / raw_rate:.2f} / {pass_rate / raw_rate_load:.2f} | {p.get('hwm_mb') or 0:.0f} | {raw['embedder']} |",
         "",
-        "Goal (issue 5): the pass at >= 0.9 of the raw embedder's throughput.",
+        "Goal: the pass at >= 0.9 of the raw embedder's throughput.",
         "",
-        "## Row 2: a day of typical edits",
+        "## Reuse: a day of typical edits",
         "",
         f"Edits: {r2['edits']['changelog']} changelog entry (release notes: {r2['release_notes_chunks']} chunks), "
         f"{r2['edits']['paragraph']} paragraph edits, {r2['edits']['added']} page added, {r2['edits']['removed']} removed.",

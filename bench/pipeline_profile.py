@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Where the time of `make bench` row 1 goes: one initial pass in-process, then the same
-embedder instance on the same distinct chunk texts (batches of 64), in the same process.
+"""Where the time of `make bench`'s pass-throughput row (the initial index) goes: one
+initial pass in-process, then the same embedder instance on the same distinct chunk texts
+(batches of 64), in the same process.
 
 Prints pass and raw chunks/s, their ratio, and per stage the calls, wall seconds and CPU
 seconds of the calling thread (extract_page, Splitter.split, the embedder's `embed`,

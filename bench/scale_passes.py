@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Passes at 20,000 pages: a no-op pass (issue 5, bench row 3) and a fetch-bound pass of
-304s from nginx (row 4), each against a baseline measured in the same script.
+"""Passes at 20,000 pages: a no-op pass and a fetch-bound pass of 304s from nginx (two rows
+of `make bench`), each against a baseline measured in the same script.
 
 The site: N small docs pages (~2-4 KB of HTML each, nav and footer) and one sitemap with
 distinct lastmods, served by Debian's nginx on 127.0.0.1 (its own ETags and 304s).
 
 1. Initial index: `pagesync run --embedder fake-384` over the whole site (fake vectors of
    the bundled model's size, so the next passes can use the default embedder).
-2. Row 3, no-op pass: an hour later, nothing is due and the sitemap is unchanged (304):
+2. No-op pass: an hour later, nothing is due and the sitemap is unchanged (304):
    `pagesync run` with the DEFAULT embedder, as a user runs it. Measured: wall seconds,
    peak RSS, and whether torch, sentence_transformers, langchain or the Edge shard were
    loaded (they must not be). Baseline: the interpreter importing `sync.cli`, the fixed
    price of any pagesync command.
-3. Row 4, fetch-bound pass: `pagesync run --full` visits every page with a conditional
+3. Fetch-bound pass: `pagesync run --full` visits every page with a conditional
    GET; nginx answers 304 to each. Baseline: a plain httpx async loop sending the same
    conditional GETs (same ETags, same concurrency) in the same script. Figure: pages/s,
    and the ratio pagesync / plain loop. Alternated over `--rounds`.
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of the fetch-bound comparison")
-    ap.add_argument("--noop-runs", type=int, default=3, help="no-op passes measured (row 3), each after its baseline")
+    ap.add_argument("--noop-runs", type=int, default=3, help="no-op passes measured, each after its baseline")
     ap.add_argument("--concurrency", type=int, default=8, help="requests in flight, pagesync and the plain loop alike")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/scale_passes.md")
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         out["initial"] = {**first, "pages_added": rep["pages_added"], "chunks_embedded": rep["chunks_embedded"]}
         print(f"  {first['wall_s']:.0f} s, {rep['pages_added']} pages, {rep['chunks_embedded']} chunks", file=sys.stderr)
 
-        # Row 3: nothing due, sitemap unchanged, the default embedder named as a user would.
+        # No-op pass: nothing due, sitemap unchanged, the default embedder named as a user would.
         noop = []
         for k in range(args.noop_runs):
             base = run_probe(BASELINE, [], env)
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         out["noop"] = noop
         out["loadavg_noop"] = os.getloadavg()[0]  # 1-minute load average right after the no-op passes
 
-        # Row 4: every page visited with a conditional GET, nginx answers 304.
+        # Fetch-bound pass: every page visited with a conditional GET, nginx answers 304.
         urls = etags(work)
         fetch = []
         for k in range(args.rounds):
@@ -254,7 +254,7 @@ def write(out: dict, path: Path) -> None:
                   f"({best['pass_seconds']:.2f} s in the pass), {max(r['pass']['hwm_mb'] for r in out['noop']):.0f} MB peak at most."]
     else:
         lines += ["", "Not measured in this run (`--noop-runs 0`)."]
-    lines += ["", "Goal (issue 5): <= 1 s and <= 200 MB at 20,000 tracked pages.", "",
+    lines += ["", "Goal: <= 1 s and <= 200 MB at 20,000 tracked pages.", "",
               "## Fetch-bound pass (`--full`, every page answers 304)", "",
               f"Same {out['concurrency']} requests in flight for both. pagesync pages/s = pages fetched / the report's "
               "`seconds` (the pass, without interpreter start-up); the process wall time is shown too. CPU ms per "
