@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How strong should change-rate's prior be? (issue 3, a side question of the benchmarks)
+"""How strong should change-rate's prior be? (a side question of the
+freshness benchmarks)
 
 The default policy estimates each page's change rate with a prior worth `k` changes in
 `T` days (`ChangeRatePolicy.prior_changes` / `prior_seconds`; default 0.5 in 7 d). A
@@ -237,8 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--priors", default="0.5:7,1:30,2:60,4:120", help="k:days,... (prior changes : prior days)")
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
-    run.add_argument("--halve-double", action="store_true", help="also the seed's rule, uncapped")
-    run.add_argument("--hd-budget", type=float, default=None, help="also the seed's rule capped at this budget")
+    run.add_argument("--halve-double", action="store_true", help="also halve-double (halve on a change, double otherwise), uncapped")
+    run.add_argument("--hd-budget", type=float, default=None, help="also halve-double capped at this budget")
     run.add_argument("--targets", default="", help="also change-rate uncapped at these staleness targets "
                      "(hours; the default is 6), to trade requests for freshness")
     run.add_argument("--oracle", default="", help="also rate oracles at --budget: whole (true window rates), "

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Revisit policies on a real docs site's real edit history (issue 3's "Done when").
+"""Revisit policies on a real docs site's real edit history (does the
+learned policy beat halve-double and the nightly recrawl on real edits?).
 
 The site. FastAPI's English docs (`docs/en/docs`, with the `docs_src` code samples they
 include) rendered as an mkdocs-like static site at every first-parent commit that touches
@@ -12,7 +13,7 @@ The run. This history becomes a `freshness.Timeline` and goes through `freshness
 campaign unchanged: the real engine, fetcher, state and Qdrant Edge store, the fake hash
 embedder, a pass every 6 h on a simulated clock, and freshness measured against the live
 text's hash at every instant. Strategies, at equal page-request budgets: nightly full
-recrawl, halve-double (the seed's rule), uniform revisits and the change-rate default at
+recrawl, halve-double (halve the interval on a change, double it otherwise), uniform revisits and the change-rate default at
 halve-double's budget, change-rate uncapped, at half the budget, once a day, and once a
 day at 10% of the nightly recrawl's requests.
 
@@ -260,7 +261,7 @@ def verdicts(results: list[dict]) -> list[str]:
                        f"(stale {crhd['stale_share']:.4f}) with {crhd['page_requests']:,} requests; halve-double "
                        f"{hd['freshness']:.4f} (stale {hd['stale_share']:.4f}) with {hd['page_requests']:,}: stale share "
                        f"ratio {ratio:.2f}, {'BEATS' if ratio < 1 else 'DOES NOT BEAT'} it"
-                       f"{' (issue target <= 0.5: met)' if ratio <= 0.5 else ' (issue target <= 0.5: missed)'}.")
+                       f"{' (stale-share goal <= 0.5: met)' if ratio <= 0.5 else ' (stale-share goal <= 0.5: missed)'}.")
         cheaper = [r for k, r in by.items() if k.startswith("cr") and r["freshness"] >= hd["freshness"]
                    and r["page_requests"] < hd["page_requests"]]
         if cheaper:
@@ -275,7 +276,7 @@ def verdicts(results: list[dict]) -> list[str]:
             out.append(f"- **{sc}, vs the nightly full recrawl**: nightly {night['freshness']:.4f} fresh with "
                        f"{night['page_requests']:,} requests; the cheapest change-rate run at least as fresh, "
                        f"{c['strategy']['label']}, {c['freshness']:.4f} with {c['page_requests']:,} "
-                       f"({share:.1%} of nightly): BEATS it (issue target <= 10%: "
+                       f"({share:.1%} of nightly): BEATS it (tenth-of-nightly goal <= 10%: "
                        f"{'met' if share <= 0.1 else 'missed'}).")
         else:
             out.append(f"- **{sc}, vs the nightly full recrawl**: no change-rate run reached its freshness "

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""`make bench`'s table: the five rows of issue 5, each a ratio against a baseline measured
-in the same run, read from the JSON files the row scripts wrote in bench/results/.
+"""`make bench`'s table: the five benchmark rows (pass throughput, reuse, no-op pass,
+fetch-bound pass, store replace/audit scale), each a ratio against a baseline measured in
+the same run, read from the JSON files the row scripts wrote in bench/results/.
 
     .venv/bin/python bench/summary.py [--results bench/results] [--since EPOCH]
 
 A row with no results says so. With `--since` (`make bench` passes the time it started),
 a row whose results file is older, i.e. the figures kept in the repository because its
-script failed or did not run here (rows 1-2 without a FastAPI clone), is marked as not
-measured by this run, so old figures never pass for new ones.
+script failed or did not run here (pass throughput and reuse without a FastAPI clone), is
+marked as not measured by this run, so old figures never pass for new ones.
 """
 
 from __future__ import annotations
