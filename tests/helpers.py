@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Harness:
     """
 
     def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages",
-                 state: str = "sqlite"):
+                 state: str = "sqlite", stamp_site: bool = True):
         self.site = site
         self.tmp = tmp
         self.embedder = embedder or HashEmbedder(16)
@@ -57,6 +58,12 @@ class Harness:
         self.state_path = tmp / "state.db"
         self.now = T0
         self.state_kind = state
+        # The site's edits are stamped at the pass clock (the time of the last pass, or T0):
+        # lastmods then depend on the simulated days only, never on how fast the test ran.
+        # The site's first harness sets it (a second one, a fresh index to compare with,
+        # keeps the first's clock); `stamp_site=False` leaves the site's clock alone.
+        if stamp_site and site.clock is time.time:
+            site.clock = lambda: self.now.timestamp()
 
     def open_store(self):
         if self.state_kind == "qdrant":
@@ -97,6 +104,15 @@ class Harness:
         store = store or self.open_store()
         try:
             return {p.id: p.payload for p in store.scroll()}
+        finally:
+            store.close()
+
+    def points_and_vectors(self, store=None) -> tuple[dict[str, dict], dict[str, list[float]]]:
+        """`points()` and `vectors()` from one opening of the store."""
+        store = store or self.open_store()
+        try:
+            got = list(store.scroll(with_vectors=True))
+            return {p.id: p.payload for p in got}, {p.id: p.vector for p in got}
         finally:
             store.close()
 

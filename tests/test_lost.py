@@ -22,7 +22,7 @@ def build(site, n=4, sections=3):
 
 def fresh_points(site, tmp_path):
     """The points a fresh full index of the site as it is now makes (fetched_at aside)."""
-    fresh = Harness(site, tmp_path / "fresh")
+    fresh = Harness(site, tmp_path / "fresh", stamp_site=False)
     fresh.run()
     return strip(fresh.points())
 

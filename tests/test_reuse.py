@@ -98,7 +98,7 @@ def assert_equals_fresh_index(h: Harness, tmp_path, name: str = "fresh") -> dict
     """The incremental collection equals a fresh full index of the site: ids, payloads, texts, vectors."""
     fresh = Harness(h.site, tmp_path / name, embedder=RecordingEmbedder(h.embedder.dimension, h.embedder.model_id,
                                                                          getattr(h.embedder, "salt", "")),
-                    splitter=h.splitter)
+                    splitter=h.splitter, stamp_site=False)
     fresh.now = h.now
     rep = fresh.run()
     assert rep.pages_failed == 0, rep.errors
