@@ -28,8 +28,10 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# The edit-run loop (under 2 minutes): no real model, no nginx, nothing marked slow
+# (kill-stress, notebooks, stateful properties, the command line as a subprocess).
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not model and not nginx"
+	$(BIN)/python -m pytest -q -m "not model and not nginx and not slow"
 
 clean:
 	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis

@@ -124,6 +124,50 @@ class Harness:
             store.close()
 
 
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop on a simulated clock, for code whose waits are all timers
+    (`asyncio.sleep`, `asyncio.timeout`, `call_at`) against in-process answers
+    (httpx.MockTransport): when nothing is ready the clock jumps to the next timer instead
+    of waiting for it. Elapsed `loop.time()` is then exactly what the code asked for, on a
+    loaded machine too, and takes no wall time. I/O and callbacks from other threads are
+    still waited for (only when no timer is due). Starts at `time.monotonic()`, like a
+    real loop, so two loops in a row do not share a clock reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._virtual_now = time.monotonic()
+        self._selector = _JumpingSelector(self._selector, self)
+
+    def time(self) -> float:
+        return self._virtual_now
+
+
+class _JumpingSelector:
+    """The loop's selector: ready I/O first; else, with a timer due in `timeout` seconds,
+    the loop's clock moves on by that much and nothing is ready."""
+
+    def __init__(self, real, loop: VirtualClockLoop) -> None:
+        self._real, self._loop = real, loop
+
+    def select(self, timeout=None):
+        ready = self._real.select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:  # no timer at all: only I/O can wake the loop
+            return self._real.select(None)
+        self._loop._virtual_now += timeout
+        return []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def run_virtual(coro):
+    """`asyncio.run(coro)` on a `VirtualClockLoop`."""
+    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
+        return runner.run(coro)
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the process group `pgid` is still there (a killed pass's children)."""
     try:

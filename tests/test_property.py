@@ -15,6 +15,7 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -195,4 +196,4 @@ SiteEdits.TestCase.settings = settings(
     max_examples=15, stateful_step_count=8, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TestSiteEdits = SiteEdits.TestCase
+TestSiteEdits = pytest.mark.slow(SiteEdits.TestCase)
