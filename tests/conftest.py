@@ -70,6 +70,15 @@ def _docker_answers() -> bool:
 
 
 @pytest.fixture(scope="session")
+def minilm():
+    """The bundled model on torch (`MiniLMEmbedder`), loaded once for the whole session:
+    the model tests share it (it keeps no state but its counters)."""
+    from embedders import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+@pytest.fixture(scope="session")
 def qdrant_server():
     """(url, api_key) of a real Qdrant server, or skip."""
     url = os.environ.get("QDRANT_URL")
@@ -98,3 +107,20 @@ def qdrant_server():
         return
     with container:
         yield f"http://{container.rest_host_address}", None
+
+
+# Fixtures that serve a docs site on 127.0.0.1: a test taking one runs passes end to end
+# (HTTP, extraction, the store and the state), about a tenth of a second each.
+SITE_FIXTURES = {"site", "harness", "two_sites"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers from the fixtures a test takes, for `make test-fast` to leave out: `work`
+    (tests/test_cli.py) runs `pagesync` as subprocesses, half a second to start each, so
+    `slow`; a site fixture makes it `integration`."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "work" in names:
+            item.add_marker(pytest.mark.slow)
+        if names & SITE_FIXTURES:
+            item.add_marker(pytest.mark.integration)

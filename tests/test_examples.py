@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sync.store import EdgeStore, StoredPoint
 from tests.test_engine import build
 
@@ -31,6 +33,7 @@ def test_workflow_file_runs_the_same_commands():
     assert steps.count("--state qdrant") == 2  # a stateless runner: run and audit read the state on the server
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     build(site, n=3)
     first = run_example(site, tmp_path)
@@ -51,6 +54,7 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     assert audit["counts"]["orphans"] == 1
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_the_readme_library_snippet_runs(site, tmp_path):
     """README's "Library use" code, as written, against the local site (its sitemap URL and,
     to load no model, the fake embedder substituted): a user's first copy-paste must work."""

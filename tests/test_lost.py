@@ -134,6 +134,7 @@ def test_plan_events_rebuild_reason_ranks_after_pending():
     assert removals == []
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path):
     """The tester's repro: index, rm -rf the --qdrant-path, `status`, then `run --full`."""
     import json
@@ -162,6 +163,7 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert json.loads(st.stdout)["warnings"] == []
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_status_on_an_emptied_embedded_collection_points_to_audit_fix(site, tmp_path):
     """An embedded collection that exists with no points: `run` does not look inside a
     shard it has no reason to open, so status names the repair that does."""

@@ -543,6 +543,7 @@ def client_look_named(client, name):
 
 
 # -- the command line --------------------------------------------------------------------------------
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_reindex_then_every_reader_goes_through_the_alias(site, tmp_path):
     work = tmp_path / "work"
     work.mkdir()

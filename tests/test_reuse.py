@@ -411,6 +411,7 @@ def test_reused_vectors_are_the_models_vectors_for_their_texts(site, tmp_path):
         assert math.isclose(sum(x * x for x in vecs[pid]), 1.0, rel_tol=1e-5)
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_reports_chunks_reused_and_no_reuse_flag(site, tmp_path):
     from tests.test_cli import run as cli_run
 
