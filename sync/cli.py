@@ -657,7 +657,8 @@ def reindex(
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
                             embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
-        catalog = ClientCatalog.of(store) if isinstance(store, ClientStore) else EdgeCatalog(qdrant_path, lock_wait=_store_wait())
+        catalog = (ClientCatalog.of(store) if isinstance(store, ClientStore)
+                   else EdgeCatalog(qdrant_path, lock_wait=_store_wait()))
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
                 rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,
