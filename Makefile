@@ -36,8 +36,11 @@ demo-docs: install
 test: install
 	$(BIN)/python -m pytest -q
 
+# The edit-run loop (under 2 minutes): the pure and unit tests. No real model, no nginx,
+# nothing slow (kill-stress, notebooks, stateful properties, the command line as
+# subprocesses) and no passes against the local site server (integration).
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not model and not nginx"
+	$(BIN)/python -m pytest -q -m "not model and not nginx and not slow and not integration"
 
 clean:
 	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis site

@@ -19,6 +19,7 @@ from email.utils import format_datetime, parsedate_to_datetime
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 __all__ = ["Site", "Resource", "SiteServer", "render_page"]
 
@@ -29,7 +30,7 @@ class Resource:
     content_type: str = "text/html; charset=utf-8"
     status: int = 200
     location: str | None = None
-    mtime: float = field(default_factory=time.time)
+    mtime: float = field(default_factory=time.time)  # `Site.set` stamps with the site's clock instead
     delay: float = 0.0
     in_sitemap: bool = True
     etag: str | None = None  # None: derived from the body
@@ -51,10 +52,17 @@ def render_page(title: str, body_html: str, *, nav: list[str] | None = None, foo
 
 
 class Site:
-    """The site's content, mutable while served (thread-safe)."""
+    """The site's content, mutable while served (thread-safe).
 
-    def __init__(self) -> None:
+    `clock` (seconds since the epoch) stamps each new version's mtime (the sitemap's
+    `lastmod`, `Last-Modified`) and the sitemap files' own stamps: the wall clock by
+    default; a test harness sets its simulated pass clock, so the stamps the passes see
+    follow the passes' time, not the test machine's speed.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self.clock = clock
         self.resources: dict[str, Resource] = {}
         self.requests: list[tuple[str, str, int, dict[str, str]]] = []
         self.times: list[float] = []  # time.monotonic() of each logged request, parallel to `requests`
@@ -70,6 +78,7 @@ class Site:
             old = self.resources.get(path)
             if old is not None and old.status == 200 and old.body == data and old.content_type == content_type:
                 return  # unchanged: keep mtime and ETag, like a static host
+            kw.setdefault("mtime", self.clock())
             self.resources[path] = Resource(data, content_type, **kw)
 
     def touch(self, path: str, mtime: float) -> None:
@@ -83,16 +92,19 @@ class Site:
 
     def gone(self, path: str) -> None:
         with self._lock:
-            self.resources[path] = Resource(b"gone", "text/plain", status=410, in_sitemap=False)
+            self.resources[path] = Resource(b"gone", "text/plain", status=410, mtime=self.clock(),
+                                            in_sitemap=False)
 
     def redirect(self, path: str, target: str, status: int = 301) -> None:
         with self._lock:
-            self.resources[path] = Resource(b"", "text/plain", status=status, location=target, in_sitemap=False)
+            self.resources[path] = Resource(b"", "text/plain", status=status, location=target,
+                                            mtime=self.clock(), in_sitemap=False)
 
     def error(self, path: str, status: int = 500, headers: dict[str, str] | None = None) -> None:
         with self._lock:
             r = self.resources.get(path)
             self.resources[path] = Resource(r.body if r else b"", "text/plain", status=status,
+                                            mtime=r.mtime if r else self.clock(),  # its lastmod stays
                                             in_sitemap=r.in_sitemap if r else True, headers=headers or {})
 
     def slow(self, path: str, seconds: float) -> None:
@@ -146,7 +158,8 @@ class Site:
         with self._lock:
             old = self._sitemap_stamps.get(path)
             if old is None or old[0] != digest:
-                mtime = time.time() if old is None else max(time.time(), old[1] + 1)
+                now = self.clock()
+                mtime = now if old is None else max(now, old[1] + 1)
                 old = self._sitemap_stamps[path] = (digest, mtime)
         return old[1]
 
@@ -276,7 +289,10 @@ class SiteServer:
         self._httpd.site = site  # type: ignore[attr-defined]
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         site.base_url = self.base_url
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # serve_forever checks for shutdown every poll_interval (0.5 s by default): every
+        # server a test starts would then take up to half a second to stop.
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
 
     def url(self, path: str) -> str:
         return self.base_url + path

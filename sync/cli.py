@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -52,13 +53,32 @@ QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
 NO_STATE = "no page state {where}: run 'pagesync run' first"
 
 
+STORE_WAIT_ENV = "PAGESYNC_STORE_WAIT"
+STORE_WAIT_S = 10.0
+
+
+def _store_wait() -> float:
+    """Seconds a command waits for an embedded store another process has open (one opener
+    at a time): `PAGESYNC_STORE_WAIT`, else 10."""
+    raw = os.environ.get(STORE_WAIT_ENV, "").strip()
+    if not raw:
+        return STORE_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = math.nan
+    if not (math.isfinite(wait) and wait >= 0):
+        raise ConfigError(f"{STORE_WAIT_ENV}={raw!r}: expected seconds, a number >= 0")
+    return wait
+
+
 def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path,
-                lock_wait: float = 10.0):
+                lock_wait: float | None = None):
     from .store import ClientStore, EdgeStore
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
-    return EdgeStore(qdrant_path, collection, lock_wait=lock_wait)
+    return EdgeStore(qdrant_path, collection, lock_wait=_store_wait() if lock_wait is None else lock_wait)
 
 
 def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False,
@@ -676,7 +696,8 @@ def reindex(
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
                             embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
-        catalog = ClientCatalog.of(store) if isinstance(store, ClientStore) else EdgeCatalog(qdrant_path)
+        catalog = (ClientCatalog.of(store) if isinstance(store, ClientStore)
+                   else EdgeCatalog(qdrant_path, lock_wait=_store_wait()))
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
                 rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,

@@ -6,9 +6,41 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from demo.site_server import Site, SiteServer
 from tests.helpers import Harness
+
+# Hypothesis, loaded before any test module builds its @settings (which inherit from the
+# profile in force then). "ci", the default: the same examples on every run and machine
+# (derandomize, no example database), no deadline and no too-slow health check, so a
+# loaded machine changes how long the suite takes, never whether it passes.
+# HYPOTHESIS_PROFILE=dev draws new examples each run (and keeps failing ones in .hypothesis/).
+settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _share_the_default_ssl_context() -> None:
+    """Every pass makes its own httpx client (`sync.fetcher.make_client`), and each loads
+    the CA bundle again (~40 ms, a tenth of a harness pass). In this process they share
+    the first one; clients with their own `verify` or `cert` are left as they are."""
+    import httpx._transports.default as transports
+
+    make, made = transports.create_ssl_context, {}
+
+    def create_ssl_context(verify=True, cert=None, trust_env=True):
+        if verify is not True or cert is not None:
+            return make(verify=verify, cert=cert, trust_env=trust_env)
+        if trust_env not in made:
+            made[trust_env] = make(verify=True, cert=None, trust_env=trust_env)
+        return made[trust_env]
+
+    transports.create_ssl_context = create_ssl_context
+
+
+_share_the_default_ssl_context()
 
 NO_SERVER = ("no Qdrant server: set QDRANT_URL=http://host:6333 (and QDRANT_API_KEY) or start Docker "
              "to run the server-mode tests (store contract, Qdrant state)")
@@ -35,6 +67,15 @@ def _docker_answers() -> bool:
         return bool(docker.from_env().ping())
     except Exception:
         return False
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The bundled model on torch (`MiniLMEmbedder`), loaded once for the whole session:
+    the model tests share it (it keeps no state but its counters)."""
+    from embedders import MiniLMEmbedder
+
+    return MiniLMEmbedder()
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +107,20 @@ def qdrant_server():
         return
     with container:
         yield f"http://{container.rest_host_address}", None
+
+
+# Fixtures that serve a docs site on 127.0.0.1: a test taking one runs passes end to end
+# (HTTP, extraction, the store and the state), about a tenth of a second each.
+SITE_FIXTURES = {"site", "harness", "two_sites"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers from the fixtures a test takes, for `make test-fast` to leave out: `work`
+    (tests/test_cli.py) runs `pagesync` as subprocesses, half a second to start each, so
+    `slow`; a site fixture makes it `integration`."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "work" in names:
+            item.add_marker(pytest.mark.slow)
+        if names & SITE_FIXTURES:
+            item.add_marker(pytest.mark.integration)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Harness:
     """
 
     def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages",
-                 state: str = "sqlite"):
+                 state: str = "sqlite", stamp_site: bool = True):
         self.site = site
         self.tmp = tmp
         self.embedder = embedder or HashEmbedder(16)
@@ -57,6 +58,12 @@ class Harness:
         self.state_path = tmp / "state.db"
         self.now = T0
         self.state_kind = state
+        # The site's edits are stamped at the pass clock (the time of the last pass, or T0):
+        # lastmods then depend on the simulated days only, never on how fast the test ran.
+        # The site's first harness sets it (a second one, a fresh index to compare with,
+        # keeps the first's clock); `stamp_site=False` leaves the site's clock alone.
+        if stamp_site and site.clock is time.time:
+            site.clock = lambda: self.now.timestamp()
 
     def open_store(self):
         if self.state_kind == "qdrant":
@@ -100,12 +107,65 @@ class Harness:
         finally:
             store.close()
 
+    def points_and_vectors(self, store=None) -> tuple[dict[str, dict], dict[str, list[float]]]:
+        """`points()` and `vectors()` from one opening of the store."""
+        store = store or self.open_store()
+        try:
+            got = list(store.scroll(with_vectors=True))
+            return {p.id: p.payload for p in got}, {p.id: p.vector for p in got}
+        finally:
+            store.close()
+
     def vectors(self, store=None) -> dict[str, list[float]]:
         store = store or self.open_store()
         try:
             return {p.id: p.vector for p in store.scroll(with_vectors=True)}
         finally:
             store.close()
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop on a simulated clock, for code whose waits are all timers
+    (`asyncio.sleep`, `asyncio.timeout`, `call_at`) against in-process answers
+    (httpx.MockTransport): when nothing is ready the clock jumps to the next timer instead
+    of waiting for it. Elapsed `loop.time()` is then exactly what the code asked for, on a
+    loaded machine too, and takes no wall time. I/O and callbacks from other threads are
+    still waited for (only when no timer is due). Starts at `time.monotonic()`, like a
+    real loop, so two loops in a row do not share a clock reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._virtual_now = time.monotonic()
+        self._selector = _JumpingSelector(self._selector, self)
+
+    def time(self) -> float:
+        return self._virtual_now
+
+
+class _JumpingSelector:
+    """The loop's selector: ready I/O first; else, with a timer due in `timeout` seconds,
+    the loop's clock moves on by that much and nothing is ready."""
+
+    def __init__(self, real, loop: VirtualClockLoop) -> None:
+        self._real, self._loop = real, loop
+
+    def select(self, timeout=None):
+        ready = self._real.select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:  # no timer at all: only I/O can wake the loop
+            return self._real.select(None)
+        self._loop._virtual_now += timeout
+        return []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+def run_virtual(coro):
+    """`asyncio.run(coro)` on a `VirtualClockLoop`."""
+    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
+        return runner.run(coro)
 
 
 def group_alive(pgid: int) -> bool:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from chunking import Splitter
 from sync.audit import audit_collection
 from sync.ids import chunk_id, point_id
@@ -99,6 +101,7 @@ def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its
     assert comparable(harness.points()) == comparable(clean)
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_audit_cli_then_fix_leaves_a_clean_collection_equal_to_a_fresh_index(site, harness, tmp_path):
     harness.splitter = Splitter()  # the CLI's settings, since the CLI does the repair
     build_site(site)
@@ -124,7 +127,7 @@ def test_audit_cli_then_fix_leaves_a_clean_collection_equal_to_a_fresh_index(sit
     out = json.loads(fixed.stdout)
     assert out["after_fix"]["ok"] and out["fix"]["reindexed_pages"] == 1
 
-    fresh = Harness(site, tmp_path / "fresh", splitter=Splitter())
+    fresh = Harness(site, tmp_path / "fresh", splitter=Splitter(), stamp_site=False)
     fresh.run()
     assert comparable(harness.points()) == comparable(fresh.points())
     assert cli("audit").returncode == 0

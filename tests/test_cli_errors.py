@@ -102,16 +102,23 @@ def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
     assert run(site, work).returncode == 0
     holder = EdgeStore(work / "q", "pages")
     holder.count()  # opens (and locks) the shard
+    short = {"PAGESYNC_STORE_WAIT": "0.5"}  # how long the readers wait for it (default 10 s)
     try:
-        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON),
-                      lambda: cli(work, "export", *COMMON))
+        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON, env=short),
+                      lambda: cli(work, "export", *COMMON, env=short))
     finally:
         holder.close()
     status, readers = rs[0], rs[1:]
     assert status.returncode == 0 and "open in another process" in status.stdout.splitlines()[0]
     for r in readers:
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
-        assert "open in another process" in one_error_line(r)
+        assert "open in another process" in one_error_line(r) and "waited 0.5s" in r.stderr
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_a_store_wait_that_is_not_seconds_is_exit_2(work, value):
+    r = cli(work, "export", *COMMON, env={"PAGESYNC_STORE_WAIT": value})
+    assert r.returncode == 2 and "PAGESYNC_STORE_WAIT" in one_error_line(r) and "seconds" in r.stderr
 
 
 def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):

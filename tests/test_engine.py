@@ -419,18 +419,37 @@ def test_a_bulk_edit_sends_the_pass_to_pages_not_visited_since(site, harness, bu
 
 
 @pytest.mark.parametrize("policy", ["halve-double", "change-rate"])
-def test_both_policies_schedule_within_the_clamps(site, harness, policy):
+@pytest.mark.parametrize("feed", [False, True], ids=["one-stamp", "lastmod-feed"])
+def test_both_policies_schedule_within_the_clamps(site, harness, policy, feed):
+    """A page edited every 3 days is visited more often than one never edited, within the
+    [6 h, 60 d] clamps. With one stamp for every URL (no feed) the policy alone finds the
+    edits, so the edited page's interval is the shorter. With a varied lastmod each edit
+    advances its stamp (at the pass clock, `Harness`), the host earns trust and every edit
+    is visited as announced; change-rate then leaves those changes out of the rate
+    (`Visit.announced`: the feed will catch the next one), so the edited page's own
+    interval may be the longer one, while its visits follow the edits."""
     build(site, n=2)
+    site.sitemap_mode = "plain" if feed else "same-lastmod"
     harness.run(policy=policy)
-    for day in range(1, 30):
-        if day % 3 == 0:
+    for day in range(1, 22):  # edits on days 3 to 18, found by day 21
+        if day % 3 == 0 and day <= 18:
             site.set("/p0.html", page_html("Page 0", [para(f"edit {day}")]))
         harness.run(advance=timedelta(days=1), policy=policy)
     with StateDB(harness.state_path) as st:
         hot, cold = st.get(site.server.url("/p0.html")), st.get(site.server.url("/p1.html"))
-        for p in (hot, cold):
-            assert timedelta(hours=6) <= p.interval <= timedelta(days=60)
-        assert hot.interval < cold.interval  # the page that changes is visited more often
+        trust = st.host_trust_counts().get("127.0.0.1")
+    edits = 18 // 3
+    for p in (hot, cold):
+        assert timedelta(hours=6) <= p.interval <= timedelta(days=60)
+    hot_visits, cold_visits = history_from_json(hot.history), history_from_json(cold.history)
+    assert len(hot_visits) > len(cold_visits)  # the page that changes is visited more often
+    edits_found = [v for v in hot_visits if v.changed]
+    assert len(edits_found) == edits  # every edit, each found once
+    if feed:
+        assert trust == (edits, edits) and all(v.announced for v in edits_found)  # the feed told of each
+    else:
+        assert trust is None and not any(v.announced for v in hot_visits)
+        assert hot.interval < cold.interval  # learned from the visits alone
 
 
 def test_lying_lastmod_loses_trust(site, harness):
@@ -766,7 +785,7 @@ def _fresh_index(site, tmp_path) -> dict[str, dict]:
     """The collection a fresh full index of the site makes now (payloads but `fetched_at`)."""
     from tests.helpers import Harness
 
-    fresh = Harness(site, tmp_path / "fresh")
+    fresh = Harness(site, tmp_path / "fresh", stamp_site=False)
     rep = fresh.run()
     assert rep.pages_failed == 0
     return _payloads(fresh)

@@ -33,6 +33,7 @@ def test_workflow_file_runs_the_same_commands():
     assert steps.count("--state qdrant") == 2  # a stateless runner: run and audit read the state on the server
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     build(site, n=3)
     first = run_example(site, tmp_path)
@@ -53,6 +54,7 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     assert audit["counts"]["orphans"] == 1
 
 
+@pytest.mark.slow  # the command line as subprocesses
 @pytest.mark.parametrize("doc, heading", [("README.md", "### Use it from my app"),
                                           ("docs/tasks/library.md", "# Use it from your app")])
 def test_the_library_snippet_runs(site, tmp_path, doc, heading):

@@ -26,6 +26,7 @@ from sync.fetcher import (
     make_client,
 )
 from sync.httpcache import ReadOnlyCache, RobotsAnswer, SitemapCopy
+from tests.helpers import run_virtual
 
 HTML = b"<html><head><title>T</title></head><body><main><p>Hello there.</p></main></body></html>"
 URL = "https://docs.example.com/page.html"
@@ -44,7 +45,9 @@ class Recorder:
 
 
 def run(handler, coro_fn, **fetcher_kw):
-    """Build a client on a MockTransport, a Fetcher on it, and run `coro_fn(fetcher)`."""
+    """Build a client on a MockTransport, a Fetcher on it, and run `coro_fn(fetcher)` on a
+    simulated clock (`run_virtual`): waits and timeouts take no wall time, and their
+    lengths are exact whatever the load."""
 
     fetcher_kw.setdefault("respect_robots", False)  # robots.txt has tests of its own below
 
@@ -52,7 +55,7 @@ def run(handler, coro_fn, **fetcher_kw):
         async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
             return await coro_fn(Fetcher(client, **fetcher_kw))
 
-    return asyncio.run(go())
+    return run_virtual(go())
 
 
 def fetch_page(handler, url=URL, validators=None, **kw) -> FetchResult:
@@ -262,7 +265,7 @@ def test_a_trickling_answer_times_out_as_a_whole():
             res = await Fetcher(client, respect_robots=False).fetch_page(URL)
             return res, asyncio.get_running_loop().time() - t
 
-    res, elapsed = asyncio.run(go())
+    res, elapsed = run_virtual(go())
     assert res.outcome is Outcome.ERROR and res.error == "timeout"
     assert elapsed < 3
 
@@ -311,7 +314,7 @@ def test_each_request_has_its_own_deadline():
             return await asyncio.gather(timed("/quick", 0), timed("/slow", 0), timed("/late", 0.5),
                                         timed("/hang", 1.2))
 
-    (quick, _), (slow, t_slow), (late, _), (hang, t_hang) = asyncio.run(go())
+    (quick, _), (slow, t_slow), (late, _), (hang, t_hang) = run_virtual(go())
     assert quick.outcome is Outcome.OK and late.outcome is Outcome.OK
     assert slow.error == "timeout" and hang.error == "timeout"
     assert 0.95 <= t_slow < 2 and 0.95 <= t_hang < 2
@@ -335,7 +338,7 @@ def test_a_request_cancelled_from_outside_stays_cancelled():
             res = await f.fetch_page(URL)
             return res, asyncio.get_running_loop().time() - t
 
-    res, elapsed = asyncio.run(go())
+    res, elapsed = run_virtual(go())
     assert res.error == "timeout" and 0.95 <= elapsed < 2
 
 
@@ -351,8 +354,8 @@ def test_deadlines_hold_in_a_second_event_loop():
 
     client = make_client(transport=httpx.MockTransport(handler), timeout=5)
     f = Fetcher(client, respect_robots=False, deadline=0.5)
-    first, _ = asyncio.run(go(client, f, "/quick"))  # leaves a timer in the first loop
-    second, elapsed = asyncio.run(go(client, f, "/slow"))
+    first, _ = run_virtual(go(client, f, "/quick"))  # leaves a timer in the first loop
+    second, elapsed = run_virtual(go(client, f, "/slow"))
     assert first.outcome is Outcome.OK
     assert second.error == "timeout" and elapsed < 1.5
 

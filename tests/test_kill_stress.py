@@ -38,7 +38,9 @@ from sync.store import EdgeStore, StoredPoint
 from tests.helpers import group_alive, page_html, para
 from tests.test_cli import ROOT
 
-ITERATIONS = 5
+# Each iteration kills at another moment; three cover both kills (parent only, whole group)
+# and both search pool sizes. bench/kill_stress.py runs hundreds.
+ITERATIONS = 3
 PAGES = 14
 
 
@@ -157,7 +159,7 @@ def fresh_points(site, tmp: Path) -> dict:
     from embedders import make_embedder
     from tests.helpers import Harness
 
-    h = Harness(site, tmp, embedder=make_embedder("fake"), splitter=Splitter())
+    h = Harness(site, tmp, embedder=make_embedder("fake"), splitter=Splitter(), stamp_site=False)  # CLI passes: wall clock
     h.run()
     return points_at(h.store_path)
 
@@ -175,6 +177,7 @@ def started(cmd: list[str], work: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=work, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
 def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_fresh_index(site, tmp_path):
     rng = random.Random(20261130)

@@ -23,7 +23,7 @@ def build(site, n=4, sections=3):
 
 def fresh_points(site, tmp_path):
     """The points a fresh full index of the site as it is now makes (fetched_at aside)."""
-    fresh = Harness(site, tmp_path / "fresh")
+    fresh = Harness(site, tmp_path / "fresh", stamp_site=False)
     fresh.run()
     return strip(fresh.points())
 
@@ -135,6 +135,7 @@ def test_plan_events_rebuild_reason_ranks_after_pending():
     assert removals == []
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path):
     """The tester's repro: index, rm -rf the --qdrant-path, `status`, then `run --full`."""
     import json
@@ -163,6 +164,7 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert json.loads(st.stdout)["warnings"] == []
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_status_on_an_emptied_embedded_collection_points_to_audit_fix(site, tmp_path):
     """An embedded collection that exists with no points: `run` does not look inside a
     shard it has no reason to open, so status names the repair that does."""

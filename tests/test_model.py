@@ -8,7 +8,6 @@ import pytest
 
 from chunking import Splitter
 from demo.site_server import Site, SiteServer
-from embedders import MiniLMEmbedder
 from sync.store import EdgeStore
 from tests.helpers import Harness
 
@@ -17,8 +16,8 @@ DEMO = Path(__file__).resolve().parent.parent / "demo"
 
 
 @pytest.fixture(scope="module")
-def model():
-    return MiniLMEmbedder()
+def model(minilm):
+    return minilm
 
 
 def test_real_model_index_edit_and_search(tmp_path, model):

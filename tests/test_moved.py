@@ -28,7 +28,7 @@ def listed_redirect(site, path, target, status=301):
 
 
 def assert_equals_fresh(h: Harness, name: str = "fresh") -> None:
-    fresh = Harness(h.site, h.tmp / name)
+    fresh = Harness(h.site, h.tmp / name, stamp_site=False)
     fresh.now = h.now
     frep = fresh.run()
     assert frep.pages_failed == 0, frep.errors

@@ -12,6 +12,9 @@ import importlib.util
 from pathlib import Path
 
 import nbformat
+import pytest
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
 

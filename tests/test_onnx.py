@@ -67,10 +67,10 @@ def onnx_file(tmp_path_factory) -> Path:
 
 
 @pytest.mark.model
-def test_onnx_vectors_equal_torch_vectors(onnx_file):
+def test_onnx_vectors_equal_torch_vectors(onnx_file, minilm):
     np = pytest.importorskip("numpy")
     onnx = OnnxMiniLMEmbedder(onnx_path=onnx_file, build=False)
-    torch_ = MiniLMEmbedder()
+    torch_ = minilm
     a, b = np.asarray(onnx.embed(TEXTS)), np.asarray(torch_.embed(TEXTS))
     assert a.shape == b.shape == (len(TEXTS), 384)
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)

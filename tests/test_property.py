@@ -15,6 +15,7 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -51,8 +52,8 @@ class CloseVector(list):
 
 def comparable_with_vectors(h: Harness) -> dict[str, dict]:
     """`comparable` points of a harness's collection, each with its vector under "vector"."""
-    vectors = h.vectors()
-    return {pid: {**p, "vector": CloseVector(vectors[pid])} for pid, p in comparable(h.points()).items()}
+    points, vectors = h.points_and_vectors()
+    return {pid: {**p, "vector": CloseVector(vectors[pid])} for pid, p in comparable(points).items()}
 
 
 class SiteEdits(RuleBasedStateMachine):
@@ -170,7 +171,7 @@ class SiteEdits(RuleBasedStateMachine):
         assert rep.chunks_embedded == len(new_texts), (rep.chunks_embedded, sorted(new_texts))
 
         self.fresh_runs += 1
-        fresh = Harness(self.site, self.tmp / f"fresh{self.fresh_runs}")
+        fresh = Harness(self.site, self.tmp / f"fresh{self.fresh_runs}", stamp_site=False)
         fresh.now = self.h.now
         frep = fresh.run()
         assert frep.pages_failed == 0, frep.errors
@@ -195,4 +196,4 @@ SiteEdits.TestCase.settings = settings(
     max_examples=15, stateful_step_count=8, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TestSiteEdits = SiteEdits.TestCase
+TestSiteEdits = pytest.mark.slow(SiteEdits.TestCase)

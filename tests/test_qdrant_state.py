@@ -197,4 +197,4 @@ QdrantSiteEdits.TestCase.settings = settings(
     max_examples=2, stateful_step_count=4, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-TestQdrantSiteEdits = QdrantSiteEdits.TestCase
+TestQdrantSiteEdits = pytest.mark.slow(QdrantSiteEdits.TestCase)

@@ -98,7 +98,7 @@ def assert_equals_fresh_index(h: Harness, tmp_path, name: str = "fresh") -> dict
     """The incremental collection equals a fresh full index of the site: ids, payloads, texts, vectors."""
     fresh = Harness(h.site, tmp_path / name, embedder=RecordingEmbedder(h.embedder.dimension, h.embedder.model_id,
                                                                          getattr(h.embedder, "salt", "")),
-                    splitter=h.splitter)
+                    splitter=h.splitter, stamp_site=False)
     fresh.now = h.now
     rep = fresh.run()
     assert rep.pages_failed == 0, rep.errors
@@ -411,6 +411,7 @@ def test_reused_vectors_are_the_models_vectors_for_their_texts(site, tmp_path):
         assert math.isclose(sum(x * x for x in vecs[pid]), 1.0, rel_tol=1e-5)
 
 
+@pytest.mark.slow  # the command line as subprocesses
 def test_cli_reports_chunks_reused_and_no_reuse_flag(site, tmp_path):
     from tests.test_cli import run as cli_run
 

@@ -433,23 +433,43 @@ def test_sqlite_refusal_names_the_holder_as_the_lease_does(tmp_path):
     assert "\n" not in msg
 
 
-def test_sqlite_wait_lock_waits_for_the_holder_then_gives_up(tmp_path):
-    import threading
-    import time
+class FakeTime:
+    """`sync.state`'s view of `time`: `sleep` advances `monotonic` (and runs `on_sleep`
+    first, once), so lock waits are exact and take no wall time."""
 
+    def __init__(self):
+        self.t, self.slept, self.on_sleep = 1000.0, 0, None
+
+    def monotonic(self):
+        return self.t
+
+    def time(self):
+        return 1.7e9 + self.t
+
+    def sleep(self, seconds):
+        hook, self.on_sleep = self.on_sleep, None
+        if hook is not None:
+            hook()
+        self.slept += 1
+        self.t += seconds
+
+
+def test_sqlite_wait_lock_waits_for_the_holder_then_gives_up(tmp_path, monkeypatch):
+    import sync.state
+
+    clock = FakeTime()
+    monkeypatch.setattr(sync.state, "time", clock)
     path = tmp_path / "state.db"
     with StateDB(path) as a, StateDB(path) as b, StateDB(path) as c:
         a.lock()
-        t0 = time.monotonic()
+        t0 = clock.t
         with pytest.raises(StateLockedError):
-            c.lock(wait=0.3)
-        assert time.monotonic() - t0 >= 0.3
-        releaser = threading.Timer(0.3, a.unlock)
-        releaser.start()
-        t0 = time.monotonic()
-        b.lock(wait=10)  # taken as soon as the holder lets go
-        assert 0.2 <= time.monotonic() - t0 < 5
-        releaser.join()
+            c.lock(wait=3.0)
+        assert clock.t - t0 >= 3.0 and clock.slept >= 2  # tried again until the wait was up
+        clock.on_sleep = a.unlock  # the holder lets go while b waits
+        t0, clock.slept = clock.t, 0
+        b.lock(wait=60)  # taken at the next try
+        assert clock.slept == 1 and clock.t - t0 <= 1.0
 
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
