@@ -73,7 +73,7 @@ def test_missing_pages_are_found(site, harness):
 
 def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its_page(site, harness):
     """The audit compared hashes, not titles: points left with an old `title` (a title-only
-    rewrite interrupted, a hand edit) passed as clean (user trial 4). They are stale now, and
+    rewrite interrupted, a hand edit) passed as clean. They are stale now, and
     --fix re-indexes the page (its points are its current chunks: they are rewritten, never
     deleted first, so a failed re-fetch cannot leave the page without points)."""
     from sync.audit import run_audit

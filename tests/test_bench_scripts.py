@@ -37,7 +37,7 @@ def test_summary_marks_rows_this_run_did_not_measure(tmp_path):
     for name in names:
         shutil.copy(BENCH / "results" / name, tmp_path / name)
     since = 2_000_000_000.0
-    for name in names:  # rows 1-2 and 5a written "before" the run, rows 3-4 and 5b by it
+    for name in names:  # the pass-throughput, reuse and store-replace results written "before" the run, the no-op, fetch-bound and audit-scale ones by it
         t = since - 60 if name in ("pipeline.json", "store_replace.json") else since + 60
         os.utime(tmp_path / name, (t, t))
     table = summary.rows(tmp_path, since)
@@ -68,7 +68,7 @@ def test_summary_row_5b_shows_the_private_peak_when_recorded(tmp_path):
 
 @pytest.mark.parametrize("drop", ["noop", "fetch"])
 def test_scale_passes_results_without_a_section_still_write_and_summarise(tmp_path, drop):
-    """`scale_passes.py --noop-runs 0` (or `--rounds 0`) measures one of rows 3-4 only:
+    """`scale_passes.py --noop-runs 0` (or `--rounds 0`) measures only one of the no-op and fetch-bound passes:
     its results file and `make bench`'s table say the other was not measured."""
     import json
 

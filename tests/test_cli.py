@@ -309,8 +309,8 @@ def test_status_shows_tracked_and_due_counts(site, work):
 
 
 def test_status_shows_failing_pages_with_a_few_examples_without_pages(site, work):
-    """`status` used to list failing pages (and their errors) only with --pages (user
-    trial 4): now it names the first few, with their last error, and how many more."""
+    """`status` used to list failing pages (and their errors) only with --pages:
+    now it names the first few, with their last error, and how many more."""
     urls = build(site, n=7, sections=1)
     assert run(site, work, "--now", T0).returncode == 0
     for i in range(7):
@@ -431,7 +431,7 @@ def test_import_of_a_malformed_line_exits_2_and_writes_no_points(work):
         ('{"payload": {"url": "u"}, "vector": [1.0, 0.0]}\n', "line 1"),  # no id
         (good + "\n" + '{"id": "x", "payload": [1, 2]\n', "line 2"),  # broken second line
         (no_vector + "\n", "line 1"),  # a plain export line: no vector
-        # User trial: 600 good lines, then an id Qdrant refuses: 512 points were written, exit 1.
+        # Seen in use: 600 good lines, then an id Qdrant refuses: 512 points were written, exit 1.
         ("".join(good_line(i) + "\n" for i in range(600)) + json.dumps(
             {"id": "not-a-uuid", "payload": {}, "vector": [0.6, 0.8]}) + "\n" + good_line(600) + "\n", "line 601"),
         (good_line(0) + "\n" + good_line(1) + "\n" + json.dumps(
@@ -543,7 +543,7 @@ def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
 
 
 def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
-    """User trial: `status` during a run waited 10 s and exited 2 ("open in another process").
+    """Seen in use: `status` during a run waited 10 s and exited 2 ("open in another process").
     README: status always reports; the points are then not counted, and a warning says so."""
     build(site)
     assert run(site, work).returncode == 0

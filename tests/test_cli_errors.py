@@ -129,7 +129,7 @@ def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
         lambda: cli(work, "export", "--qdrant-url", "http://127.0.0.1:1"),
         lambda: cli(work, *args, "--state", "/proc/x/state.db", "--qdrant-path", "q"),
         lambda: cli(work, *args, "--state", "s2.db", "--qdrant-path", "/proc/x/q"),
-        # User trial: a --qdrant-path that is a plain file was exit 1 ("cannot read the alias file").
+        # Seen in use: a --qdrant-path that is a plain file was exit 1 ("cannot read the alias file").
         lambda: (work.joinpath("garbage.db").write_text("x"),
                  cli(work, *args, "--state", "s3.db", "--qdrant-path", "garbage.db"))[1],
     )
@@ -203,7 +203,7 @@ def test_dry_run_lines_read_as_would_be_actions(site, work):
 def test_a_page_answering_an_error_in_a_dry_run_reads_as_failed_not_would_fail(site, work):
     """The dry run fetched the page and it answered 500: that happened, so its lines say
     "failed", not "would fail", and no "error" line suggests that something failed to be
-    written (user trial 4). The exit code stays the contract's: 1, pages failed."""
+    written. The exit code stays the contract's: 1, pages failed."""
     urls = build(site)
     assert run(site, work).returncode == 0
     site.error("/p1.html", 500)
@@ -255,7 +255,7 @@ def test_a_sitemap_error_names_the_url_once(site, work):
 
 def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, work):
     """The state does not keep the sources, and the scope is theirs: a run without them
-    used to skip every due page as out of scope and exit 0 (user trial 3)."""
+    used to skip every due page as out of scope and exit 0."""
     build(site)
     assert run(site, work).returncode == 0
     r = cli(work, "run", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", "--now", "2030-01-01T00:00:00Z")
@@ -268,7 +268,7 @@ def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, w
 
 def test_audit_fix_now_is_the_repair_pass_clock(site, work):
     """A replay or backfill runs `run --now`; `audit --fix` in it must not record its repair
-    pass at the wall clock (user trial: every later pass then warned that its --now was
+    pass at the wall clock (every later pass then warned that its --now was
     before the last pass's clock, and the repaired pages were scheduled from the real date)."""
     build(site, n=4)
     assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
@@ -294,7 +294,7 @@ def test_audit_fix_now_is_the_repair_pass_clock(site, work):
 
 
 def test_a_run_with_another_embedder_of_the_same_size_is_refused_unless_full(site, work):
-    """User trial: a pass with another model of the same vector size (fake-384, then the
+    """Seen in use: a pass with another model of the same vector size (fake-384, then the
     default all-MiniLM-L6-v2) re-embedded only the pages it visited; the collection then held
     both models' vectors, and audit, status and search said nothing. Refused (exit 2, nothing
     written) unless --full re-embeds every page in that pass."""
@@ -315,7 +315,7 @@ def test_a_run_with_another_embedder_of_the_same_size_is_refused_unless_full(sit
 
 
 def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):
-    """User trial: two sites, each with its own --state, in one collection; `audit --fix
+    """Seen in use: two sites, each with its own --state, in one collection; `audit --fix
     --state a.db` deleted the other site's points as orphans, and that site's next run did
     not notice (0 fetched). Points of a site a state never tracked are foreign to it."""
     from demo.site_server import Site, SiteServer

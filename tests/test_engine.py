@@ -718,7 +718,7 @@ def test_a_page_read_as_mojibake_by_extractor_v4_is_read_again(site, harness, mo
 
 
 def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harness, tmp_path):
-    """User trial (library): a Fetcher reused for a second pass kept the first pass's scope
+    """Library: a Fetcher reused for a second pass kept the first pass's scope
     (every page of a second site skipped as out of scope, report ok) and its state as cache
     (a closed database). Each pass now gives it its own."""
     import asyncio
@@ -762,7 +762,7 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
     ({"urls": ["https://x.example/"], "max_delete_share": 1.5}, "not a share"),
 ])
 def test_a_library_pass_config_the_cli_would_refuse_is_a_config_error(kw, says, harness):
-    """User trial (library): PassConfig() with no source, a non-URL or workers=0 ran and
+    """Library: PassConfig() with no source, a non-URL or workers=0 ran and
     reported ok; the CLI refuses each with exit 2."""
     from sync import PassConfig
     from sync.errors import ConfigError

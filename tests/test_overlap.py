@@ -1,4 +1,4 @@
-"""The engine overlaps the model with extraction (issue 5), and stays crash-safe doing it.
+"""The engine overlaps the model with extraction, and stays crash-safe doing it.
 
 The gated embedder below holds one model call until the engine extracts another page
 meanwhile, or a timeout passes: an engine that extracts nothing while the model works

@@ -719,7 +719,7 @@ def test_selection_prefers_what_saves_most_staleness():
     cands = [c("static", 3 * D, visits=static), c("weekly", 3 * D, visits=weekly), c("hourly", 3 * D, visits=hourly)]
     assert select_visits(cands, ChangeRatePolicy(), None) == ["weekly", "hourly", "static"]
     assert select_visits(cands, ChangeRatePolicy(), 1) == ["weekly"]
-    # the seed's rule cannot tell them apart: ties go by URL
+    # halve-double cannot tell them apart: ties go by URL
     assert select_visits(cands, HalveDoublePolicy(), None) == ["hourly", "static", "weekly"]
 
 

@@ -456,7 +456,7 @@ def test_permanently_moved_page_keeps_its_vectors_under_the_new_url(site, tmp_pa
 
 
 def test_a_lost_state_re_embeds_nothing_the_collection_still_holds(site, harness):
-    """User trial: after the state file was deleted, the next pass re-added every page and
+    """Seen in use: after the state file was deleted, the next pass re-added every page and
     embedded all 757 chunks again, although their vectors were in the collection."""
     from tests.test_engine import build
     from tests.test_moved import assert_equals_fresh
@@ -484,7 +484,7 @@ def _texts(h: Harness) -> set[str]:
 
 
 def test_a_renamed_section_listed_under_its_new_urls_reuses_the_removed_pages_vectors(site, tmp_path):
-    """User trial: howto/ -> how-to/, the sitemap lists the new URLs and the old ones answer
+    """Seen in use: howto/ -> how-to/, the sitemap lists the new URLs and the old ones answer
     301. Every new page is an ADD with no points of its own and every old URL left the
     sitemap; their chunks are still in the store until the pass's purges, so the new pages
     take those vectors. Only texts stored nowhere before go to the model: one edited

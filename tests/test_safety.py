@@ -83,7 +83,7 @@ def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
 
 def test_invalid_sitemap_locs_are_counted_and_reported_as_skipped(site, harness):
     """Relative, mailto:, empty and other non-http <loc> entries used to vanish uncounted
-    (user trial 4): they are skipped pages now, each with its reason, like out-of-scope ones."""
+   : they are skipped pages now, each with its reason, like out-of-scope ones."""
     build(site, n=1)
     base = site.server.base_url
     locs = [f"{base}/p0.html", "/p1.html", "mailto:docs@example.com", "", "ftp://example.com/file"]
@@ -113,7 +113,7 @@ def test_allow_host_extends_the_scope(site, harness):
 def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
     """A page indexed through --allow-host, its host dropped from the run: still listed,
     never fetched, and gone from the collection as a fresh index of this configuration
-    would be, under "out of scope", not "left the sitemap" (user trial 3)."""
+    would be, under "out of scope", not "left the sitemap"."""
     build(site, n=2)
     base = site.server.base_url
     port = base.rsplit(":", 1)[1]
@@ -266,7 +266,7 @@ SHELL = ("<!doctype html><html><head><title>{title}</title><script defer src='/s
 
 
 def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
-    """User trial: 152 of 160 pages 'changed' to the <noscript> line, 4,116 chunks deleted,
+    """Seen in use: 152 of 160 pages 'changed' to the <noscript> line, 4,116 chunks deleted,
     exit 0. Such changes count toward the mass-deletion guard as purges do."""
     from tests.test_moved import assert_equals_fresh
 
@@ -348,7 +348,7 @@ def second_site():
 
 
 def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
-    """User trial: three sitemaps; one site's sitemap came back as an empty urlset and its
+    """Seen in use: three sitemaps; one site's sitemap came back as an empty urlset and its
     pages were purged ("left the sitemap"), exit 0; with that sitemap alone it was refused.
     Per site now: a configured site whose sitemap lists nothing purges nothing."""
     build(site, n=6)

@@ -136,7 +136,7 @@ def test_non_http_and_empty_locs_are_skipped():
         ("HTTP://example.com/upper-scheme", None),
     ))
     assert urls(p) == ["https://example.com/ok", "http://example.com/upper-scheme"]
-    # Each dropped entry is kept with its reason, for the run report (user trial 4: they
+    # Each dropped entry is kept with its reason, for the run report (they
     # used to vanish uncounted); the same <loc> twice is one entry, as for valid URLs.
     assert p.invalid == [
         ("ftp://example.com/file", "invalid <loc>: scheme ftp, not http(s)"),

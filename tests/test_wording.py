@@ -1,5 +1,5 @@
-"""Counts in what users read agree with their nouns: "1 point", "2 points" (user trial 4
-found "1 points" in audit, status and run output)."""
+"""Counts in what users read agree with their nouns: "1 point", "2 points"
+(the output once said "1 points" in audit, status and run output)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_run_summary_of_one():
 
 
 def test_status_says_which_due_pages_are_gone_and_next_due_to_the_second():
-    """User trial: "due now: 162" beside "160 tracked" (gone pages a sitemap still lists are
+    """Seen in use: "due now: 162" beside "160 tracked" (gone pages a sitemap still lists are
     due too), and a next-due stamp with microseconds beside whole seconds elsewhere."""
     info = {
         "collection": "pages", "points": 9, "chunks_recorded": 9, "pages": {"live": 160, "gone": 2},
