@@ -106,12 +106,13 @@ from .state import GONE, LIVE, NEW, PageState
 from .state_protocol import State
 from .store import PageWrite, Store, StoredPoint
 from .threads import in_daemon_thread
+from .stages.settle import _SCOPE_SKIP, SettleStage, _allow_hosts
+from .stages.write import WriteStage, build_points
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "ChangeEvent", "build_points"]
 
 log = logging.getLogger("pagesync")
 
-_SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sitemap the scope refuses
 # Why a page is visited this pass, most specific first (a page gets its first reason).
 REASONS = ("new", "pending", "rebuild", "lastmod", "due", "full", "removed", "bulk")
 
@@ -319,27 +320,6 @@ def record_sitemap(
     return pages, dirty
 
 
-def build_points(
-    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
-) -> list[StoredPoint]:
-    """A page's points, exactly as the contract lays out ids and payload."""
-    out = []
-    for i, (text, vec) in enumerate(zip(chunks, vectors, strict=True)):
-        cid = chunk_id(url, i)
-        payload = {
-            "url": url,
-            "chunk_id": cid,
-            "chunk_index": i,
-            "content_hash": hash_,
-            "text": text,
-            "title": title,
-            "fetched_at": fetched_at,
-            "embedder": embedder_id,
-        }
-        out.append(StoredPoint(point_id(cid), payload, list(vec)))
-    return out
-
-
 def within_budget(pages: Sequence[PageState], budget: int) -> tuple[list[str], int, int]:
     """Pure: the urls of `pages`, in order, whose recorded chunks fit in `budget` (a page
     too large is passed over, smaller ones after it may still fit). Returns (urls, budget
@@ -399,14 +379,7 @@ class _VectorCache:
             self._d.popitem(last=False)
 
 
-def _allow_hosts(urls: Sequence[str]) -> str:
-    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope
-    (three sites at most; a site is its host and, when not the default, its port)."""
-    hosts = [h for h in refused_by_host(urls) if h != "(no host)"][:3]
-    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
-
-
-class _Pass:
+class _Pass(WriteStage, SettleStage):
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
@@ -510,54 +483,6 @@ class _Pass:
         fetcher.cache = cache
         fetcher.now = self.now
 
-    # -- bookkeeping ----------------------------------------------------------------------
-    def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
-                reused: int | None = None) -> None:
-        r = self.report
-        a = decision.action
-        if a is Action.SKIP_NOT_MODIFIED:
-            r.pages_not_modified += 1
-        elif a is Action.SKIP_UNCHANGED:
-            r.pages_unchanged += 1
-        elif a is Action.ADD:
-            r.pages_added += 1
-        elif a is Action.REPLACE:
-            r.pages_changed += 1
-        elif a is Action.PURGE:
-            r.pages_removed += 1
-        elif a is Action.FAIL:
-            r.pages_failed += 1
-        elif a is Action.SKIP_POLICY:
-            r.pages_skipped += 1
-        if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
-            entry = {"url": page.url, "action": a.value, "reason": decision.reason}
-            if chunks is not None:
-                entry["chunks"] = chunks
-            if reused is not None:
-                entry["reused"] = reused
-            r.changes.append(entry)
-        self.on_progress(page.url, a.value)
-
-    def _fail(self, page: PageState, message: str, retry_after: float | None = None) -> None:
-        page.failures += 1
-        page.last_error = message
-        wait = failure_backoff(page.failures)
-        if retry_after is not None:  # the server said when to come back: no sooner
-            wait = max(wait, timedelta(seconds=retry_after))
-        page.due_at = self.now + wait
-        self.report.error(page.url, message)
-        self._record(page, Decision(Action.FAIL, message))
-        self._save([page])
-
-    def _skip(self, page: PageState, reason: str, last_error: str | None) -> None:
-        """Not ours to read (robots.txt, scope, size, type, too many chunks): keep its points
-        and its validators (they stay those of the stored text), look again later."""
-        page.last_error = last_error
-        page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
-        self.report.skip(page.url, reason)
-        self._record(page, Decision(Action.SKIP_POLICY, reason))
-        self._save([page])
-
     def _check_embedder(self) -> None:
         """Refuse a pass whose embedder is not the last pass's into this collection, unless
         --full: only the pages it visits would get the new model's vectors, the others keep
@@ -575,10 +500,6 @@ class _Pass:
             f"both. Run with --embedder {was} (or the option that names it), or switch models with `pagesync "
             f"reindex --embedder ...` (a new collection, switched when whole) or `run --full` (every page "
             f"re-embedded in this pass)")
-
-    def _save(self, pages: Sequence[PageState]) -> None:
-        if not self.cfg.dry_run:
-            self.state.put_many(pages)
 
     # -- the pass ---------------------------------------------------------------------------
     async def run(self) -> Report:
@@ -1056,163 +977,6 @@ class _Pass:
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
         return False
 
-    def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
-        """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
-
-        Any page may be queued (a NEW page answering 404, a gone page found gone again):
-        only those live in the state count as removals (`_apply_purges`). One with points
-        becomes a reuse source for the pages written until then (`_leaving_vectors`)."""
-        if page.url not in self.purges and self.leaving_on and (page.indexed or page.pending_hash is not None):
-            self.leaving_todo.append(page)
-        self.purges[page.url] = (page, left_sitemap, reason, moved_to)
-
-    def _queue_orphans(self, named: set[str]) -> None:
-        """Purge the targets of redirects undone this pass that nothing names any more: no
-        sitemap or --url, and no other page moved to them (a fresh index would not have them).
-
-        Reads every page of the state, but only in a pass where a redirect was undone."""
-        if not self.unmoved:
-            return
-        # This pass's purges set their pages' targets; the state holds every other page's.
-        still = {m for _, _, _, m in self.purges.values() if m}
-        still |= {p.moved_to for p in self.state.all_pages() if p.moved_to and p.url not in self.purges}
-        for url in sorted(self.unmoved - still - named):
-            page = self.state.get(url)
-            if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
-                self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
-
-    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
-                     any_in_scope: bool) -> list[str]:
-        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
-        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
-        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
-        state, and read as "the site is empty" on a tracked one. Some refused: one line.
-        Returns the refused URLs."""
-        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
-        if not refused or not self.cfg.sitemaps:
-            return refused
-        if not any_in_scope:
-            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
-        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
-        return refused
-
-    def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
-        """The guard's refusal when `n` live pages would go, `emptied` of them by a change
-        to a stub (`broken_deploy`) rather than a purge, `scoped` (their URLs) because they
-        are out of scope now; None when the pass may go on. Pages that only left the scope
-        are no lost site: for them the advice is the scope, never --allow-mass-delete."""
-        cfg = self.cfg
-        if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
-            return None
-        if scoped:
-            hosts = refused_by_host(scoped)
-            allow = _allow_hosts(scoped).removeprefix("add ")
-            where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
-            if len(scoped) == n:
-                return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
-                        f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
-                        f"purged. If they are still this site's, add {allow}")
-        what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
-                                         f"empty {emptied}" if emptied else "") if w)
-        why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
-               "broken deploy" if emptied else "")
-        done = "nothing was purged or emptied" if emptied else "nothing was purged"
-        also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
-        return (f"mass-deletion guard: this pass would {what} of {self.tracked_before} tracked pages "
-                f"(more than {cfg.max_delete_share:.0%}{why}); {done}. If the site really lost them, "
-                f"run again with --allow-mass-delete{also}")
-
-    def _judge_guard(self) -> None:
-        """Once every page of the pass was seen: the live pages it would purge, and those
-        whose change looks like a broken deploy, against the mass-deletion guard."""
-        self.broken = broken_deploy({
-            url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
-            for url, (item, markdown) in self.suspects.items()})
-        live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
-        scoped = [page.url for page, _, reason, _ in self.purges.values()
-                  if page.status == LIVE and reason.startswith("out of scope")]
-        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)
-        if self.guard:
-            self.report.mass_delete_blocked = live + len(self.broken)
-            self.report.error("(pass)", self.guard)
-
-    async def _settle_suspects(self) -> None:
-        """Write the changes held for the guard (`may_be_broken`), before the purges: all of
-        them when the guard lets the pass go on; else all but the broken-looking ones, which
-        keep their points and old validators (the next visit reads them again) and come back
-        with the failure backoff."""
-        if not self.suspects:
-            return
-        held = []
-        for url, (item, markdown) in self.suspects.items():
-            page = item.page
-            if self.guard and url in self.broken:
-                page.failures += 1
-                page.last_error = (f"change held by the mass-deletion guard (text shrank from "
-                                   f"{plural(page.chunk_count, 'chunk')} to {len(item.chunks)})")
-                page.due_at = self.now + failure_backoff(page.failures)
-                held.append(page)
-                continue
-            await self._enqueue(item, markdown)
-            if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
-                await self._flush()
-        self._save(held)
-        self.suspects = {}
-        await self._flush()
-        await self._drain()
-
-    async def _apply_purges(self) -> None:
-        """Delete the pages' points, then mark them gone (pending mark in between).
-
-        Only pages live in the state count: as removals in the report and toward the
-        mass-deletion guard, whose base (`tracked_before`) holds them, so the share is never
-        above 1. A new or already gone page found gone (again) holds no points: it is only
-        settled (gone, its redirect target kept, rescheduled), also when the guard holds
-        the live ones back.
-        """
-        items = list(self.purges.values())
-        if not items:
-            return
-        live = [it for it in items if it[0].status == LIVE]
-        if self.guard:  # judged with the broken-looking changes (`_judge_guard`)
-            held = []
-            for page, left_sitemap, reason, _ in live:
-                if not left_sitemap:  # a 404/410/301 held back: look again soon
-                    page.failures += 1
-                    page.last_error = f"purge held by the mass-deletion guard ({reason})"
-                    page.due_at = self.now + failure_backoff(page.failures)
-                    held.append(page)
-            self._save(held)
-            items = [it for it in items if it[0].status != LIVE]
-        else:
-            for page, _, reason, _ in live:
-                self._record(page, Decision(Action.PURGE, reason))
-        if self.cfg.dry_run or not items:
-            return
-        pages = [page for page, _, _, _ in items]
-        # Points exist only under live pages and interrupted writes or purges.
-        indexed = [p for p in pages if p.status == LIVE or p.pending_hash is not None]
-        for p in indexed:
-            p.pending_hash = "purge"
-        self._save(indexed)
-        if indexed:
-            self.report.chunks_deleted += await asyncio.to_thread(self.store.delete_pages, [p.url for p in indexed])
-        for page, left_sitemap, _, moved_to in items:
-            p = page
-            p.status, p.content_hash, p.pending_hash, p.chunk_count = GONE, None, None, 0
-            p.etag = p.last_modified = None
-            p.moved_to = moved_to
-            if left_sitemap:
-                p.in_sitemap, p.due_at = False, None
-            else:
-                p.interval = next_interval(p.interval, changed=False)
-                p.due_at = self.now + p.interval
-            p.failures, p.last_error = 0, None
-        self._save(pages)
-        drop = getattr(self.state, "drop_texts", None)
-        if drop is not None:
-            drop([p.url for p in pages])
-
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
             return
@@ -1532,10 +1296,6 @@ class _Pass:
                 # Without reuse every chunk is a model input of its own (the old behaviour).
                 self.to_embed[key if dedup else f"{key}#{len(self.to_embed)}"] = text
 
-    def _flush_skips(self) -> None:
-        self._save(self.skips)
-        self.skips = []
-
     async def _flush(self) -> None:
         """Start the model call of the queued pages' new texts (one call spanning pages, each
         text once) in a worker thread, and return: the consumer extracts and chunks the next
@@ -1606,62 +1366,6 @@ class _Pass:
                 pos += len(item.chunks)
         for i in range(0, len(batch), self.cfg.write_batch):
             await self._write(batch[i : i + self.cfg.write_batch])
-
-    async def _write(self, items: Sequence[_Pending]) -> None:
-        writes = []
-        for item in items:
-            item.page.pending_hash = item.hash_
-            writes.append(PageWrite(item.page.url, build_points(
-                item.page.url, item.chunks, item.vectors or [], hash_=item.hash_, title=item.title,
-                fetched_at=self.now_iso, embedder_id=self.embedder.model_id)))
-        self._save([i.page for i in items])
-        try:
-            deleted = await asyncio.to_thread(self.store.replace_pages, writes)
-        except PagesyncError as exc:
-            for item in items:  # pending mark stays: the next pass revisits these pages
-                item.page.failures += 1
-                item.page.last_error = str(exc)
-                self.report.error(item.page.url, str(exc))
-                self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
-            self._save([i.page for i in items])
-            if isinstance(exc, StoreFullError):
-                raise  # every later write would fail alike: the pass stops, one line (exit 1)
-            return
-        self.report.chunks_deleted += deleted
-        self.report.chunks_written += sum(len(w.points) for w in writes)
-        # Only now, with the store's confirmation, does the state take the new hash.
-        for item in items:
-            p = item.page
-            first = item.decision.action is Action.ADD or p.content_hash is None
-            # Under a new pipeline the old hash says nothing about the text: no change seen.
-            same_pipeline = p.fingerprint == self.fingerprint
-            self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
-            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
-            p.moved_to = None
-            p.chunk_count, p.title = len(item.chunks), item.title
-            p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
-            p.last_changed_at = self.now
-            p.failures, p.last_error = 0, None
-            self._record(p, item.decision, len(item.chunks), item.reused)
-        self._save([i.page for i in items])
-        self._keep_texts(items)
-
-    # -- page texts: kept in the state for `pagesync reindex` (an optional extra of a State) --
-    _held_texts: dict[str, str] | None = None  # url -> extracted text of a page on its way to a write
-
-    def _hold_text(self, url: str, markdown: str) -> None:
-        if self.cfg.dry_run or not hasattr(self.state, "put_texts"):
-            return
-        if self._held_texts is None:
-            self._held_texts = {}
-        self._held_texts[url] = markdown
-
-    def _keep_texts(self, items: Sequence[_Pending]) -> None:
-        """The written pages' texts, once the store confirmed them."""
-        held = self._held_texts or {}
-        texts = [(i.page.url, i.hash_, held.pop(i.page.url)) for i in items if i.page.url in held]
-        if texts:
-            self.state.put_texts(texts)
 
 
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
