@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..decision import Action, Decision
 from ..errors import PagesyncError, StoreFullError
@@ -18,6 +18,9 @@ from ..ids import chunk_id, point_id
 from ..scheduler import NEW_PAGE_INTERVAL, failure_backoff
 from ..state import LIVE, PageState
 from ..store import PageWrite, StoredPoint
+
+if TYPE_CHECKING:
+    from .embed import _Pending
 
 
 def build_points(
