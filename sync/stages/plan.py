@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
-from ..errors import PagesyncError
-from ..scope import url_host
+from ..errors import ConfigError, PagesyncError
+from ..httpcache import memo_parser
+from ..ids import canonical_url
+from ..plural import plural
+from ..scope import all_out_of_scope, refused_by_host, some_out_of_scope, url_host
 from ..policy import (
     BulkState,
     Candidate,
@@ -38,7 +41,8 @@ from ..policy import (
     select_visits,
     _span,
 )
-from ..sitemaps import diff_sitemap
+from ..sitemaps import (NOT_A_SITEMAP, SitemapCollection, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
+                        lastmods_to_record)
 from ..state import GONE, LIVE, NEW, PageState
 
 log = logging.getLogger("pagesync")
@@ -213,8 +217,184 @@ def within_budget(pages: Sequence[PageState], budget: int) -> tuple[list[str], i
     return urls, budget, over
 
 
+_SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sitemap the scope refuses
+
+
+def _allow_hosts(urls: Sequence[str]) -> str:
+    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope
+    (three sites at most; a site is its host and, when not the default, its port)."""
+    hosts = [h for h in refused_by_host(urls) if h != "(no host)"][:3]
+    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
+
+
+def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dict[str, str | None],
+                           before: dict[str, str | None], refused: Sequence[str]) -> list[tuple[str, str]]:
+    """Pure: the sitemap errors (where, why) that hold back the removals of an emptied
+    sitemap or site (not asked for with --allow-mass-delete, which the caller checks):
+    `entries` the sitemaps' URLs in scope now, `before` the state's, `refused` the listed
+    URLs the scope refuses."""
+    if not (sitemaps and complete and before):
+        return []
+    if not entries:
+        # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
+        return [(", ".join(sitemaps), "sitemap(s) listed no URLs; nothing purged "
+                 "(if the site really is empty, run again with --allow-mass-delete)")]
+    # The same per site: with several sitemaps, one that comes back empty would purge its
+    # whole site under the others' URLs (and a small site is under the guard's minimum).
+    # A site is a configured sitemap's host and port: pages of a --sitemap dropped from
+    # the configuration go (out of scope, or left the sitemap) as before.
+    configured = {url_host(canonical_url(u))[0] for u in sitemaps}
+    listed = {url_host(u)[0] for u in entries}
+    emptied = sorted({h for u in before if (h := url_host(u)[0]) in configured and h not in listed})
+    if emptied and refused:  # what they list instead is out of scope: the cause is the scope
+        return [(", ".join(emptied), "the sitemaps listed no URLs of this site any more, only URLs "
+                 f"out of scope (see the warning); nothing purged (if those are this site under "
+                 f"another name, {_allow_hosts(refused)})")]
+    if emptied:
+        return [(", ".join(emptied), "the sitemaps listed no URLs of this site any more; nothing "
+                 "purged (if it really is empty, run again with --allow-mass-delete)")]
+    return []
+
+
+@dataclass
+class SitemapRead:
+    """What the pass read of its sitemaps: the collection as read, its entries in scope
+    (url -> lastmod), those out of scope (url -> why) and the state's entries before."""
+
+    collection: SitemapCollection
+    entries: dict[str, str | None]
+    out_of_scope: dict[str, str]
+    before: dict[str, str | None]
+
+
+@dataclass
+class Plan:
+    """The pass's plan: visits in order (within the budget) and their pages (rows written
+    already), removals, the extra URLs (--url, canonical) and the pages it loaded."""
+
+    visits: list[ChangeEvent]
+    removals: list[ChangeEvent]
+    pages: list[PageState]
+    extra: list[str]
+    known: dict[str, PageState]
+
+
 class PlanStage:
     """The pass's scheduling: policies, budget, bulk edits, next due times (a mixin of the pass)."""
+
+    async def _read_sitemaps(self) -> SitemapRead:
+        """Read the configured sitemaps (conditional GETs, a kept parse for a 304) and sort
+        their entries: in scope (the pass's sitemap), out of scope (listed, never fetched),
+        invalid, child sitemaps skipped; each goes to the report. An emptied sitemap or site
+        is an error here, so nothing of it is purged (`emptied_sitemap_errors`)."""
+        cfg = self.cfg
+        sm = await collect_sitemaps(cfg.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
+                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock,
+                                    max_urls=cfg.max_sitemap_urls)
+        self.report.bytes_downloaded += sm.bytes_downloaded
+        if sm.not_sitemaps and self.state.tracked_count() == 0:
+            # A first run pointed at a web page: the configuration is wrong, nothing to sync yet.
+            raise ConfigError(f"--sitemap {sm.not_sitemaps[0]} is {NOT_A_SITEMAP}")
+        self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
+        sitemap_now: dict[str, str | None] = {}
+        out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why
+        for url, lastmod in sm.entries.items():
+            reason = self.scope.check(url)
+            if reason:  # a hostile or sloppy sitemap: listed, never fetched
+                out_of_scope[url] = reason
+                self.report.skip(url, f"out of scope: {reason}")
+                self.report.pages_out_of_scope += 1
+                self.report.pages_skipped += 1
+            else:
+                sitemap_now[url] = lastmod
+        refused = self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
+        for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
+            self.report.skip(loc, reason)
+            self.report.pages_invalid_loc += 1
+            self.report.pages_skipped += 1
+        if sm.invalid:  # a sitemap generator writing relative URLs hides the whole site: said once
+            loc, reason = next(iter(sm.invalid.items()))
+            log.info("skipped %s with an invalid <loc>, e.g. %r (%s)", plural(len(sm.invalid), "sitemap entry",
+                     "sitemap entries"), loc, reason.removeprefix("invalid <loc>: "))
+        for url, reason in sm.skipped:  # child sitemaps, not pages
+            self.report.skip(url, reason)
+            self.report.sitemaps_skipped += 1
+            # Rare, and every page it lists goes untracked: said at INFO, not only in the report
+            # (out of scope: in `_judge_scope`'s one line).
+            if not reason.startswith(_SCOPE_SKIP):
+                log.info("skipped sitemap %s (%s)", url, reason)
+        before = self.state.sitemap_urls()
+        if not cfg.allow_mass_delete:
+            sm.errors.extend(emptied_sitemap_errors(cfg.sitemaps, sm.complete, sitemap_now, before, refused))
+        self.report.pages_in_sitemaps = len(sitemap_now)
+        self.report.sitemap_errors = len(sm.errors)
+        for url, err in sm.errors:
+            self.report.error(url, f"sitemap: {err}")
+        return SitemapRead(sm, sitemap_now, out_of_scope, before)
+
+    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
+                     any_in_scope: bool) -> list[str]:
+        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
+        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
+        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
+        state, and read as "the site is empty" on a tracked one. Some refused: one line.
+        Returns the refused URLs."""
+        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
+        if not refused or not self.cfg.sitemaps:
+            return refused
+        if not any_in_scope:
+            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
+        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
+        return refused
+
+    def _plan(self, read: SitemapRead) -> Plan:
+        """The pass's visits and removals (`plan_events`), ordered and cut to the budget, and
+        what the sitemap says written to the state before any visit (`record_sitemap`)."""
+        cfg, sm, sitemap_now, before = self.cfg, read.collection, read.entries, read.before
+        self.tracked_before = self.state.tracked_count()
+        extra = [canonical_url(u) for u in cfg.urls]
+        self.sitemap_now = sitemap_now
+        self.feed_hosts = feed_hosts(sitemap_now)
+        made_due = self._reschedule_on_switch()
+        due = self.state.due_urls(self.now)  # includes pages with a pending write
+        if made_due or self.marked:  # a dry run wrote nothing: its rescheduled pages are not in the state
+            due = sorted(set(due) | made_due | self.marked)
+        # Only pages the diff or the schedule touches are loaded: a sitemap entry whose
+        # record does not move (`lastmods_to_record`: the same lastmod, or a host whose
+        # stamps say nothing today, which keeps its recorded ones) changes nothing, so a
+        # pass over 20,000 unchanged pages, or a deploy-date night, reads a handful of rows.
+        to_record = lastmods_to_record(before, sitemap_now, self.feed_hosts, self.stamp_clock)
+        candidates = to_record.keys() | (before.keys() - sitemap_now.keys()) | set(extra) | set(due) | self.rebuild
+        known = self.state.get_many(candidates) if not cfg.full else {p.url: p for p in self.state.all_pages()}
+        pending = [u for u, p in known.items() if p.pending_hash is not None]
+        visits, removals, trusted, advanced = plan_events(
+            sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(cfg.sitemaps),
+            extra_urls=extra, known=known, due=due, pending=pending, full=cfg.full, lastmod_due=self._lastmod_due,
+            rebuild=sorted(self.rebuild), feed=self.feed_hosts, now=self.stamp_clock,
+        )
+        self.report.lastmod_trusted = trusted if sitemap_now else None
+        # Judged per host, as the feed is: stamps that vary only between two sites are "same".
+        state = lastmod_state(sitemap_now.values()) if sitemap_now else None
+        self.report.lastmod_state = "same" if state == "varied" and not trusted else state
+        if cfg.sitemaps and not sm.complete:
+            # The removals a failed or empty sitemap held back: live pages it did not list.
+            self.report.mass_delete_blocked = sum(
+                1 for u in before.keys() - sitemap_now.keys()
+                if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra)
+        visits += self._bulk_suspects(visits, known, sitemap_now)
+        self.reasons = {ev.url: ev.reason for ev in visits}
+        self.report.pages_due = len(visits)
+        visits = self._within_budget(visits, known)
+
+        # New URLs become rows first (status NEW, no points claimed), so a crash later in
+        # the pass still leaves them due; sitemap membership and lastmod are recorded, and
+        # trusted advances made due, in the same rows (`record_sitemap`: the recorded stamp
+        # never gets ahead of the visit it asks for). Only rows that are new or altered
+        # here are written (a --full pass over 20,000 known pages writes none of them twice).
+        pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
+                                      advanced=advanced, extra=extra, now=self.now, lastmod_due=self._lastmod_due)
+        self._save(list(dirty.values()))
+        return Plan(visits, removals, [pages[ev.url] for ev in visits], extra, known)
 
     def _last_policy(self):
         """The policy the last recorded pass scheduled with, or None when it is not known."""

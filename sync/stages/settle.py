@@ -11,30 +11,68 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..decision import Action, Decision, broken_deploy
-from ..errors import ConfigError
 from ..plural import plural
-from ..scope import all_out_of_scope, refused_by_host, some_out_of_scope
+from ..scope import refused_by_host
 from ..scheduler import failure_backoff, next_interval
 from ..state import GONE, LIVE, PageState
+from .plan import _allow_hosts
+
+if TYPE_CHECKING:
+    from .plan import ChangeEvent
 
 log = logging.getLogger("pagesync")
 
 
-_SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sitemap the scope refuses
 
-
-def _allow_hosts(urls: Sequence[str]) -> str:
-    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope
-    (three sites at most; a site is its host and, when not the default, its port)."""
-    hosts = [h for h in refused_by_host(urls) if h != "(no host)"][:3]
-    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
+def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[str] = (),
+                  allow_mass_delete: bool = False, mass_delete_min: int = 5,
+                  max_delete_share: float = 0.2) -> str | None:
+    """Pure: the mass-deletion guard's refusal when `n` of `tracked` live pages would go,
+    `emptied` of them by a change to a stub (`broken_deploy`) rather than a purge, `scoped`
+    (their URLs) because they are out of scope now; None when the pass may go on (fewer
+    than `mass_delete_min`, at most `max_delete_share` of the tracked pages, or allowed).
+    Pages that only left the scope are no lost site: for them the advice is the scope,
+    never --allow-mass-delete."""
+    if allow_mass_delete or n < mass_delete_min or n <= max_delete_share * tracked:
+        return None
+    if scoped:
+        hosts = refused_by_host(scoped)
+        allow = _allow_hosts(scoped).removeprefix("add ")
+        where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
+        if len(scoped) == n:
+            return (f"mass-deletion guard: this pass would purge {n} of {tracked} tracked pages "
+                    f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
+                    f"purged. If they are still this site's, add {allow}")
+    what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
+                                     f"empty {emptied}" if emptied else "") if w)
+    why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
+           "broken deploy" if emptied else "")
+    done = "nothing was purged or emptied" if emptied else "nothing was purged"
+    also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
+    return (f"mass-deletion guard: this pass would {what} of {tracked} tracked pages "
+            f"(more than {max_delete_share:.0%}{why}); {done}. If the site really lost them, "
+            f"run again with --allow-mass-delete{also}")
 
 
 class SettleStage:
     """The guard, the held changes and the purges of a pass (a mixin of the pass)."""
+
+    def _queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
+                        out_of_scope: dict[str, str]) -> None:
+        """Queue the pages that left the sitemap (`plan_events`' removals) for the purge."""
+        for ev in removals:
+            if ev.url in known:
+                page = known[ev.url]
+                if page.moved_to is not None:
+                    self.unmoved.add(page.moved_to)
+                # Still listed but out of scope now (an --allow-host dropped): a fresh index
+                # would not hold it either, so it goes, under its real reason.
+                why = out_of_scope.get(ev.url)
+                self._queue_purge(page, left_sitemap=True,
+                                  reason=f"out of scope: {why}" if why else "left the sitemap")
 
     def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
@@ -61,46 +99,12 @@ class SettleStage:
             if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
                 self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
 
-    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
-                     any_in_scope: bool) -> list[str]:
-        """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
-        error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
-        http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
-        state, and read as "the site is empty" on a tracked one. Some refused: one line.
-        Returns the refused URLs."""
-        refused = [*out_of_scope, *(u for u, why in skipped if why.startswith(_SCOPE_SKIP))]
-        if not refused or not self.cfg.sitemaps:
-            return refused
-        if not any_in_scope:
-            raise ConfigError(all_out_of_scope(refused, self.scope.hosts))
-        log.warning("%s", some_out_of_scope(refused, self.scope.hosts))
-        return refused
-
     def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
-        """The guard's refusal when `n` live pages would go, `emptied` of them by a change
-        to a stub (`broken_deploy`) rather than a purge, `scoped` (their URLs) because they
-        are out of scope now; None when the pass may go on. Pages that only left the scope
-        are no lost site: for them the advice is the scope, never --allow-mass-delete."""
+        """`guard_refusal` under this pass's settings and tracked pages."""
         cfg = self.cfg
-        if cfg.allow_mass_delete or n < cfg.mass_delete_min or n <= cfg.max_delete_share * self.tracked_before:
-            return None
-        if scoped:
-            hosts = refused_by_host(scoped)
-            allow = _allow_hosts(scoped).removeprefix("add ")
-            where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
-            if len(scoped) == n:
-                return (f"mass-deletion guard: this pass would purge {n} of {self.tracked_before} tracked pages "
-                        f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
-                        f"purged. If they are still this site's, add {allow}")
-        what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
-                                         f"empty {emptied}" if emptied else "") if w)
-        why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
-               "broken deploy" if emptied else "")
-        done = "nothing was purged or emptied" if emptied else "nothing was purged"
-        also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
-        return (f"mass-deletion guard: this pass would {what} of {self.tracked_before} tracked pages "
-                f"(more than {cfg.max_delete_share:.0%}{why}); {done}. If the site really lost them, "
-                f"run again with --allow-mass-delete{also}")
+        return guard_refusal(n, self.tracked_before, emptied=emptied, scoped=scoped,
+                             allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
+                             max_delete_share=cfg.max_delete_share)
 
     def _judge_guard(self) -> None:
         """Once every page of the pass was seen: the live pages it would purge, and those
