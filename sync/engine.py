@@ -50,18 +50,11 @@ from .errors import ConfigError
 from .fetcher import Fetcher
 from .hashing import content_hash, pipeline_fingerprint
 from .httpcache import FetchCache, ReadOnlyCache
-from .policy import (  # noqa: F401 (history_from_json: read from here by tests)
-    DEFAULT_POLICY,
-    BulkState,
-    Policy,
-    bulk_state_from_json,
-    history_from_json,
-    make_policy,
-)
+from .policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
 from .report import Report
 from .scope import Scope
 from .sitemaps import MAX_TOTAL_SITEMAP_URLS
-from .stages.embed import EmbedStage, _Pending, _VectorCache
+from .stages.embed import EmbedStage, _Pending, _VectorCache  # noqa: F401 (re-exported)
 from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engine as before)
     _SCOPE_SKIP,
     REASONS,
@@ -160,73 +153,18 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
         # The visit stage's extractor and hash rule, read here (the conductor's names) when the pass starts.
         self.extract_page, self.content_hash = extract_page, content_hash
-        self.queue: list[_Pending] = []
-        self.queued_chunks = 0
-        # This batch's model inputs, each text once: reuse key -> text.
-        self.to_embed: dict[str, str] = {}
-        # The batch whose model call is in flight (see `_flush`): its pages, its inputs, the call.
-        self.inflight: tuple[list[_Pending], dict[str, str], asyncio.Future | None] | None = None
-        self.inflight_keys: dict[str, str] = {}  # that batch's model inputs (reuse key -> text)
-        self.last_fresh: dict[str, Sequence[float]] = {}  # the vectors of the batch finished last
-        # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
-        self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
-        self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
-        # Pages leaving this pass, as reuse sources (see the module docstring, "Moves"):
-        # queued by `_queue_purge`, their keys read on the first need, their vectors per url.
-        self.leaving_on = self.read_stored and hasattr(store, "reuse_keys_for_urls") and cfg.reuse_leaving_chunks > 0
-        self.leaving_todo: list[PageState] = []  # keys not read yet
-        self.leaving_keys: dict[str, str] = {}  # reuse key -> url of a leaving page holding it
-        self.leaving_read: set[str] = set()  # leaving urls whose vectors were read (or tried)
-        self.leaving_budget = cfg.reuse_leaving_chunks
-        self.leaving_over = 0  # leaving pages past the budget: not reuse sources
-        # Queued pages hold their texts and reused vectors: bound them as well as the model input.
-        self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
-        self.skips: list[PageState] = []
-        # url -> (page, left_sitemap, reason, moved_to): every page this pass found gone.
-        self.purges: dict[str, tuple[PageState, bool, str, str | None]] = {}
-        self.unmoved: set[str] = set()  # targets some page redirected to before this pass and no longer does
-        # Changes that may be a broken deploy (`may_be_broken`), written or held at the end
-        # of the pass (`_settle_suspects`): url -> (the page's _Pending, its new markdown).
-        self.suspects: dict[str, tuple[_Pending, str]] = {}
-        self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
-        self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
-        self.store_was_empty = False  # the collection was missing or empty when the pass began
-        self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
-        self.visiting: set[str] = set()
-        # Indexed pages whose points the collection lost (missing or empty at the pass's
-        # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
-        self.rebuild: set[str] = set()
-        self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
-        self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
         # The last recorded pass's report, read once: its policy (a switch reschedules, a
         # repair pass goes on with it) and its bulk-edit state.
         last = state.last_run()
         self.last_report: dict = last if isinstance(last, dict) else {}
-        if cfg.repair:
-            # A repair pass (audit --fix) chooses no policy: the last pass's goes on, so the
-            # pages it rewrites are scheduled as the next pass would, and the next pass sees
-            # no policy switch (`_reschedule_on_switch`).
-            self.policy = self._last_policy() or self.policy
-        self.report.policy = self.policy.name
-        self.report.revisit_interval_s = _uniform_interval_s(self.policy)
-        self.trust_seen = state.host_trust_counts()
-        self.trust_delta: dict[str, list[int]] = {}
-        # The pass's sitemap entries (url -> lastmod) and the hosts whose lastmods can be a
-        # change feed at all (not one stamp on every URL; `feed_hosts`): see `_policy_for`.
-        self.sitemap_now: dict[str, str | None] = {}
-        self.feed_hosts: frozenset[str] = frozenset()
-        self.feed_policies: dict[str, Policy] = {}
-        # Bulk edits: per host, the state carried in the last run report, and this pass's
-        # (predicted P(change), changed) observations.
-        self.bulk: dict[str, BulkState] = {}
-        if cfg.bulk_edits:
-            raw = self.last_report.get("bulk_edits")
-            if isinstance(raw, dict):
-                self.bulk = {str(h): bulk_state_from_json(v) for h, v in raw.items()}
-        self.observed: dict[str, list[tuple[float, bool]]] = {}
-        self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
-        self.reasons: dict[str, str] = {}
+        # Each stage's own state, in the order the data flows (`sync.stages`).
+        self._init_preflight()
+        self._init_plan()
+        self._init_visit()
+        self._init_embed()
+        self._init_write()
+        self._init_settle()
         # What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass
         # (a library caller's loop) gets this pass's scope and state, not the first one's.
         # What the caller gave it before its first pass stays the caller's choice.

@@ -76,6 +76,31 @@ class _VectorCache:
 class EmbedStage:
     """The pass's embed queue, vector reuse and the model call's overlap (a mixin of the pass)."""
 
+    def _init_embed(self) -> None:
+        """The embed queue, the batch in flight and the pass's reuse sources."""
+        cfg, store = self.cfg, self.store
+        self.queue: list[_Pending] = []
+        self.queued_chunks = 0
+        # This batch's model inputs, each text once: reuse key -> text.
+        self.to_embed: dict[str, str] = {}
+        # The batch whose model call is in flight (see `_flush`): its pages, its inputs, the call.
+        self.inflight: tuple[list[_Pending], dict[str, str], asyncio.Future | None] | None = None
+        self.inflight_keys: dict[str, str] = {}  # that batch's model inputs (reuse key -> text)
+        self.last_fresh: dict[str, Sequence[float]] = {}  # the vectors of the batch finished last
+        # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
+        self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
+        self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
+        # Pages leaving this pass, as reuse sources (see the module docstring, "Moves"):
+        # queued by `_queue_purge`, their keys read on the first need, their vectors per url.
+        self.leaving_on = self.read_stored and hasattr(store, "reuse_keys_for_urls") and cfg.reuse_leaving_chunks > 0
+        self.leaving_todo: list[PageState] = []  # keys not read yet
+        self.leaving_keys: dict[str, str] = {}  # reuse key -> url of a leaving page holding it
+        self.leaving_read: set[str] = set()  # leaving urls whose vectors were read (or tried)
+        self.leaving_budget = cfg.reuse_leaving_chunks
+        self.leaving_over = 0  # leaving pages past the budget: not reuse sources
+        # Queued pages hold their texts and reused vectors: bound them as well as the model input.
+        self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
+
     async def _enqueue(self, item: _Pending, markdown: str) -> None:
         """Queue a decided change for its vectors and write: its stored vectors read first
         (reuse), then each chunk given a known vector or made a model input."""

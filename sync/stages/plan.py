@@ -27,6 +27,7 @@ from ..policy import (
     Policy,
     Visit,
     add_visit,
+    bulk_state_from_json,
     bulk_state_to_json,
     change_probability,
     estimate_rate,
@@ -281,6 +282,36 @@ class Plan:
 
 class PlanStage:
     """The pass's scheduling: policies, budget, bulk edits, next due times (a mixin of the pass)."""
+
+    def _init_plan(self) -> None:
+        """The pass's policy (a repair pass goes on with the last one), lastmod trust, the
+        sitemap's feed hosts and the bulk-edit state."""
+        cfg = self.cfg
+        self.policy = make_policy(cfg.policy, interval=cfg.revisit_interval)
+        if cfg.repair:
+            # A repair pass (audit --fix) chooses no policy: the last pass's goes on, so the
+            # pages it rewrites are scheduled as the next pass would, and the next pass sees
+            # no policy switch (`_reschedule_on_switch`).
+            self.policy = self._last_policy() or self.policy
+        self.report.policy = self.policy.name
+        self.report.revisit_interval_s = _uniform_interval_s(self.policy)
+        self.trust_seen = self.state.host_trust_counts()
+        self.trust_delta: dict[str, list[int]] = {}
+        # The pass's sitemap entries (url -> lastmod) and the hosts whose lastmods can be a
+        # change feed at all (not one stamp on every URL; `feed_hosts`): see `_policy_for`.
+        self.sitemap_now: dict[str, str | None] = {}
+        self.feed_hosts: frozenset[str] = frozenset()
+        self.feed_policies: dict[str, Policy] = {}
+        # Bulk edits: per host, the state carried in the last run report, and this pass's
+        # (predicted P(change), changed) observations.
+        self.bulk: dict[str, BulkState] = {}
+        if cfg.bulk_edits:
+            raw = self.last_report.get("bulk_edits")
+            if isinstance(raw, dict):
+                self.bulk = {str(h): bulk_state_from_json(v) for h, v in raw.items()}
+        self.observed: dict[str, list[tuple[float, bool]]] = {}
+        self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
+        self.reasons: dict[str, str] = {}
 
     async def _read_sitemaps(self) -> SitemapRead:
         """Read the configured sitemaps (conditional GETs, a kept parse for a 304) and sort

@@ -30,6 +30,15 @@ log = logging.getLogger("pagesync")
 class PreflightStage:
     """The pass's checks of the collection and the model before the first request (a mixin of the pass)."""
 
+    def _init_preflight(self) -> None:
+        """What the checks found: an empty collection, a rebuild, pages short of points."""
+        self.store_was_empty = False  # the collection was missing or empty when the pass began
+        self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
+        # Indexed pages whose points the collection lost (missing or empty at the pass's
+        # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
+        self.rebuild: set[str] = set()
+        self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
+
     def _preflight(self) -> None:
         """Before anything is fetched: the model can run, the collection is the one the state
         describes (not lost, or rebuilt with --rebuild; its vector size and model match), and

@@ -21,6 +21,7 @@ from ..state import GONE, LIVE, PageState
 from .plan import _allow_hosts
 
 if TYPE_CHECKING:
+    from .embed import _Pending
     from .plan import ChangeEvent
 
 log = logging.getLogger("pagesync")
@@ -59,6 +60,17 @@ def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[st
 
 class SettleStage:
     """The guard, the held changes and the purges of a pass (a mixin of the pass)."""
+
+    def _init_settle(self) -> None:
+        """The purges, moves and held changes the end of the pass settles."""
+        # url -> (page, left_sitemap, reason, moved_to): every page this pass found gone.
+        self.purges: dict[str, tuple[PageState, bool, str, str | None]] = {}
+        self.unmoved: set[str] = set()  # targets some page redirected to before this pass and no longer does
+        # Changes that may be a broken deploy (`may_be_broken`), written or held at the end
+        # of the pass (`_settle_suspects`): url -> (the page's _Pending, its new markdown).
+        self.suspects: dict[str, tuple[_Pending, str]] = {}
+        self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
+        self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
 
     def _queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
                         out_of_scope: dict[str, str]) -> None:

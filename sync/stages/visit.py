@@ -29,6 +29,10 @@ class VisitStage:
     """The pass's fetches and per-page decisions (a mixin of the pass). The conductor gives it
     `extract_page` and `content_hash` (attributes of the pass), the extractor and the hash rule."""
 
+    def _init_visit(self) -> None:
+        """The urls visited this pass (a 301/308 target is not fetched twice)."""
+        self.visiting: set[str] = set()
+
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
             return

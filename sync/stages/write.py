@@ -47,6 +47,10 @@ def build_points(
 class WriteStage:
     """The pass's writes to the state and the store, and its report lines (a mixin of the pass)."""
 
+    def _init_write(self) -> None:
+        """Skipped pages waiting for their state row (written in bulk)."""
+        self.skips: list[PageState] = []
+
     def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
                 reused: int | None = None) -> None:
         r = self.report
