@@ -7,6 +7,13 @@ in flight that holds its text, or becomes one of this batch's model inputs, each
 on fetching (`_flush` starts it, `_drain` finishes it and hands the pages to the write),
 one batch in flight at most, so writes keep queue order. Reuse only saves work: a failed
 read costs the reuse, never a page.
+
+Leaving pages (left the sitemap, 404/410, 301/308, no text) are read key-first, only when a
+written page has texts its own points and the cache lack: their reuse keys (no vectors,
+within `reuse_leaving_chunks`), then the vectors of just the pages holding such a text
+(`_leaving_vectors`). A text queued for the model before its leaving page was known (a 404
+or 301 met later) is looked up again when its batch starts (`_late_reuse`). If the batch in
+flight that a chunk waited on fails, the waiting batch embeds the text itself.
 """
 
 from __future__ import annotations
@@ -90,7 +97,7 @@ class EmbedStage:
         # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
         self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
         self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
-        # Pages leaving this pass, as reuse sources (see the module docstring, "Moves"):
+        # Pages leaving this pass, as reuse sources (`sync.engine`'s docstring, "Vector reuse"):
         # queued by `_queue_purge`, their keys read on the first need, their vectors per url.
         self.leaving_on = self.read_stored and hasattr(store, "reuse_keys_for_urls") and cfg.reuse_leaving_chunks > 0
         self.leaving_todo: list[PageState] = []  # keys not read yet
@@ -286,7 +293,7 @@ class EmbedStage:
 
     async def _drain(self) -> None:
         """Finish the batch in flight: wait for its vectors, then write its pages (steps 2-4 of
-        the module docstring, in queue order)."""
+        the write order in `sync.engine`, in queue order)."""
         if self.inflight is None:
             return
         batch, to_embed, call = self.inflight
