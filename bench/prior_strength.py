@@ -76,7 +76,7 @@ def _visit_order(salt: str) -> None:
     and under uniform revisits their priority. By URL, a capped pass sweeps the site
     section by section; another salt is another, equally valid, order. The spread over
     salts is the benchmark's noise from visit order alone."""
-    import sync.engine as engine
+    import sync.stages.plan as plan
     from sync.policy import select_visits
 
     def salted(cands, policy, max_fetches):
@@ -85,7 +85,7 @@ def _visit_order(salt: str) -> None:
         order = select_visits([replace(c, url=key[c.url]) for c in cands], policy, max_fetches)
         return [back[k] for k in order]
 
-    engine.select_visits = salted
+    plan.select_visits = salted
 
 
 def _oracle(events: list, mode: str) -> None:
@@ -100,10 +100,11 @@ def _oracle(events: list, mode: str) -> None:
     from urllib.parse import urlsplit
 
     import sync.engine as engine
+    import sync.stages.plan as plan
     from sync.policy import expected_staleness
 
     prior = ChangeRatePolicy()
-    order = engine.select_visits  # ties as `_visit_order` set them, if it did
+    order = plan.select_visits  # ties as `_visit_order` set them, if it did
 
     born: dict[str, float] = {}
     changes: dict[str, list[float]] = collections.defaultdict(list)
@@ -140,7 +141,7 @@ def _oracle(events: list, mode: str) -> None:
         clock["now"] = (self.now - fr.T0).total_seconds()
         return within(self, visits, known)
 
-    engine.select_visits = oracle
+    plan.select_visits = oracle
     engine._Pass._within_budget = within_budget
 
 

@@ -603,7 +603,7 @@ class _Reindex:
         r.seconds = round(time.monotonic() - self.t0, 3)
         if r.ok and not r.dry_run:
             # A reindex schedules nothing: the last pass's revisit policy goes on (the next
-            # pass compares its own with it, sync.engine._Pass._reschedule_on_switch).
+            # pass compares its own with it, sync.stages.plan.PlanStage._reschedule_on_switch).
             last = self.state.last_run()
             carry = {k: last[k] for k in ("policy", "revisit_interval_s") if isinstance(last, dict) and k in last}
             self.state.record_run({**carry, **r.to_dict()})

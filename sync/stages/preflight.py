@@ -1,0 +1,155 @@
+"""Preflight: before anything is fetched, the collection and the model against the state.
+
+A model that cannot run, a collection of another vector size or another model, or a
+collection missing or empty while the state records indexed pages (a mistyped name as
+likely as a lost collection) stop the pass here (exit 2), before anything is created.
+With --rebuild a lost collection is rebuilt (`_start_rebuild`); a collection that lost
+some points has the pages that lack them marked pending and rewritten (`_check_points`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import ConfigError
+from ..plural import plural
+from ..points_check import (
+    MISSING_MARK,
+    REBUILD_MARK,
+    lost_refusal,
+    mark_for_rewrite,
+    points_per_url,
+    recorded_chunks,
+    short_pages,
+)
+from ..state import PageState
+
+log = logging.getLogger("pagesync")
+
+
+class PreflightStage:
+    """The pass's checks of the collection and the model before the first request (a mixin of the pass)."""
+
+    def _init_preflight(self) -> None:
+        """What the checks found: an empty collection, a rebuild, pages short of points."""
+        self.store_was_empty = False  # the collection was missing or empty when the pass began
+        self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
+        # Indexed pages whose points the collection lost (missing or empty at the pass's
+        # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
+        self.rebuild: set[str] = set()
+        self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
+
+    def _preflight(self) -> None:
+        """Before anything is fetched: the model can run, the collection is the one the state
+        describes (not lost, or rebuilt with --rebuild; its vector size and model match), and
+        its points are all there (a short page is rewritten this pass)."""
+        cfg = self.cfg
+        self._check_embedder_runs()  # before any request: a model that cannot load is exit 2
+        # Before ensure_collection, which would create a missing collection.
+        lost = not cfg.repair and self._collection_empty()
+        self.store_was_empty = lost
+        lost_pages = self._lost_pages() if lost else []
+        if lost_pages and not cfg.rebuild and not self._rebuild_under_way(lost_pages):
+            # A mistyped name or a lost collection: refused before anything is created.
+            raise lost_refusal(self.store.collection, str(getattr(self.store, "location", "the store")), lost_pages)
+        if self.store.exists() or not cfg.dry_run:
+            # Checked before anything is fetched or written: a wrong vector size is exit 2.
+            self.store.ensure_collection(self.embedder.dimension)
+        self._check_embedder()  # the same size, another model: exit 2 too
+        if lost_pages:
+            self._start_rebuild(lost_pages)
+        elif not cfg.repair:
+            self._check_points(at_start=True)
+
+    def _check_embedder_runs(self) -> None:
+        """An embedder that can tell it cannot run here (`check()`: its package or model is
+        not installed) says so before the first request, not after every page was fetched."""
+        check = getattr(self.embedder, "check", None)
+        if callable(check):
+            check()
+
+    def _check_embedder(self) -> None:
+        """Refuse a pass whose embedder is not the last pass's into this collection, unless
+        --full: only the pages it visits would get the new model's vectors, the others keep
+        the old one's, and a collection of two models answers searches wrongly while
+        nothing else notices (the vector size may be the same). --full re-embeds every page
+        in this pass; `pagesync reindex` builds a new collection and switches to it whole."""
+        last, cfg = self.last_report, self.cfg
+        was = last.get("embedder")
+        if (not was or was == self.embedder.model_id or cfg.full or cfg.repair
+                or last.get("collection") not in (None, self.store.collection)):
+            return
+        raise ConfigError(
+            f"the last pass into collection {self.store.collection!r} embedded with {was!r}, this one would with "
+            f"{self.embedder.model_id!r}: only the pages it visits would change model, and the collection would mix "
+            f"both. Run with --embedder {was} (or the option that names it), or switch models with `pagesync "
+            f"reindex --embedder ...` (a new collection, switched when whole) or `run --full` (every page "
+            f"re-embedded in this pass)")
+
+    def _collection_empty(self) -> bool:
+        """Whether the collection is missing or holds no points, cheaply: existence and a
+        count, never a scan. A store may answer through an optional `is_empty()` (True,
+        False, or None for "not known without loading it": the embedded store does not
+        load a shard for this); without one, `exists()` and `count()`."""
+        hint = getattr(self.store, "is_empty", None)
+        if hint is not None:
+            return hint() is True
+        return not self.store.exists() or self.store.count() == 0
+
+    def _lost_pages(self) -> list[PageState]:
+        """The collection is missing or empty: the indexed pages with chunks the state
+        records are the points it lost (or, under a mistyped name, never held)."""
+        return [p for p in self.state.all_pages() if p.indexed and p.chunk_count > 0]
+
+    def _rebuild_under_way(self, lost: list[PageState]) -> bool:
+        """A rebuild cut short before its first write: the collection it created exists,
+        empty, and every lost page still has its rebuild mark. The next pass goes on with it."""
+        return self.store.exists() and all(p.pending_hash == REBUILD_MARK for p in lost)
+
+    def _start_rebuild(self, lost: list[PageState]) -> None:
+        """Rebuild a lost collection (PassConfig.rebuild): every lost page is fetched without
+        validators (a 304 must not hide it) and rewritten whatever its hash says, past
+        --max-fetches like repairs. They are marked pending in one state write before the
+        first store write, so a pass killed halfway leaves the unwritten ones due and
+        rewritten by the next pass (`sync.points_check`)."""
+        self.rebuild = {p.url for p in lost}
+        self.points_checked = True  # the whole collection is rewritten: nothing to count
+        chunks = sum(p.chunk_count for p in lost)
+        self.report.collection_lost = True
+        self.report.pages_rebuilt = len(lost)
+        log.warning("collection %r is missing or empty but the state records %s of %s: "
+                    "%s them this pass", self.store.collection, plural(chunks, "chunk"), plural(len(lost), "page"),
+                    "would re-index" if self.cfg.dry_run else "re-indexing")
+        self._save(mark_for_rewrite(lost, REBUILD_MARK))
+
+    def _check_points(self, *, at_start: bool) -> None:
+        """The store's exact point count against the chunks the state records for its
+        settled pages: a collection that lost points (deleted by hand or by another program,
+        a restored backup) is reported, and the pages that lack points are marked pending
+        so they are rewritten unconditionally: this pass when checked at its start (a
+        server answers a count cheaply), else the next one (an embedded shard is counted
+        only once the pass has opened it). Points beyond the record (pending writes,
+        foreign points) are the audit's matter, not this check's."""
+        count_of = getattr(self.store, "count_if_open", None)
+        stored = count_of() if count_of is not None else self.store.count()
+        if stored is None:
+            return
+        self.points_checked = True
+        summed = getattr(self.state, "recorded_chunks", None)
+        recorded = summed() if summed is not None else recorded_chunks(self.state.all_pages())
+        if stored >= recorded:
+            return
+        missing = short_pages(self.state.all_pages(), points_per_url(self.store), stored, recorded)
+        if not missing.pages:
+            return
+        self.report.points_missing = missing.points
+        self.report.pages_points_missing = len(missing.pages)
+        when = "rewriting them this pass" if at_start else "the next pass rewrites them"
+        if self.cfg.dry_run:
+            when = "a pass would rewrite them"
+        log.warning("collection %r holds %s but the state records %s: %s of %s are missing; %s",
+                    self.store.collection, plural(stored, "point"), plural(recorded, "chunk"),
+                    plural(missing.points, "point"), plural(len(missing.pages), "page"), when)
+        self._save(mark_for_rewrite(missing.pages, MISSING_MARK))
+        if at_start:
+            self.marked = {p.url for p in missing.pages}

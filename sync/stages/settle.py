@@ -1,0 +1,210 @@
+"""Settle: the end of a pass, once every page was seen: the guard, the held changes, moves and purges.
+
+Purges are queued while the pass visits (`_queue_purge`: a page that left the sitemap,
+answered 404/410/301 or lost its text) and applied last (`_apply_purges`), so a leaving
+page's vectors can still be reused meanwhile and the mass-deletion guard
+(`_mass_delete_reason`) judges them all at once, together with the changes that look like a
+broken deploy (`_judge_guard`, `_settle_suspects`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Sequence
+
+from ..decision import Action, Decision, broken_deploy
+from ..plural import plural
+from ..scope import refused_by_host
+from ..scheduler import failure_backoff, next_interval
+from ..state import GONE, LIVE, PageState
+from .plan import _allow_hosts
+
+if TYPE_CHECKING:
+    from .embed import _Pending
+    from .plan import ChangeEvent
+
+log = logging.getLogger("pagesync")
+
+
+
+def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[str] = (),
+                  allow_mass_delete: bool = False, mass_delete_min: int = 5,
+                  max_delete_share: float = 0.2) -> str | None:
+    """Pure: the mass-deletion guard's refusal when `n` of `tracked` live pages would go,
+    `emptied` of them by a change to a stub (`broken_deploy`) rather than a purge, `scoped`
+    (their URLs) because they are out of scope now; None when the pass may go on (fewer
+    than `mass_delete_min`, at most `max_delete_share` of the tracked pages, or allowed).
+    Pages that only left the scope are no lost site: for them the advice is the scope,
+    never --allow-mass-delete."""
+    if allow_mass_delete or n < mass_delete_min or n <= max_delete_share * tracked:
+        return None
+    if scoped:
+        hosts = refused_by_host(scoped)
+        allow = _allow_hosts(scoped).removeprefix("add ")
+        where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
+        if len(scoped) == n:
+            return (f"mass-deletion guard: this pass would purge {n} of {tracked} tracked pages "
+                    f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
+                    f"purged. If they are still this site's, add {allow}")
+    what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
+                                     f"empty {emptied}" if emptied else "") if w)
+    why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
+           "broken deploy" if emptied else "")
+    done = "nothing was purged or emptied" if emptied else "nothing was purged"
+    also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
+    return (f"mass-deletion guard: this pass would {what} of {tracked} tracked pages "
+            f"(more than {max_delete_share:.0%}{why}); {done}. If the site really lost them, "
+            f"run again with --allow-mass-delete{also}")
+
+
+class SettleStage:
+    """The guard, the held changes and the purges of a pass (a mixin of the pass)."""
+
+    def _init_settle(self) -> None:
+        """The purges, moves and held changes the end of the pass settles."""
+        # url -> (page, left_sitemap, reason, moved_to): every page this pass found gone.
+        self.purges: dict[str, tuple[PageState, bool, str, str | None]] = {}
+        self.unmoved: set[str] = set()  # targets some page redirected to before this pass and no longer does
+        # Changes that may be a broken deploy (`may_be_broken`), written or held at the end
+        # of the pass (`_settle_suspects`): url -> (the page's _Pending, its new markdown).
+        self.suspects: dict[str, tuple[_Pending, str]] = {}
+        self.broken: set[str] = set()  # those `broken_deploy` picked: they count toward the guard
+        self.guard: str | None = None  # the mass-deletion guard's refusal, once judged (`_judge_guard`)
+
+    def _queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
+                        out_of_scope: dict[str, str]) -> None:
+        """Queue the pages that left the sitemap (`plan_events`' removals) for the purge."""
+        for ev in removals:
+            if ev.url in known:
+                page = known[ev.url]
+                if page.moved_to is not None:
+                    self.unmoved.add(page.moved_to)
+                # Still listed but out of scope now (an --allow-host dropped): a fresh index
+                # would not hold it either, so it goes, under its real reason.
+                why = out_of_scope.get(ev.url)
+                self._queue_purge(page, left_sitemap=True,
+                                  reason=f"out of scope: {why}" if why else "left the sitemap")
+
+    def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
+        """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
+
+        Any page may be queued (a NEW page answering 404, a gone page found gone again):
+        only those live in the state count as removals (`_apply_purges`). One with points
+        becomes a reuse source for the pages written until then (`_leaving_vectors`)."""
+        if page.url not in self.purges and self.leaving_on and (page.indexed or page.pending_hash is not None):
+            self.leaving_todo.append(page)
+        self.purges[page.url] = (page, left_sitemap, reason, moved_to)
+
+    def _queue_orphans(self, named: set[str]) -> None:
+        """Purge the targets of redirects undone this pass that nothing names any more: no
+        sitemap or --url, and no other page moved to them (a fresh index would not have them).
+
+        Reads every page of the state, but only in a pass where a redirect was undone."""
+        if not self.unmoved:
+            return
+        # This pass's purges set their pages' targets; the state holds every other page's.
+        still = {m for _, _, _, m in self.purges.values() if m}
+        still |= {p.moved_to for p in self.state.all_pages() if p.moved_to and p.url not in self.purges}
+        for url in sorted(self.unmoved - still - named):
+            page = self.state.get(url)
+            if page is not None and page.status == LIVE and page.source == "url" and url not in self.purges:
+                self._queue_purge(page, left_sitemap=True, reason="no page redirects here any more")
+
+    def _mass_delete_reason(self, n: int, emptied: int = 0, scoped: Sequence[str] = ()) -> str | None:
+        """`guard_refusal` under this pass's settings and tracked pages."""
+        cfg = self.cfg
+        return guard_refusal(n, self.tracked_before, emptied=emptied, scoped=scoped,
+                             allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
+                             max_delete_share=cfg.max_delete_share)
+
+    def _judge_guard(self) -> None:
+        """Once every page of the pass was seen: the live pages it would purge, and those
+        whose change looks like a broken deploy, against the mass-deletion guard."""
+        self.broken = broken_deploy({
+            url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
+            for url, (item, markdown) in self.suspects.items()})
+        live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
+        scoped = [page.url for page, _, reason, _ in self.purges.values()
+                  if page.status == LIVE and reason.startswith("out of scope")]
+        self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)
+        if self.guard:
+            self.report.mass_delete_blocked = live + len(self.broken)
+            self.report.error("(pass)", self.guard)
+
+    async def _settle_suspects(self) -> None:
+        """Write the changes held for the guard (`may_be_broken`), before the purges: all of
+        them when the guard lets the pass go on; else all but the broken-looking ones, which
+        keep their points and old validators (the next visit reads them again) and come back
+        with the failure backoff."""
+        if not self.suspects:
+            return
+        held = []
+        for url, (item, markdown) in self.suspects.items():
+            page = item.page
+            if self.guard and url in self.broken:
+                page.failures += 1
+                page.last_error = (f"change held by the mass-deletion guard (text shrank from "
+                                   f"{plural(page.chunk_count, 'chunk')} to {len(item.chunks)})")
+                page.due_at = self.now + failure_backoff(page.failures)
+                held.append(page)
+                continue
+            await self._enqueue(item, markdown)
+            if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
+                await self._flush()
+        self._save(held)
+        self.suspects = {}
+        await self._flush()
+        await self._drain()
+
+    async def _apply_purges(self) -> None:
+        """Delete the pages' points, then mark them gone (pending mark in between).
+
+        Only pages live in the state count: as removals in the report and toward the
+        mass-deletion guard, whose base (`tracked_before`) holds them, so the share is never
+        above 1. A new or already gone page found gone (again) holds no points: it is only
+        settled (gone, its redirect target kept, rescheduled), also when the guard holds
+        the live ones back.
+        """
+        items = list(self.purges.values())
+        if not items:
+            return
+        live = [it for it in items if it[0].status == LIVE]
+        if self.guard:  # judged with the broken-looking changes (`_judge_guard`)
+            held = []
+            for page, left_sitemap, reason, _ in live:
+                if not left_sitemap:  # a 404/410/301 held back: look again soon
+                    page.failures += 1
+                    page.last_error = f"purge held by the mass-deletion guard ({reason})"
+                    page.due_at = self.now + failure_backoff(page.failures)
+                    held.append(page)
+            self._save(held)
+            items = [it for it in items if it[0].status != LIVE]
+        else:
+            for page, _, reason, _ in live:
+                self._record(page, Decision(Action.PURGE, reason))
+        if self.cfg.dry_run or not items:
+            return
+        pages = [page for page, _, _, _ in items]
+        # Points exist only under live pages and interrupted writes or purges.
+        indexed = [p for p in pages if p.status == LIVE or p.pending_hash is not None]
+        for p in indexed:
+            p.pending_hash = "purge"
+        self._save(indexed)
+        if indexed:
+            self.report.chunks_deleted += await asyncio.to_thread(self.store.delete_pages, [p.url for p in indexed])
+        for page, left_sitemap, _, moved_to in items:
+            p = page
+            p.status, p.content_hash, p.pending_hash, p.chunk_count = GONE, None, None, 0
+            p.etag = p.last_modified = None
+            p.moved_to = moved_to
+            if left_sitemap:
+                p.in_sitemap, p.due_at = False, None
+            else:
+                p.interval = next_interval(p.interval, changed=False)
+                p.due_at = self.now + p.interval
+            p.failures, p.last_error = 0, None
+        self._save(pages)
+        drop = getattr(self.state, "drop_texts", None)
+        if drop is not None:
+            drop([p.url for p in pages])

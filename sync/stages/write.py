@@ -1,0 +1,163 @@
+"""Write: a page's replace in its crash-safe order, and the state and report rows of every outcome.
+
+`WriteStage._write` carries out steps 2-4 of the pass's write order (`sync.engine`): mark
+the pages `pending_hash`, replace their points in the store and wait for its confirmation,
+then record the new hash, validators and schedule. `build_points` lays out a page's points
+as the contract says. Failures and skips are recorded here too (`_fail`, `_skip`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING, Sequence
+
+from ..decision import Action, Decision
+from ..errors import PagesyncError, StoreFullError
+from ..ids import chunk_id, point_id
+from ..scheduler import NEW_PAGE_INTERVAL, failure_backoff
+from ..state import LIVE, PageState
+from ..store import PageWrite, StoredPoint
+
+if TYPE_CHECKING:
+    from .embed import _Pending
+
+
+def build_points(
+    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
+) -> list[StoredPoint]:
+    """A page's points, exactly as the contract lays out ids and payload."""
+    out = []
+    for i, (text, vec) in enumerate(zip(chunks, vectors, strict=True)):
+        cid = chunk_id(url, i)
+        payload = {
+            "url": url,
+            "chunk_id": cid,
+            "chunk_index": i,
+            "content_hash": hash_,
+            "text": text,
+            "title": title,
+            "fetched_at": fetched_at,
+            "embedder": embedder_id,
+        }
+        out.append(StoredPoint(point_id(cid), payload, list(vec)))
+    return out
+
+
+class WriteStage:
+    """The pass's writes to the state and the store, and its report lines (a mixin of the pass)."""
+
+    def _init_write(self) -> None:
+        """Skipped pages waiting for their state row (written in bulk)."""
+        self.skips: list[PageState] = []
+
+    def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
+                reused: int | None = None) -> None:
+        r = self.report
+        a = decision.action
+        if a is Action.SKIP_NOT_MODIFIED:
+            r.pages_not_modified += 1
+        elif a is Action.SKIP_UNCHANGED:
+            r.pages_unchanged += 1
+        elif a is Action.ADD:
+            r.pages_added += 1
+        elif a is Action.REPLACE:
+            r.pages_changed += 1
+        elif a is Action.PURGE:
+            r.pages_removed += 1
+        elif a is Action.FAIL:
+            r.pages_failed += 1
+        elif a is Action.SKIP_POLICY:
+            r.pages_skipped += 1
+        if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
+            entry = {"url": page.url, "action": a.value, "reason": decision.reason}
+            if chunks is not None:
+                entry["chunks"] = chunks
+            if reused is not None:
+                entry["reused"] = reused
+            r.changes.append(entry)
+        self.on_progress(page.url, a.value)
+
+    def _fail(self, page: PageState, message: str, retry_after: float | None = None) -> None:
+        page.failures += 1
+        page.last_error = message
+        wait = failure_backoff(page.failures)
+        if retry_after is not None:  # the server said when to come back: no sooner
+            wait = max(wait, timedelta(seconds=retry_after))
+        page.due_at = self.now + wait
+        self.report.error(page.url, message)
+        self._record(page, Decision(Action.FAIL, message))
+        self._save([page])
+
+    def _skip(self, page: PageState, reason: str, last_error: str | None) -> None:
+        """Not ours to read (robots.txt, scope, size, type, too many chunks): keep its points
+        and its validators (they stay those of the stored text), look again later."""
+        page.last_error = last_error
+        page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
+        self.report.skip(page.url, reason)
+        self._record(page, Decision(Action.SKIP_POLICY, reason))
+        self._save([page])
+
+    def _save(self, pages: Sequence[PageState]) -> None:
+        if not self.cfg.dry_run:
+            self.state.put_many(pages)
+
+    async def _write(self, items: Sequence[_Pending]) -> None:
+        writes = []
+        for item in items:
+            item.page.pending_hash = item.hash_
+            writes.append(PageWrite(item.page.url, build_points(
+                item.page.url, item.chunks, item.vectors or [], hash_=item.hash_, title=item.title,
+                fetched_at=self.now_iso, embedder_id=self.embedder.model_id)))
+        self._save([i.page for i in items])
+        try:
+            deleted = await asyncio.to_thread(self.store.replace_pages, writes)
+        except PagesyncError as exc:
+            for item in items:  # pending mark stays: the next pass revisits these pages
+                item.page.failures += 1
+                item.page.last_error = str(exc)
+                self.report.error(item.page.url, str(exc))
+                self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
+            self._save([i.page for i in items])
+            if isinstance(exc, StoreFullError):
+                raise  # every later write would fail alike: the pass stops, one line (exit 1)
+            return
+        self.report.chunks_deleted += deleted
+        self.report.chunks_written += sum(len(w.points) for w in writes)
+        # Only now, with the store's confirmation, does the state take the new hash.
+        for item in items:
+            p = item.page
+            first = item.decision.action is Action.ADD or p.content_hash is None
+            # Under a new pipeline the old hash says nothing about the text: no change seen.
+            same_pipeline = p.fingerprint == self.fingerprint
+            self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
+            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
+            p.moved_to = None
+            p.chunk_count, p.title = len(item.chunks), item.title
+            p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
+            p.last_changed_at = self.now
+            p.failures, p.last_error = 0, None
+            self._record(p, item.decision, len(item.chunks), item.reused)
+        self._save([i.page for i in items])
+        self._keep_texts(items)
+
+    def _flush_skips(self) -> None:
+        self._save(self.skips)
+        self.skips = []
+
+    # -- page texts: kept in the state for `pagesync reindex` (an optional extra of a State) --
+    _held_texts: dict[str, str] | None = None  # url -> extracted text of a page on its way to a write
+
+    def _hold_text(self, url: str, markdown: str) -> None:
+        if self.cfg.dry_run or not hasattr(self.state, "put_texts"):
+            return
+        if self._held_texts is None:
+            self._held_texts = {}
+        self._held_texts[url] = markdown
+
+    def _keep_texts(self, items: Sequence[_Pending]) -> None:
+        """The written pages' texts, once the store confirmed them."""
+        held = self._held_texts or {}
+        texts = [(i.page.url, i.hash_, held.pop(i.page.url)) for i in items if i.page.url in held]
+        if texts:
+            self.state.put_texts(texts)
