@@ -348,13 +348,16 @@ class StateDB:
             for name, decl in _ADDED_COLUMNS:
                 if name not in have:
                     self._db.execute(f"ALTER TABLE pages ADD COLUMN {name} {decl}")
-        except sqlite3.Error as exc:
-            if _corrupt(exc):
-                raise state_error(self.path, exc, "") from exc
-            # e.g. "unable to open database file": a --state that cannot hold a database
-            raise unusable(self.path, exc) from exc
-        except OSError as exc:
-            raise unusable(self.path, exc) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._open_error(exc) from exc
+
+    def _open_error(self, exc: BaseException) -> Exception:
+        """What opening the database failed with, as the error hierarchy says it: a damaged
+        file, or a path this user cannot use ("unable to open database file": a --state that
+        cannot hold a database, a directory without write permission)."""
+        if isinstance(exc, sqlite3.Error) and _corrupt(exc):
+            return state_error(self.path, exc, "")
+        return unusable(self.path, exc)
 
     def _connect_read_only(self) -> None:
         """mode=ro; where SQLite cannot even set up its WAL index for that (no -shm file, and
@@ -368,12 +371,8 @@ class StateDB:
                 if os.path.exists(str(self.path) + "-wal"):
                     raise
                 self._db = _connect_ro(uri + "?mode=ro&immutable=1")
-        except sqlite3.Error as exc:
-            if _corrupt(exc):
-                raise state_error(self.path, exc, "") from exc
-            raise unusable(self.path, exc) from exc
-        except OSError as exc:
-            raise unusable(self.path, exc) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._open_error(exc) from exc
 
     # -- lifecycle -----------------------------------------------------------------
     def close(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -175,3 +176,15 @@ def group_alive(pgid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def lose_collection(h: "Harness") -> None:
+    """The collection is gone, the page state kept (a deleted --qdrant-path, a new server)."""
+    if h.state_kind == "qdrant":  # drop the pages collection, keep the companion state collection
+        store = h.open_store()
+        try:
+            store.client.delete_collection(h.collection)
+        finally:
+            store.close()
+    else:
+        shutil.rmtree(h.store_path)

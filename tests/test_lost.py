@@ -11,7 +11,7 @@ import pytest
 from sync.engine import plan_events
 from sync.state import LIVE, PageState, StateDB
 from sync.store import EdgeStore
-from tests.helpers import T0, Harness, page_html, para
+from tests.helpers import T0, Harness, lose_collection, page_html, para
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
 
@@ -30,17 +30,6 @@ def fresh_points(site, tmp_path):
 
 def strip(points):
     return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
-
-
-def lose_collection(h):
-    if h.state_kind == "qdrant":  # drop the pages collection, keep the companion state collection
-        store = h.open_store()
-        try:
-            store.client.delete_collection(h.collection)
-        finally:
-            store.close()
-    else:
-        shutil.rmtree(h.store_path)
 
 
 @both_states

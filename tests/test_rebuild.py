@@ -5,7 +5,6 @@ lost some points is caught by a pass and repaired."""
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import timedelta
 
 import pytest
@@ -15,7 +14,7 @@ from sync.errors import CollectionLostError, ConfigError
 from sync.points_check import MISSING_MARK, REBUILD_MARK, short_pages
 from sync.state import LIVE, PageState, StateDB
 from sync.status import collect_status
-from tests.helpers import T0, Harness, page_html, para
+from tests.helpers import T0, Harness, lose_collection, page_html, para
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
 
@@ -23,17 +22,6 @@ both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=
 def build(site, n=5, sections=3):
     for i in range(n):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
-
-
-def lose_collection(h):
-    if h.state_kind == "qdrant":  # drop the pages collection, keep the companion state collection
-        store = h.open_store()
-        try:
-            store.client.delete_collection(h.collection)
-        finally:
-            store.close()
-    else:
-        shutil.rmtree(h.store_path)
 
 
 def snapshot(h):
