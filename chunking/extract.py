@@ -196,12 +196,16 @@ def _keep_content_asides(tree) -> None:
             aside.tag = "div"
 
 
+# What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow
+# (looked for in the first MiB, without copying it).
+_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|headerlink|\xc2\xb6", re.I)
+
+
 def _prepared(body: bytes):
     """The page as an lxml tree ready for trafilatura: main content only, in-content asides
     kept, headerlinks gone; or the bytes unchanged when there is nothing to do (no second
     parse)."""
-    low = body[:1 << 20].lower() if len(body) > 1 << 20 else body.lower()
-    if not any(tag in low for tag in (b"<main", b"<article", b"role=", b"<aside", b"headerlink", "\u00b6".encode())):
+    if not _WORTH_A_PARSE.search(body, 0, 1 << 20):
         return body
     from trafilatura.utils import load_html  # trafilatura's own decoding and parsing
 

@@ -9,7 +9,7 @@
   mark and lose their validators, in one state write before the first store write. A pass
   killed anywhere after that leaves them due, fetched unconditionally (no 304 can hide
   points that are missing) and rewritten, exactly as an interrupted page write is.
-- `missing_points`: the cheap check of every pass, the store's exact point count against
+- `short_pages` (with `recorded_chunks` and `points_per_url`): the cheap check of every pass, the store's exact point count against
   the chunks the state records for its settled pages; only when it falls short are the
   points counted per url, to find the pages that lost some.
 

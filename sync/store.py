@@ -383,14 +383,15 @@ class EdgeStore(_PagedScroll):
             raise
         except OSError as exc:  # a --qdrant-path that cannot hold a shard (missing, read-only, ...)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
-                                     f"{_FULL_WAY_ON}") from exc
+                raise self._full(what, exc) from exc
             raise StoreUnavailableError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
         except Exception as exc:
             if any(sign in str(exc).lower() for sign in _NO_SPACE):  # Qdrant Edge's own I/O errors
-                raise StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); "
-                                     f"{_FULL_WAY_ON}") from exc
+                raise self._full(what, exc) from exc
             raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
+
+    def _full(self, what: str, exc: BaseException) -> StoreFullError:
+        return StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); {_FULL_WAY_ON}")
 
     def _check_space(self, what: str, nbytes: int = 0) -> None:
         """Refuse a write (`StoreFullError`) when the shard's disk has less free space than

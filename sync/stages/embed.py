@@ -201,7 +201,7 @@ class EmbedStage:
         dim = self.embedder.dimension
         found: dict[str, Sequence[float]] = {}
         for key in to_embed:
-            vec = self.cache.get(key) if key in self.cache else None
+            vec = self.cache.get(key)
             if vec is not None and len(vec) == dim:
                 found[key] = vec
         if self.leaving_on and (self.leaving_todo or self.leaving_keys):

@@ -23,6 +23,18 @@ if TYPE_CHECKING:
     from .embed import _Pending
 
 
+# The report counter each outcome adds one to (every Action has one).
+_COUNTERS = {
+    Action.SKIP_NOT_MODIFIED: "pages_not_modified",
+    Action.SKIP_UNCHANGED: "pages_unchanged",
+    Action.ADD: "pages_added",
+    Action.REPLACE: "pages_changed",
+    Action.PURGE: "pages_removed",
+    Action.FAIL: "pages_failed",
+    Action.SKIP_POLICY: "pages_skipped",
+}
+
+
 def build_points(
     url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
 ) -> list[StoredPoint]:
@@ -55,20 +67,8 @@ class WriteStage:
                 reused: int | None = None) -> None:
         r = self.report
         a = decision.action
-        if a is Action.SKIP_NOT_MODIFIED:
-            r.pages_not_modified += 1
-        elif a is Action.SKIP_UNCHANGED:
-            r.pages_unchanged += 1
-        elif a is Action.ADD:
-            r.pages_added += 1
-        elif a is Action.REPLACE:
-            r.pages_changed += 1
-        elif a is Action.PURGE:
-            r.pages_removed += 1
-        elif a is Action.FAIL:
-            r.pages_failed += 1
-        elif a is Action.SKIP_POLICY:
-            r.pages_skipped += 1
+        counter = _COUNTERS[a]
+        setattr(r, counter, getattr(r, counter) + 1)
         if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
             entry = {"url": page.url, "action": a.value, "reason": decision.reason}
             if chunks is not None:
