@@ -32,9 +32,9 @@ DIM = 384
 def build(root: Path, n_points: int) -> None:
     import numpy as np
 
-    from sync.ids import chunk_id, point_id
-    from sync.state import LIVE, PageState, StateDB
-    from sync.store import EdgeStore, StoredPoint
+    from sync.core.ids import chunk_id, point_id
+    from sync.edges.state import LIVE, PageState, StateDB
+    from sync.edges.store import EdgeStore, StoredPoint
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -109,9 +109,9 @@ class _AnonPeak:
 
 
 def audit(root: Path) -> dict:
-    from sync.audit import audit_collection
-    from sync.state import StateDB
-    from sync.store import EdgeStore
+    from sync.commands.audit import audit_collection
+    from sync.edges.state import StateDB
+    from sync.edges.store import EdgeStore
 
     base = _hwm_mb()
     with _AnonPeak() as anon:

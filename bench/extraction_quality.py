@@ -11,7 +11,7 @@ What: over a deterministic sample of a local Sphinx HTML tree (Debian's python3.
 over the sorted paths), for each extractor: CPU time per page; share of pages whose raw HTML
 vs extracted markdown contains each Sphinx boilerplate phrase; word-level recall of the main
 element (`div[role=main]`) text; share of <pre> blocks whose first line survives, and that
-survive verbatim; and whether `sync.hashing.content_hash` stays put when only the footer
+survive verbatim; and whether `sync.core.hashing.content_hash` stays put when only the footer
 (date, years, Sphinx version) or the nav/sidebar links change, and moves when one sentence of
 the body is edited (hashes compared against an lxml round-trip of the unedited page, so
 serialisation alone is not counted). trafilatura runs through `extract_page` itself, with
@@ -43,7 +43,7 @@ import lxml.html
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from chunking.extract import extract_page  # noqa: E402
-from sync.hashing import content_hash, fold_whitespace  # noqa: E402
+from sync.core.hashing import content_hash, fold_whitespace  # noqa: E402
 
 BOILERPLATE = ["Previous topic", "Next topic", "This Page", "Report a Bug", "Show Source",
                "Quick search", "Table of Contents", "Navigation", "© Copyright",

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, rows in out.items():
         print(f"{name}: best wall {min(r['wall_s'] for r in rows):.2f} s, best CPU {min(r['cpu_s'] for r in rows):.2f} s, "
               f"best in the pass {min(r['pass_seconds'] for r in rows):.2f} s, peak {max(r['hwm_mb'] for r in rows):.0f} MB, "
-              f"import sync.cli best {min(r['import_cli_s'] for r in rows):.2f} s")
+              f"import sync.commands.cli best {min(r['import_cli_s'] for r in rows):.2f} s")
         if args.full:
             cpu = statistics.median(1000 * r["pass_cpu_s"] / r["pages_fetched"] for r in rows)
             rate = statistics.median(r["pages_fetched"] / r["pass_seconds"] for r in rows)

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO)); sys.path.append(str(REPO / "bench"))
 from replay_docs_history import DEFAULT_GIT_DIR, Git, Lastmods, Nginx, Renderer
 from pipeline import render, T0
-import sync.engine as eng, chunking, sync.store as st, sync.fetcher as fe
+import sync.engine as eng, chunking, sync.edges.store as st, sync.edges.fetcher as fe
 from embedders import make_embedder
 
 import argparse
@@ -72,9 +72,9 @@ try:
     emb.embed(["warm up", "the model"])  # load apart
     T.clear()
     from sync.engine import PassConfig, arun_pass
-    from sync.fetcher import Fetcher, make_client
-    from sync.store import EdgeStore
-    from sync.state import StateDB
+    from sync.edges.fetcher import Fetcher, make_client
+    from sync.edges.store import EdgeStore
+    from sync.edges.state import StateDB
     from chunking import Splitter
     store = EdgeStore(work / "qdrant", "pages")
     state = StateDB(work / "state.db")

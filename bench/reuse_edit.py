@@ -36,9 +36,9 @@ from chunking import Splitter  # noqa: E402
 from demo.site_server import Site, SiteServer  # noqa: E402
 from embedders import make_embedder  # noqa: E402
 from sync.engine import PassConfig, arun_pass  # noqa: E402
-from sync.fetcher import Fetcher, make_client  # noqa: E402
-from sync.state import StateDB  # noqa: E402
-from sync.store import EdgeStore  # noqa: E402
+from sync.edges.fetcher import Fetcher, make_client  # noqa: E402
+from sync.edges.state import StateDB  # noqa: E402
+from sync.edges.store import EdgeStore  # noqa: E402
 
 PAGE = "release-notes.md"
 

@@ -10,7 +10,7 @@ distinct lastmods, served by Debian's nginx on 127.0.0.1 (its own ETags and 304s
 2. No-op pass: an hour later, nothing is due and the sitemap is unchanged (304):
    `pagesync run` with the DEFAULT embedder, as a user runs it. Measured: wall seconds,
    peak RSS, and whether torch, sentence_transformers, langchain or the Edge shard were
-   loaded (they must not be). Baseline: the interpreter importing `sync.cli`, the fixed
+   loaded (they must not be). Baseline: the interpreter importing `sync.commands.cli`, the fixed
    price of any pagesync command.
 3. Fetch-bound pass: `pagesync run --full` visits every page with a conditional
    GET; nginx answers 304 to each. Baseline: a plain httpx async loop sending the same
@@ -54,7 +54,7 @@ WORDS = ("install configure deploy server client request response cache token in
 PROBE = r"""
 import json, sys, time
 sys.argv = ["pagesync", *sys.argv[1:]]
-from sync.cli import app
+from sync.commands.cli import app
 code = 0
 cpu = time.process_time()
 try:
@@ -70,7 +70,7 @@ print("PROBE " + json.dumps({"exit": code, "hwm_mb": hwm / 1024, "modules": mods
 
 BASELINE = r"""
 import sys
-import sync.cli
+import sync.commands.cli
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
 print("PROBE " + __import__("json").dumps({"hwm_mb": hwm / 1024}), file=sys.stderr)
 """
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             noop.append({"pass": r, "baseline": base, "pages_fetched": rep["pages_fetched"], "pass_seconds": rep["seconds"],
                          "pages_tracked": rep.get("pages_tracked"), "sitemaps_not_modified": rep.get("sitemaps_not_modified"),
                          "bytes_downloaded": rep["bytes_downloaded"]})
-            print(f"  no-op pass: {r['wall_s']:.2f} s, {r['hwm_mb']:.0f} MB (import sync.cli: {base['wall_s']:.2f} s, "
+            print(f"  no-op pass: {r['wall_s']:.2f} s, {r['hwm_mb']:.0f} MB (import sync.commands.cli: {base['wall_s']:.2f} s, "
                   f"{base['hwm_mb']:.0f} MB); loaded {[m for m, v in r['modules'].items() if v]}", file=sys.stderr)
         out["noop"] = noop
         out["loadavg_noop"] = os.getloadavg()[0]  # 1-minute load average right after the no-op passes
@@ -240,7 +240,7 @@ def write(out: dict, path: Path) -> None:
         "",
         "## No-op pass (nothing due, sitemap unchanged), default embedder",
         "",
-        "| run | process: wall s | of which the pass (report `seconds`) | peak RSS MB | baseline `import sync.cli`: s / MB | pages fetched | sitemap 304 | bytes | heavy modules loaded |",
+        "| run | process: wall s | of which the pass (report `seconds`) | peak RSS MB | baseline `import sync.commands.cli`: s / MB | pages fetched | sitemap 304 | bytes | heavy modules loaded |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(out["noop"], 1):

@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 # The checkout this script lives in, before any installed copy.
 sys.path.insert(0, str(REPO))
 
-from sync.ids import chunk_id, point_id  # noqa: E402
-from sync.store import ClientStore, EdgeStore, PageWrite, StoredPoint  # noqa: E402
+from sync.core.ids import chunk_id, point_id  # noqa: E402
+from sync.edges.store import ClientStore, EdgeStore, PageWrite, StoredPoint  # noqa: E402
 
 DIM = 384
 CHUNKS = 10

@@ -64,7 +64,7 @@ def rows(results: Path, since: float | None = None) -> list[str]:
         loaded = [m for m, v in n["pass"]["modules"].items() if v] or ["nothing heavy"]
         out.append(f"| 3 | no-op pass, {scale['pages']:,} tracked pages{kept['scale_passes.json']} | best of {len(scale['noop'])}: {n['pass']['wall_s']:.2f} s process "
                    f"({n['pass_seconds']:.2f} s pass), {n['pass']['hwm_mb']:.0f} MB; loaded: {', '.join(loaded)} | "
-                   f"`import sync.cli`: {n['baseline']['wall_s']:.2f} s, {n['baseline']['hwm_mb']:.0f} MB | "
+                   f"`import sync.commands.cli`: {n['baseline']['wall_s']:.2f} s, {n['baseline']['hwm_mb']:.0f} MB | "
                    f"{n['pass']['wall_s'] / n['baseline']['wall_s']:.2f} (time) | <= 1 s, <= 200 MB |")
     elif scale:
         out.append(f"| 3 | no-op pass{kept['scale_passes.json']} | not measured (`--noop-runs 0`) | | | |")

@@ -225,7 +225,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     `charset` is the one the Content-Type header declares (else read from `content_type`
     when that is the whole header): it decodes a body that is not UTF-8. An HTML page with
     no extractable main content yields empty markdown: a new page is then tracked with no
-    chunks, and a page that had text is purged (`sync.decision.decide`, `text_empty`).
+    chunks, and a page that had text is purged (`sync.core.decision.decide`, `text_empty`).
     """
     ctype = (content_type or "text/html").lower()
     if charset is None:

@@ -1,20 +1,32 @@
 """pagesync: keep a Qdrant collection in sync with a website.
 
 The library entry point is `run_pass`; everything else here is the pieces it is built
-from, each usable and testable alone.
+from, each usable and testable alone. The packages are layers, each importing only
+from the ones above it in this list:
 
-Names are imported on first use (PEP 562): `import sync.cli` loads the CLI alone, and a
-pass loads what it uses, not the audit, the Qdrant state or every store.
+- `sync.errors`: the one exception tree.
+- `sync.core`: pure rules and data (ids, hashing, sitemap diff, policy, decisions, scope).
+- `sync.edges`: the I/O seams (HTTP fetcher, vector stores, page states, caches).
+- `sync.stages`: the steps of a pass (preflight, plan, visit, embed, write, settle).
+- `sync.engine`: the conductor of one pass.
+- `sync.commands`: what the CLI offers (run, audit, status, reindex, export/import).
+
+Names are imported on first use (PEP 562): `import sync.commands.cli` loads the CLI alone, and a
+pass loads what it uses, not the audit, the Qdrant state or every store. The modules'
+former flat paths (`sync.state`, `sync.cli`, ...) still import, as the same module objects.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .audit import AuditReport, audit_collection, run_audit
-    from .decision import Action, Decision, Outcome, decide
+    from .commands.audit import AuditReport, audit_collection, run_audit
+    from .core.decision import Action, Decision, Outcome, decide
     from .engine import ChangeEvent, PassConfig, arun_pass, build_points, plan_events, run_pass
     from .errors import (
         CollectionLostError,
@@ -29,31 +41,32 @@ if TYPE_CHECKING:
         StateLockedError,
         StoreError,
     )
-    from .fetcher import Fetcher, FetchResult, Validators, conditional_headers, make_client
-    from .hashing import content_hash, fold_whitespace, pipeline_fingerprint
-    from .httpcache import FetchCache, ReadOnlyCache
-    from .ids import canonical_url, chunk_id, point_id
-    from .policy import POLICIES, make_policy
-    from .report import Report
-    from .scope import Scope
-    from .scheduler import failure_backoff, next_interval
-    from .sitemaps import diff_sitemap, parse_sitemap
-    from .qdrant_state import QdrantState
-    from .state import PageState, StateDB
-    from .state_protocol import State
-    from .store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
+    from .edges.fetcher import Fetcher, FetchResult, Validators, conditional_headers, make_client
+    from .core.hashing import content_hash, fold_whitespace, pipeline_fingerprint
+    from .edges.httpcache import FetchCache, ReadOnlyCache
+    from .core.ids import canonical_url, chunk_id, point_id
+    from .core.policy import POLICIES, make_policy
+    from .core.report import Report
+    from .core.scope import Scope
+    from .core.scheduler import failure_backoff, next_interval
+    from .core.sitemaps import diff_sitemap, parse_sitemap
+    from .edges.qdrant_state import QdrantState
+    from .core.page import PageState
+    from .edges.state import StateDB
+    from .edges.state_protocol import State
+    from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
 # TYPE_CHECKING imports above say the same for type checkers, and tests/test_imports.py
 # checks the two agree)
 _EXPORTS = {
-    "AuditReport": "audit",
-    "audit_collection": "audit",
-    "run_audit": "audit",
-    "Action": "decision",
-    "Decision": "decision",
-    "Outcome": "decision",
-    "decide": "decision",
+    "AuditReport": "commands.audit",
+    "audit_collection": "commands.audit",
+    "run_audit": "commands.audit",
+    "Action": "core.decision",
+    "Decision": "core.decision",
+    "Outcome": "core.decision",
+    "decide": "core.decision",
     "ChangeEvent": "engine",
     "PassConfig": "engine",
     "arun_pass": "engine",
@@ -71,42 +84,44 @@ _EXPORTS = {
     "StateLeaseLostError": "errors",
     "StateLockedError": "errors",
     "StoreError": "errors",
-    "Fetcher": "fetcher",
-    "FetchResult": "fetcher",
-    "Validators": "fetcher",
-    "conditional_headers": "fetcher",
-    "make_client": "fetcher",
-    "content_hash": "hashing",
-    "fold_whitespace": "hashing",
-    "pipeline_fingerprint": "hashing",
-    "FetchCache": "httpcache",
-    "ReadOnlyCache": "httpcache",
-    "canonical_url": "ids",
-    "chunk_id": "ids",
-    "point_id": "ids",
-    "POLICIES": "policy",
-    "make_policy": "policy",
-    "Report": "report",
-    "Scope": "scope",
-    "failure_backoff": "scheduler",
-    "next_interval": "scheduler",
-    "diff_sitemap": "sitemaps",
-    "parse_sitemap": "sitemaps",
-    "QdrantState": "qdrant_state",
-    "PageState": "state",
-    "StateDB": "state",
-    "State": "state_protocol",
-    "ClientStore": "store",
-    "EdgeStore": "store",
-    "PageWrite": "store",
-    "Store": "store",
-    "StoredPoint": "store",
+    "Fetcher": "edges.fetcher",
+    "FetchResult": "edges.fetcher",
+    "Validators": "edges.fetcher",
+    "conditional_headers": "edges.fetcher",
+    "make_client": "edges.fetcher",
+    "content_hash": "core.hashing",
+    "fold_whitespace": "core.hashing",
+    "pipeline_fingerprint": "core.hashing",
+    "FetchCache": "edges.httpcache",
+    "ReadOnlyCache": "edges.httpcache",
+    "canonical_url": "core.ids",
+    "chunk_id": "core.ids",
+    "point_id": "core.ids",
+    "POLICIES": "core.policy",
+    "make_policy": "core.policy",
+    "Report": "core.report",
+    "Scope": "core.scope",
+    "failure_backoff": "core.scheduler",
+    "next_interval": "core.scheduler",
+    "diff_sitemap": "core.sitemaps",
+    "parse_sitemap": "core.sitemaps",
+    "QdrantState": "edges.qdrant_state",
+    "PageState": "core.page",
+    "StateDB": "edges.state",
+    "State": "edges.state_protocol",
+    "ClientStore": "edges.store",
+    "EdgeStore": "edges.store",
+    "PageWrite": "edges.store",
+    "Store": "edges.store",
+    "StoredPoint": "edges.store",
 }
 
 __all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str):
+    if name in _MOVED:  # `sync.state` as an attribute, before anything imported it
+        return importlib.import_module(f".{name}", __name__)
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -117,3 +132,36 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+# Former flat module paths -> where each module lives now. `import sync.state` (or a
+# monkeypatch of "sync.state.X") gets the very module object `sync.edges.state`, so code
+# and tests written against the flat layout keep working.
+_MOVED = {
+    **{m: f"core.{m}" for m in ("decision", "hashing", "ids", "inflate", "plural", "policy", "robots",
+                                "scheduler", "scope", "sitemaps", "report", "points_check")},
+    **{m: f"edges.{m}" for m in ("fetcher", "store", "aliasfile", "catalog", "state", "qdrant_state",
+                                 "state_protocol", "httpcache", "lease", "threads")},
+    **{m: f"commands.{m}" for m in ("cli", "audit", "status", "reindex", "transfer")},
+    "preflight": "commands.checks",
+}
+
+
+class _FlatPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Resolves `sync.<former name>` to the module at its layered path."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        pkg, _, name = fullname.partition(".")
+        if pkg == __name__ and name in _MOVED:
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module(f"{__name__}.{_MOVED[spec.name.partition('.')[2]]}")
+
+    def exec_module(self, module):
+        pass  # already executed under its own name
+
+
+if not any(isinstance(f, _FlatPaths) for f in sys.meta_path):
+    sys.meta_path.append(_FlatPaths())

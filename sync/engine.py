@@ -22,7 +22,7 @@ advances are written due before any visit, never ahead of the visit they ask for
 (`record_sitemap`).
 
 Vector reuse (step 1): a chunk whose exact text the page's stored points, a page leaving
-this pass or an earlier page of the pass already hold (`sync.hashing.reuse_key`: embedder
+this pass or an earlier page of the pass already hold (`sync.core.hashing.reuse_key`: embedder
 id + text) takes that vector; only the other texts go to the model, each once. Vectors
 are read only for pages being written, before any write of theirs; a failed read costs
 only the reuse. Pages leaving the pass (left the sitemap, 404/410, 301/308, no text) keep
@@ -47,13 +47,13 @@ from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
 from .errors import ConfigError
-from .fetcher import Fetcher
-from .hashing import content_hash, pipeline_fingerprint
-from .httpcache import FetchCache, ReadOnlyCache
-from .policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
-from .report import Report
-from .scope import Scope
-from .sitemaps import MAX_TOTAL_SITEMAP_URLS
+from .edges.fetcher import Fetcher
+from .core.hashing import content_hash, pipeline_fingerprint
+from .edges.httpcache import FetchCache, ReadOnlyCache
+from .core.policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
+from .core.report import Report
+from .core.scope import Scope
+from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
 from .stages.embed import EmbedStage, _Pending, _VectorCache  # noqa: F401 (re-exported)
 from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engine as before)
     _SCOPE_SKIP,
@@ -73,9 +73,9 @@ from .stages.preflight import PreflightStage
 from .stages.settle import SettleStage
 from .stages.visit import VisitStage
 from .stages.write import WriteStage, build_points
-from .state import NEW, PageState
-from .state_protocol import State
-from .store import Store
+from .edges.state import NEW, PageState
+from .edges.state_protocol import State
+from .edges.store import Store
 
 __all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "within_budget", "ChangeEvent",
            "build_points"]

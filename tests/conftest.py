@@ -23,7 +23,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def _share_the_default_ssl_context() -> None:
-    """Every pass makes its own httpx client (`sync.fetcher.make_client`), and each loads
+    """Every pass makes its own httpx client (`sync.edges.fetcher.make_client`), and each loads
     the CA bundle again (~40 ms, a tenth of a harness pass). In this process they share
     the first one; clients with their own `verify` or `cert` are left as they are."""
     import httpx._transports.default as transports

@@ -13,9 +13,9 @@ from chunking import Splitter
 from demo.site_server import Site, SiteServer, render_page
 from embedders import HashEmbedder
 from sync.engine import PassConfig, arun_pass
-from sync.fetcher import Fetcher, make_client
-from sync.state import StateDB
-from sync.store import ClientStore, EdgeStore
+from sync.edges.fetcher import Fetcher, make_client
+from sync.edges.state import StateDB
+from sync.edges.store import ClientStore, EdgeStore
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -75,7 +75,7 @@ class Harness:
 
     def open_state(self, store, state_path: Path | None = None):
         if self.state_kind == "qdrant":
-            from sync.qdrant_state import QdrantState
+            from sync.edges.qdrant_state import QdrantState
 
             return QdrantState.for_store(store, settle_seconds=0.0, heartbeat_seconds=0)
         return StateDB(state_path or self.state_path)

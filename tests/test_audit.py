@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from chunking import Splitter
-from sync.audit import audit_collection
-from sync.ids import chunk_id, point_id
-from sync.state import StateDB
-from sync.store import EdgeStore, StoredPoint
+from sync.commands.audit import audit_collection
+from sync.core.ids import chunk_id, point_id
+from sync.edges.state import StateDB
+from sync.edges.store import EdgeStore, StoredPoint
 from tests.helpers import Harness, page_html, para
 from tests.test_property import comparable
 
@@ -76,7 +76,7 @@ def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its
     rewrite interrupted, a hand edit) passed as clean. They are stale now, and
     --fix re-indexes the page (its points are its current chunks: they are rewritten, never
     deleted first, so a failed re-fetch cannot leave the page without points)."""
-    from sync.audit import run_audit
+    from sync.commands.audit import run_audit
 
     harness.splitter = Splitter()  # the CLI's settings, since the fix does the repair
     build_site(site, n=2)

@@ -19,9 +19,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.audit import AuditReport, _has_gaps_or_dupes, audit_collection
-from sync.ids import POINT_ID_NAMESPACE, chunk_id
-from sync.store import StoredPoint
+from sync.commands.audit import AuditReport, _has_gaps_or_dupes, audit_collection
+from sync.core.ids import POINT_ID_NAMESPACE, chunk_id
+from sync.edges.store import StoredPoint
 
 URLS = ["https://d.example/a", "https://d.example/b", "https://d.example/c", "https://d.example/é",
         "https://other.example/x"]

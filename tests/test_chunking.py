@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from chunking import Splitter, extract_page
 from demo.site_server import render_page
-from sync.hashing import content_hash
+from sync.core.hashing import content_hash
 
 DOC_BODY = (
     "<p>Install the widget with pip. It needs Python three or newer and a working compiler toolchain.</p>"
@@ -297,7 +297,7 @@ def test_split_is_deterministic_and_loses_no_words(md, size):
 def test_short_page_extracts_its_text_not_the_nav():
     # Below trafilatura's default MIN_EXTRACTED_SIZE (250) it used to return the whole page.
     from demo.site_server import render_page
-    from sync.hashing import content_hash
+    from sync.core.hashing import content_hash
 
     body = "<p>About FastAPI, its design, inspiration and more.</p>"
     a = extract_page(render_page("About", body, nav=["Guide", "API"]).encode())

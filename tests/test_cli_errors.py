@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from sync.store import EdgeStore
+from sync.edges.store import EdgeStore
 from tests.test_audit import damage
 from tests.test_cli import build, cli, one_error_line, parallel, run, sitemap, stored, work  # noqa: F401
 
@@ -234,7 +234,7 @@ def test_run_takes_q_and_v_and_v_logs_skips_but_no_third_party_debug(site, work)
 def test_help_texts():
     import typer.testing
 
-    from sync.cli import app
+    from sync.commands.cli import app
 
     runner = typer.testing.CliRunner(env={"COLUMNS": "250"})
     top = runner.invoke(app, ["--help"]).output

@@ -88,7 +88,7 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
     import re
 
     import sync.engine as engine
-    from sync.state import StateDB
+    from sync.edges.state import StateDB
 
     site.set("/code.html", _code_page("    "))
     site.set("/other.html", page_html("Other", [para("o1"), para("o2")]))

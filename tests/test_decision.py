@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.decision import (
+from sync.core.decision import (
     COLLAPSE_RATIO,
     SAME_STUB_PAGES,
     STUB_CHARS,

@@ -8,10 +8,10 @@ import pytest
 
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
-from sync.ids import chunk_id, point_id
-from sync.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
-from sync.state import StateDB
-from sync.store import EdgeStore
+from sync.core.ids import chunk_id, point_id
+from sync.core.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
+from sync.edges.state import StateDB
+from sync.edges.store import EdgeStore
 from tests.helpers import page_html, para
 
 REPORT_KEYS = {
@@ -637,13 +637,13 @@ def test_sitemap_index_children_are_cached_per_file(site, harness):
 def test_unchanged_sitemap_is_not_parsed_again_and_a_damaged_kept_parse_is_redone(site, harness, monkeypatch):
     import sqlite3
 
-    import sync.httpcache
+    import sync.edges.httpcache
 
     build(site, n=4)
     harness.run()
     parsed = []
-    real = sync.httpcache.parse_sitemap
-    monkeypatch.setattr(sync.httpcache, "parse_sitemap", lambda body: parsed.append(1) or real(body))
+    real = sync.edges.httpcache.parse_sitemap
+    monkeypatch.setattr(sync.edges.httpcache, "parse_sitemap", lambda body: parsed.append(1) or real(body))
     rep = harness.run(advance=timedelta(hours=1))
     assert rep.sitemaps_not_modified == 1 and parsed == []  # the 304 cost a lookup, no XML parsing
     assert rep.pages_in_sitemaps == 4 and rep.pages_removed == 0 and rep.pages_added == 0 and rep.ok
@@ -772,7 +772,7 @@ def test_a_library_pass_config_the_cli_would_refuse_is_a_config_error(kw, says, 
 
 
 def test_the_summary_line_counts_sitemap_errors():
-    from sync.report import Report
+    from sync.core.report import Report
 
     assert "0 failed, 1 sitemap error; chunks" in Report(sitemap_errors=1).summary()
     assert "sitemap error" not in Report().summary()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sync.store import EdgeStore, StoredPoint
+from sync.edges.store import EdgeStore, StoredPoint
 from tests.test_engine import build
 
 ROOT = Path(__file__).resolve().parent.parent

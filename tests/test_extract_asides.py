@@ -44,7 +44,7 @@ def test_an_aside_outside_the_main_content_is_a_sidebar():
 
 
 def test_the_content_hash_ignores_a_sidebar_aside_edit():
-    from sync.hashing import content_hash
+    from sync.core.hashing import content_hash
 
     a = page("", outside=f"<aside><p>{SIDEBAR}</p></aside>").replace("CONTAINER", "main")
     b = page("", outside="<aside><p>Another sidebar, edited by a deploy.</p></aside>").replace("CONTAINER", "main")

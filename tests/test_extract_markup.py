@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chunking import Splitter, extract_page
-from sync.hashing import content_hash
+from sync.core.hashing import content_hash
 
 # As Sphinx 7 (basic/alabaster theme) writes a page: headerlinks on headings and API
 # entries, inline literals as <code><span class="pre">, the rst source's line breaks kept

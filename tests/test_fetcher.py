@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
-import sync.fetcher as fetcher_mod
-from sync.decision import Outcome
+import sync.edges.fetcher as fetcher_mod
+from sync.core.decision import Outcome
 from sync.errors import FetchError
-from sync.fetcher import (
+from sync.edges.fetcher import (
     parse_retry_after,
     DEFAULT_USER_AGENT,
     Fetcher,
@@ -25,7 +25,7 @@ from sync.fetcher import (
     conditional_headers,
     make_client,
 )
-from sync.httpcache import ReadOnlyCache, RobotsAnswer, SitemapCopy
+from sync.edges.httpcache import ReadOnlyCache, RobotsAnswer, SitemapCopy
 from tests.helpers import run_virtual
 
 HTML = b"<html><head><title>T</title></head><body><main><p>Hello there.</p></main></body></html>"
@@ -1027,7 +1027,7 @@ def test_read_only_cache_reads_and_keeps_nothing():
 
 
 def test_state_db_is_a_fetch_cache(tmp_path):
-    from sync.state import StateDB
+    from sync.edges.state import StateDB
 
     with StateDB(tmp_path / "state.db") as db:
         get_sitemap(sitemap_server(), db)

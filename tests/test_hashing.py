@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sync.hashing import content_hash, fold_whitespace, pipeline_fingerprint
+from sync.core.hashing import content_hash, fold_whitespace, pipeline_fingerprint
 
 _WS_CHARS = " \t\n\r\f\v\u00a0\u2003\u3000"
 _ws_run = st.text(alphabet=_WS_CHARS, min_size=1, max_size=6)

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import sync.httpcache as httpcache_mod
+import sync.edges.httpcache as httpcache_mod
 from sync.errors import SitemapError
-from sync.httpcache import (
+from sync.edges.httpcache import (
     ROBOTS_MAX_AGE,
     ParseCache,
     ReadOnlyCache,
@@ -26,8 +26,8 @@ from sync.httpcache import (
     robots_fresh,
     unpack_body,
 )
-from sync.sitemaps import pack_parsed, parse_key, parse_sitemap, unpack_parsed
-from sync.state import StateDB
+from sync.core.sitemaps import pack_parsed, parse_key, parse_sitemap, unpack_parsed
+from sync.edges.state import StateDB
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 

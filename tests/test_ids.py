@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.ids import POINT_ID_NAMESPACE, canonical_url, chunk_id, point_id, url_digest
+from sync.core.ids import POINT_ID_NAMESPACE, canonical_url, chunk_id, point_id, url_digest
 
 CANONICAL_CASES = [
     # scheme and host lowercased

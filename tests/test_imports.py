@@ -12,7 +12,7 @@ import pytest
 
 import sync
 
-HEAVY = ("sync.engine", "sync.fetcher", "sync.store", "sync.audit", "sync.qdrant_state", "httpx", "lxml",
+HEAVY = ("sync.engine", "sync.edges.fetcher", "sync.edges.store", "sync.commands.audit", "sync.edges.qdrant_state", "httpx", "lxml",
          "qdrant_client", "qdrant_edge", "torch", "sentence_transformers", "onnxruntime", "trafilatura",
          "langchain_text_splitters", "rich", "pygments")
 
@@ -24,23 +24,23 @@ def loaded_after(code: str) -> dict[str, bool]:
 
 
 def test_import_sync_cli_loads_nothing_heavy():
-    assert [m for m, v in loaded_after("import sync.cli").items() if v] == []
+    assert [m for m, v in loaded_after("import sync.commands.cli").items() if v] == []
 
 
 def test_cli_help_loads_nothing_heavy():
-    code = "from sync.cli import app\ntry:\n    app(['run', '--help'])\nexcept SystemExit:\n    pass"
+    code = "from sync.commands.cli import app\ntry:\n    app(['run', '--help'])\nexcept SystemExit:\n    pass"
     # (typer formats help with rich: that is the help's cost, not a pass's)
     assert [m for m, v in loaded_after(code).items() if v and m not in ("rich", "pygments")] == []
 
 
 def test_a_kept_parse_needs_no_xml_parser():
-    code = ("from sync.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
+    code = ("from sync.core.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
             "assert unpack_parsed(pack_parsed(ParsedSitemap([SitemapEntry('https://e.com/a', None)]))).entries")
     assert not loaded_after(code)["lxml"]
 
 
 def test_httpx_after_the_cli_works_without_its_command_line():
-    loaded = loaded_after("import sync.cli, httpx\nassert httpx.AsyncClient and httpx.Limits")
+    loaded = loaded_after("import sync.commands.cli, httpx\nassert httpx.AsyncClient and httpx.Limits")
     assert loaded["httpx"] and not loaded["rich"] and not loaded["pygments"]
 
 

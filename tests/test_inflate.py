@@ -13,10 +13,10 @@ import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
-import sync.fetcher as fetcher_mod
-from sync.decision import Outcome
+import sync.edges.fetcher as fetcher_mod
+from sync.core.decision import Outcome
 from sync.errors import FetchError
-from sync.inflate import ACCEPT_ENCODING, BoundedDecoder
+from sync.core.inflate import ACCEPT_ENCODING, BoundedDecoder
 from tests.test_fetcher import Recorder, Streamed, fetch_page, run
 
 CAP = 1024 * 1024
@@ -152,7 +152,7 @@ def test_every_gzip_member_and_zstd_frame_is_decoded():
 
 
 def test_a_gzipped_sitemap_file_bomb_is_a_sitemap_error_with_bounded_memory(monkeypatch):
-    import sync.sitemaps as sitemaps_mod
+    import sync.core.sitemaps as sitemaps_mod
     from sync.errors import SitemapError
 
     monkeypatch.setattr(sitemaps_mod, "MAX_SITEMAP_BYTES", CAP)
@@ -171,7 +171,7 @@ def test_a_gzipped_sitemap_file_bomb_is_a_sitemap_error_with_bounded_memory(monk
 def test_a_body_is_read_up_to_the_cap_exactly(cap, coding):
     import asyncio
 
-    from sync.fetcher import _read_bounded
+    from sync.edges.fetcher import _read_bounded
 
     data = bytes(range(256)) * 2
     raw = gzip.compress(data) if coding == "gzip" else data

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from sync.errors import StoreError
-from sync.store import EdgeStore, StoredPoint
+from sync.edges.store import EdgeStore, StoredPoint
 from tests.helpers import group_alive, page_html, para
 from tests.test_cli import ROOT
 
@@ -129,7 +129,7 @@ def test_a_shard_open_in_this_process_is_waited_for_without_load_attempts(tmp_pa
 
 def test_a_shard_open_in_another_process_is_loaded_once_when_released(tmp_path, counting_edge):
     code = ("import sys, time\n"
-            "from sync.store import EdgeStore, StoredPoint\n"
+            "from sync.edges.store import EdgeStore, StoredPoint\n"
             f"s = EdgeStore({str(tmp_path)!r}, 'c')\n"
             "s.ensure_collection(4)\n"
             "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000001', {'url': 'u'}, [1.0, 0, 0, 0])])\n"

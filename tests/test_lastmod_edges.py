@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sync.engine import plan_events
-from sync.sitemaps import (
+from sync.core.sitemaps import (
     LASTMOD_SKEW,
     collect_sitemaps,
     diff_sitemap,

@@ -10,9 +10,9 @@ import pytest
 from qdrant_client import QdrantClient
 
 from sync.errors import StateLeaseLostError, StateLockedError
-from sync.lease import Holder, LeaseStatus, claim, iso, lease_status, locked_message, may_take
-from sync.qdrant_state import QdrantState
-from sync.state import PageState
+from sync.edges.lease import Holder, LeaseStatus, claim, iso, lease_status, locked_message, may_take
+from sync.edges.qdrant_state import QdrantState
+from sync.edges.state import PageState
 
 NAME = "pages__pagesync_state"
 FREE, EXPIRED, MINE, HELD = LeaseStatus.FREE, LeaseStatus.EXPIRED, LeaseStatus.MINE, LeaseStatus.HELD

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from sync.engine import plan_events
-from sync.state import LIVE, PageState, StateDB
-from sync.store import EdgeStore
+from sync.edges.state import LIVE, PageState, StateDB
+from sync.edges.store import EdgeStore
 from tests.helpers import T0, Harness, lose_collection, page_html, para
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)

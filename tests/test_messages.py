@@ -99,7 +99,7 @@ def test_an_html_page_is_not_a_sitemap_whatever_its_markup():
     import pytest
 
     from sync.errors import NotASitemapError
-    from sync.sitemaps import parse_sitemap
+    from sync.core.sitemaps import parse_sitemap
 
     pages = [b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>x</title></head><body><p>a<br></p></body></html>',
              b'<html lang="en"><head><meta name="a" content="b"></head></html>',
@@ -139,7 +139,7 @@ def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
     import pytest
 
     from sync.errors import StoreError
-    from sync.store import qdrant_boundary, redact
+    from sync.edges.store import qdrant_boundary, redact
 
     key = 'SEC"RET/ké y\\+%&'
     echoes = [key, json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1],
@@ -209,7 +209,7 @@ def test_the_extraction_libraries_log_lines_show_only_with_v(site, work):
 
 # -- a full disk under the embedded store ----------------------------------------------------------------
 def _one_point(url: str):
-    from sync.store import PageWrite, StoredPoint
+    from sync.edges.store import PageWrite, StoredPoint
 
     return PageWrite(url, [StoredPoint("00000000-0000-0000-0000-000000000001", {"url": url, "text": "t"}, [1.0] * 4)])
 
@@ -222,7 +222,7 @@ def test_the_embedded_store_refuses_a_write_under_its_free_space_margin(tmp_path
 
     from sync import store as store_mod
     from sync.errors import StoreFullError
-    from sync.store import MIN_FREE_BYTES, EdgeStore
+    from sync.edges.store import MIN_FREE_BYTES, EdgeStore
 
     usage = namedtuple("usage", "total used free")
     s = EdgeStore(tmp_path / "q", "pages")
@@ -249,7 +249,7 @@ def test_a_full_disk_error_from_the_store_is_a_store_full_error(tmp_path, monkey
     import pytest
 
     from sync.errors import StoreFullError
-    from sync.store import EdgeStore
+    from sync.edges.store import EdgeStore
 
     s = EdgeStore(tmp_path / "q", "pages", min_free_bytes=0)
     s.ensure_collection(4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from demo.site_server import Resource
-from sync.state import GONE, StateDB
+from sync.edges.state import GONE, StateDB
 from tests.helpers import Harness, page_html, para
 from tests.test_property import _diff, comparable_with_vectors
 

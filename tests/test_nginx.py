@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from demo.site_server import render_page
-from sync.ids import chunk_id, point_id
+from sync.core.ids import chunk_id, point_id
 from tests.helpers import para
 
 pytestmark = pytest.mark.nginx

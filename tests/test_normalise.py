@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from chunking import Splitter
 from chunking.normalise import normalise_markdown, unescape_converted
-from sync.hashing import content_hash
+from sync.core.hashing import content_hash
 
 
 @pytest.mark.parametrize("raw, normal", [

@@ -13,7 +13,7 @@ import embedders
 from embedders import DEFAULT_MODEL_ID, HashEmbedder, MiniLMEmbedder, OnnxMiniLMEmbedder, make_embedder
 from embedders import onnx_backend
 from sync.errors import ConfigError, EmbedderError
-from sync.hashing import pipeline_fingerprint
+from sync.core.hashing import pipeline_fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 

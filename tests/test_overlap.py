@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import sync.engine as engine
 from embedders import HashEmbedder
-from sync.state import LIVE, StateDB
+from sync.edges.state import LIVE, StateDB
 from tests.helpers import page_html, para
 
 GATE_TIMEOUT = 10.0

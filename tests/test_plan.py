@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sync.engine import plan_events, record_sitemap
-from sync.sitemaps import feed_hosts, lastmods_to_record
-from sync.state import GONE, LIVE, NEW, PageState
+from sync.core.sitemaps import feed_hosts, lastmods_to_record
+from sync.edges.state import GONE, LIVE, NEW, PageState
 from tests.helpers import T0
 
 NOW = T0 + timedelta(days=10)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sync import scheduler
 from sync.errors import ConfigError, StateError
-from sync.policy import (
+from sync.core.policy import (
     DEFAULT_POLICY,
     HISTORY_LIMIT,
     POLICIES,
@@ -38,7 +38,7 @@ from sync.policy import (
     make_policy,
     select_visits,
 )
-from sync.policy import (
+from sync.core.policy import (
     BULK_HOLD_S,
     BULK_WINDOW_S,
     BulkEdit,
@@ -52,7 +52,7 @@ from sync.policy import (
     update_bulk_state,
     url_section,
 )
-from sync.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
+from sync.core.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
 H = 3600.0
 D = 86400.0

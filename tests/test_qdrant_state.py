@@ -16,9 +16,9 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 
 from sync.errors import ConfigError, StateError, StateLockedError
-from sync.qdrant_state import NEEDS_SERVER, QdrantState, state_collection_name
-from sync.state import GONE, LIVE, PageState
-from sync.store import ClientStore, EdgeStore, RetryingClient
+from sync.edges.qdrant_state import NEEDS_SERVER, QdrantState, state_collection_name
+from sync.edges.state import GONE, LIVE, PageState
+from sync.edges.store import ClientStore, EdgeStore, RetryingClient
 from tests.helpers import Harness, page_html, para
 from tests.test_property import SiteEdits
 

@@ -11,9 +11,9 @@ import pytest
 
 from embedders import HashEmbedder
 from sync.errors import CollectionLostError, ConfigError
-from sync.points_check import MISSING_MARK, REBUILD_MARK, short_pages
-from sync.state import LIVE, PageState, StateDB
-from sync.status import collect_status
+from sync.core.points_check import MISSING_MARK, REBUILD_MARK, short_pages
+from sync.edges.state import LIVE, PageState, StateDB
+from sync.commands.status import collect_status
 from tests.helpers import T0, Harness, lose_collection, page_html, para
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)

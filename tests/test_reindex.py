@@ -22,16 +22,16 @@ from qdrant_client import QdrantClient
 
 from chunking import EXTRACTOR_ID, Splitter
 from embedders import HashEmbedder
-from sync.aliasfile import read_aliases, resolve_alias, write_alias
-from sync.audit import audit_collection
-from sync.catalog import ClientCatalog, EdgeCatalog
+from sync.edges.aliasfile import read_aliases, resolve_alias, write_alias
+from sync.commands.audit import audit_collection
+from sync.edges.catalog import ClientCatalog, EdgeCatalog
 from sync.errors import ConfigError, StoreError
-from sync.hashing import pipeline_fingerprint
-from sync.reindex import ReindexConfig, ReindexFailed, new_collection_name, run_reindex
-from sync.state import StateDB
-from sync.status import collect_status
-from sync.store import ClientStore, EdgeStore
-from sync.transfer import export_points
+from sync.core.hashing import pipeline_fingerprint
+from sync.commands.reindex import ReindexConfig, ReindexFailed, new_collection_name, run_reindex
+from sync.edges.state import StateDB
+from sync.commands.status import collect_status
+from sync.edges.store import ClientStore, EdgeStore
+from sync.commands.transfer import export_points
 from tests.helpers import T0, Harness, page_html, para
 from tests.test_cli import cli, one_error_line, parallel, sitemap, stored
 
@@ -473,7 +473,7 @@ def test_local_mode_first_switch_needs_drop_old_or_another_alias(site, harness):
 def test_reindex_with_the_page_state_in_qdrant(site, tmp_path):
     """`--state qdrant` keeps no texts: they come from the old points; the state stays beside
     the name readers use, so the next pass finds it whatever the alias points at."""
-    from sync.qdrant_state import QdrantState
+    from sync.edges.qdrant_state import QdrantState
 
     build_site(site, n=3)
     h = Harness(site, tmp_path, state="qdrant")

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sync.fetcher import MAX_RETRY_AFTER, parse_retry_after
-from sync.scheduler import MAX_INTERVAL
-from sync.state import StateDB
+from sync.edges.fetcher import MAX_RETRY_AFTER, parse_retry_after
+from sync.core.scheduler import MAX_INTERVAL
+from sync.edges.state import StateDB
 from tests.helpers import page_html, para
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)

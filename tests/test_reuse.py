@@ -17,8 +17,8 @@ from chunking import Splitter
 from demo.site_server import render_page
 from embedders import HashEmbedder
 from sync.errors import StoreError
-from sync.state import StateDB
-from sync.store import EdgeStore
+from sync.edges.state import StateDB
+from sync.edges.store import EdgeStore
 from tests.helpers import Harness, para
 
 PAGE = "/guide.html"

@@ -7,7 +7,7 @@ import contextlib
 from datetime import timedelta
 
 from demo.site_server import Resource
-from sync.state import GONE, StateDB
+from sync.edges.state import GONE, StateDB
 from tests.helpers import page_html, para
 from tests.test_engine import build, by_url
 

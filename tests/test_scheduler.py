@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.scheduler import (
+from sync.core.scheduler import (
     MAX_INTERVAL,
     MIN_INTERVAL,
     NEW_PAGE_INTERVAL,

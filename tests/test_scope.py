@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sync.scope import Scope, origin_key
+from sync.core.scope import Scope, origin_key
 
 ADDRS = {"docs.example.com": ["93.184.216.34"], "cdn.example.com": ["93.184.216.35"],
          "evil.example.com": ["10.0.0.5"], "intranet": ["192.168.1.10"]}

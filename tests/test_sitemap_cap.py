@@ -10,7 +10,7 @@ import pytest
 
 from sync.errors import ConfigError
 from sync.engine import PassConfig
-from sync.sitemaps import MAX_TOTAL_SITEMAP_URLS, collect_sitemaps
+from sync.core.sitemaps import MAX_TOTAL_SITEMAP_URLS, collect_sitemaps
 from tests.helpers import page_html, para
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"

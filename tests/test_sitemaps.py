@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sync.sitemaps as sitemaps_mod
+import sync.core.sitemaps as sitemaps_mod
 from sync.errors import FetchError, SitemapError
-from sync.sitemaps import (
+from sync.core.sitemaps import (
     MAX_SITEMAP_URLS,
     ParsedSitemap,
     SitemapDiff,

@@ -6,7 +6,7 @@ from array import array
 
 import pytest
 
-from sync.ids import chunk_id, point_id
+from sync.core.ids import chunk_id, point_id
 from sync.stages.embed import _VectorCache
 from sync.stages.write import build_points
 

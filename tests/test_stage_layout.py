@@ -40,4 +40,4 @@ def test_the_plan_stage_loads_no_fetcher():
     from tests.test_imports import loaded_after
 
     loaded = loaded_after("import sync.stages.plan")
-    assert not loaded["httpx"] and not loaded["sync.engine"] and not loaded["sync.fetcher"]
+    assert not loaded["httpx"] and not loaded["sync.engine"] and not loaded["sync.edges.fetcher"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sync.stages.plan import emptied_sitemap_errors, within_budget
-from sync.state import PageState
+from sync.edges.state import PageState
 
 A, B = "https://a.test/sitemap.xml", "https://b.test/sitemap.xml"
 

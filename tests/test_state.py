@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sync.errors import ConfigError, StateLockedError
-from sync.qdrant_state import QdrantState
-from sync.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
-from sync.state_protocol import State
+from sync.edges.qdrant_state import QdrantState
+from sync.edges.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
+from sync.edges.state_protocol import State
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -108,7 +108,7 @@ def test_round_trip_all_fields(db):
 def test_sqlite_tuple_rows_agree_with_dict_rows(tmp_path):
     """StateDB reads and writes page rows as tuples (`_values`, `_from_values`); the dict
     forms (`to_row`, `from_row`) are what the Qdrant state uses. Same columns, same values."""
-    from sync.state import _ROW_COLUMNS
+    from sync.edges.state import _ROW_COLUMNS
 
     for p in (full_page(), PageState(url="https://e.com/new")):
         row = p.to_row()
@@ -371,7 +371,7 @@ def test_lock_released_when_holder_process_is_killed(tmp_path):
     code = textwrap.dedent(
         f"""
         import sys, time
-        from sync.state import StateDB
+        from sync.edges.state import StateDB
         s = StateDB({str(path)!r})
         s.lock()
         print("locked", flush=True)
@@ -434,7 +434,7 @@ def test_sqlite_refusal_names_the_holder_as_the_lease_does(tmp_path):
 
 
 class FakeTime:
-    """`sync.state`'s view of `time`: `sleep` advances `monotonic` (and runs `on_sleep`
+    """`sync.edges.state`'s view of `time`: `sleep` advances `monotonic` (and runs `on_sleep`
     first, once), so lock waits are exact and take no wall time."""
 
     def __init__(self):
@@ -455,10 +455,10 @@ class FakeTime:
 
 
 def test_sqlite_wait_lock_waits_for_the_holder_then_gives_up(tmp_path, monkeypatch):
-    import sync.state
+    import sync.edges.state
 
     clock = FakeTime()
-    monkeypatch.setattr(sync.state, "time", clock)
+    monkeypatch.setattr(sync.edges.state, "time", clock)
     path = tmp_path / "state.db"
     with StateDB(path) as a, StateDB(path) as b, StateDB(path) as c:
         a.lock()
@@ -483,7 +483,7 @@ def test_a_link_to_the_state_meets_the_same_lock(tmp_path, link):
     code = textwrap.dedent(
         f"""
         import sys
-        from sync.state import StateDB
+        from sync.edges.state import StateDB
         s = StateDB({str(path)!r})
         s.lock()
         print("locked", flush=True)

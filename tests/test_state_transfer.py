@@ -14,9 +14,9 @@ import pytest
 from qdrant_client import QdrantClient
 
 from sync.errors import ConfigError
-from sync.qdrant_state import QdrantState
-from sync.state import GONE, LIVE, NEW, PageState, StateDB
-from sync.transfer import export_state, import_state
+from sync.edges.qdrant_state import QdrantState
+from sync.edges.state import GONE, LIVE, NEW, PageState, StateDB
+from sync.commands.transfer import export_state, import_state
 from tests.test_cli import DEAD, KEY, build, cli, one_error_line, sitemap, work  # noqa: F401  (work: a fixture)
 from tests.test_state import T0, full_page
 
@@ -113,7 +113,7 @@ def invoke(*args: str, input: str | None = None):
     """The CLI in-process (cheap); tests/test_cli.py drives it as a subprocess."""
     from typer.testing import CliRunner
 
-    from sync.cli import app
+    from sync.commands.cli import app
 
     return CliRunner().invoke(app, list(args), input=input)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from sync.errors import CollectionMismatchError, StoreError
-from sync.hashing import reuse_key
-from sync.ids import chunk_id, point_id
-from sync.store import INDEXED_FIELDS, ClientStore, EdgeStore, PageWrite, StoredPoint
+from sync.core.hashing import reuse_key
+from sync.core.ids import chunk_id, point_id
+from sync.edges.store import INDEXED_FIELDS, ClientStore, EdgeStore, PageWrite, StoredPoint
 
 DIM = 4
 A = "https://docs.example.com/a"
@@ -544,7 +544,7 @@ def test_edge_store_error_names_the_failing_operation(tmp_path):
 def test_retrying_client_retries_transient_errors_only():
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    from sync.store import RetryingClient
+    from sync.edges.store import RetryingClient
 
     class Flaky:
         calls = 0

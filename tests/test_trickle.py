@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sync.state import StateDB
+from sync.edges.state import StateDB
 from tests.helpers import T0, page_html, para
 
 DEADLINE = 1.0  # the Fetcher's whole-answer deadline in these passes (--timeout)

@@ -8,11 +8,11 @@ import re
 import pytest
 
 from demo.site_server import render_page
-from sync.ids import chunk_id, point_id
-from sync.plural import plural
-from sync.report import Report
-from sync.status import render_status
-from sync.store import EdgeStore, StoredPoint
+from sync.core.ids import chunk_id, point_id
+from sync.core.plural import plural
+from sync.core.report import Report
+from sync.commands.status import render_status
+from sync.edges.store import EdgeStore, StoredPoint
 from tests.test_cli import cli, run, work  # noqa: F401
 
 # A count of one followed (within two words) by a plural noun: "1 points", "1 live pages".

@@ -21,7 +21,7 @@ def _group():
         sys.path.insert(0, str(ROOT))
     import typer.main
 
-    from sync.cli import app
+    from sync.commands.cli import app
 
     return typer.main.get_command(app)
 

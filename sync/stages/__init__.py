@@ -17,8 +17,9 @@ Ways in and out, stage by stage (the conductor calls the first of each):
 - embed `_flush()` / `_drain()`: batches with their vectors to `_write(items)` (write);
 - settle `_queue_removals`, `_queue_orphans`, `_judge_guard`, `_settle_suspects`, `_apply_purges`.
 
-A stage may import the pure core and the edges of `sync` (decision, policy, scheduler,
-sitemaps, state, store, ...) and the stages before it, never `sync.engine` or the commands.
+A stage may import the pure core (`sync.core`: decision, policy, scheduler, sitemaps, ...),
+the edges (`sync.edges`: fetcher, state, store, ...) and the stages before it, never
+`sync.engine` or `sync.commands`.
 Names are imported on first use: `sync.stages.plan`'s pure functions load no fetcher.
 """
 

@@ -25,12 +25,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..decision import Decision
+from ..core.decision import Decision
 from ..errors import PagesyncError
-from ..fetcher import FetchResult
-from ..hashing import reuse_key
-from ..state import PageState
-from ..threads import in_daemon_thread
+from ..edges.fetcher import FetchResult
+from ..core.hashing import reuse_key
+from ..edges.state import PageState
+from ..edges.threads import in_daemon_thread
 from .plan import within_budget
 
 log = logging.getLogger("pagesync")
@@ -287,7 +287,7 @@ class EmbedStage:
                             item.vectors[i] = known
         texts = list(to_embed.values())
         # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
-        # for the model to finish the batch (`sync.threads`).
+        # for the model to finish the batch (`sync.edges.threads`).
         call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
         self.inflight, self.inflight_keys = (batch, to_embed, call), to_embed
 

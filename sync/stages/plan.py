@@ -17,11 +17,11 @@ from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
 from ..errors import ConfigError, PagesyncError
-from ..httpcache import memo_parser
-from ..ids import canonical_url
-from ..plural import plural
-from ..scope import all_out_of_scope, refused_by_host, some_out_of_scope, url_host
-from ..policy import (
+from ..edges.httpcache import memo_parser
+from ..core.ids import canonical_url
+from ..core.plural import plural
+from ..core.scope import all_out_of_scope, refused_by_host, some_out_of_scope, url_host
+from ..core.policy import (
     BulkState,
     Candidate,
     Policy,
@@ -42,9 +42,9 @@ from ..policy import (
     select_visits,
     _span,
 )
-from ..sitemaps import (NOT_A_SITEMAP, SitemapCollection, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
+from ..core.sitemaps import (NOT_A_SITEMAP, SitemapCollection, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
                         lastmods_to_record)
-from ..state import GONE, LIVE, NEW, PageState
+from ..edges.state import GONE, LIVE, NEW, PageState
 
 log = logging.getLogger("pagesync")
 

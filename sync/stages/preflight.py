@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 
 from ..errors import ConfigError
-from ..plural import plural
-from ..points_check import (
+from ..core.plural import plural
+from ..core.points_check import (
     MISSING_MARK,
     REBUILD_MARK,
     lost_refusal,
@@ -22,7 +22,7 @@ from ..points_check import (
     recorded_chunks,
     short_pages,
 )
-from ..state import PageState
+from ..edges.state import PageState
 
 log = logging.getLogger("pagesync")
 
@@ -111,7 +111,7 @@ class PreflightStage:
         validators (a 304 must not hide it) and rewritten whatever its hash says, past
         --max-fetches like repairs. They are marked pending in one state write before the
         first store write, so a pass killed halfway leaves the unwritten ones due and
-        rewritten by the next pass (`sync.points_check`)."""
+        rewritten by the next pass (`sync.core.points_check`)."""
         self.rebuild = {p.url for p in lost}
         self.points_checked = True  # the whole collection is rewritten: nothing to count
         chunks = sum(p.chunk_count for p in lost)

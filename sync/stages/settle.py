@@ -13,11 +13,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Sequence
 
-from ..decision import Action, Decision, broken_deploy
-from ..plural import plural
-from ..scope import refused_by_host
-from ..scheduler import failure_backoff, next_interval
-from ..state import GONE, LIVE, PageState
+from ..core.decision import Action, Decision, broken_deploy
+from ..core.plural import plural
+from ..core.scope import refused_by_host
+from ..core.scheduler import failure_backoff, next_interval
+from ..edges.state import GONE, LIVE, PageState
 from .plan import _allow_hosts
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Workers fetch per host (`HostQueue`: no worker waits out one host's delay while another's
 pages wait) into a bounded queue the pass consumes in order (`_visit`). Each answer is
-decided (`_process`, `sync.decision.decide`): a skip is recorded, a 404/410, a page with no
+decided (`_process`, `sync.core.decision.decide`): a skip is recorded, a 404/410, a page with no
 text or a 301/308 (`_moved`: its target tracked in its place) is queued for the purge, and a
 change goes on to the embed stage. A change that looks like a broken deploy is held for
 the guard (`may_be_broken`). Conditional GETs use the page's validators unless its text must
@@ -15,11 +15,11 @@ import asyncio
 import logging
 from typing import Sequence
 
-from ..decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
-from ..fetcher import FetchResult, HostQueue, Validators
-from ..ids import canonical_url
-from ..points_check import REBUILD_MARK, rewrite_reason
-from ..state import GONE, NEW, PageState
+from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
+from ..edges.fetcher import FetchResult, HostQueue, Validators
+from ..core.ids import canonical_url
+from ..core.points_check import REBUILD_MARK, rewrite_reason
+from ..edges.state import GONE, NEW, PageState
 from .embed import _Pending
 
 log = logging.getLogger("pagesync")

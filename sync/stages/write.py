@@ -12,12 +12,12 @@ import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Sequence
 
-from ..decision import Action, Decision
+from ..core.decision import Action, Decision
 from ..errors import PagesyncError, StoreFullError
-from ..ids import chunk_id, point_id
-from ..scheduler import NEW_PAGE_INTERVAL, failure_backoff
-from ..state import LIVE, PageState
-from ..store import PageWrite, StoredPoint
+from ..core.ids import chunk_id, point_id
+from ..core.scheduler import NEW_PAGE_INTERVAL, failure_backoff
+from ..edges.state import LIVE, PageState
+from ..edges.store import PageWrite, StoredPoint
 
 if TYPE_CHECKING:
     from .embed import _Pending

@@ -71,11 +71,11 @@ class Report:
     sitemaps_not_modified: int = 0  # sitemap files answered 304: their kept copy was parsed
     sitemap_errors: int = 0
     lastmod_trusted: bool | None = None
-    # What the sitemaps' lastmod said (sync.sitemaps.lastmod_state): "none" (no URL has one),
+    # What the sitemaps' lastmod said (sync.core.sitemaps.lastmod_state): "none" (no URL has one),
     # "same" (one stamp on every URL: ignored), "varied" (usable); None without sitemap URLs.
     lastmod_state: str | None = None
     # With bulk-edit detection on (PassConfig.bulk_edits): per host, the evidence of the
-    # last passes and the bulk edit under way, if any (sync.policy.bulk_state_to_json).
+    # last passes and the bulk edit under way, if any (sync.core.policy.bulk_state_to_json).
     # The next pass reads it back from the last run.
     bulk_edits: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0

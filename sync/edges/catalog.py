@@ -7,7 +7,7 @@ beyond the `Store` of a single collection.
   refuses an alias with the name of an existing collection, so turning a plain collection
   into an alias of the same name means deleting it first: a short gap, reported.
 - `EdgeCatalog` (Qdrant Edge, one shard directory per collection): Edge has no aliases;
-  they live in `<qdrant-path>/aliases.json` (`sync.aliasfile`), switched with an atomic
+  they live in `<qdrant-path>/aliases.json` (`sync.edges.aliasfile`), switched with an atomic
   rename, and `EdgeStore` resolves through it. An alias may carry the name of a shard
   directory (it wins), so even the first switch has no gap.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .aliasfile import read_aliases, write_alias
-from .errors import StoreError
+from ..errors import StoreError
 from .store import ClientStore, EdgeStore, Store, qdrant_boundary
 
 __all__ = ["Catalog", "EdgeCatalog", "ClientCatalog"]

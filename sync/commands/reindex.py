@@ -51,18 +51,18 @@ from chunking import EXTRACTOR_ID, Splitter, extract_page
 from embedders.base import Embedder
 
 from .audit import audit_collection
-from .catalog import Catalog
-from .decision import Outcome
-from .engine import build_points
-from .errors import ConfigError, PagesyncError
-from .hashing import content_hash, pipeline_fingerprint
-from .ids import canonical_url
-from .plural import plural
-from .report import Report
-from .scope import Scope
-from .state import PageState
-from .state_protocol import State
-from .store import Store
+from ..edges.catalog import Catalog
+from ..core.decision import Outcome
+from ..engine import build_points
+from ..errors import ConfigError, PagesyncError
+from ..core.hashing import content_hash, pipeline_fingerprint
+from ..core.ids import canonical_url
+from ..core.plural import plural
+from ..core.report import Report
+from ..core.scope import Scope
+from ..edges.state import PageState
+from ..edges.state_protocol import State
+from ..edges.store import Store
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
            "new_collection_name"]
@@ -566,7 +566,7 @@ class _Reindex:
         """Run `body` with a Fetcher at hand (made here, in this event loop, unless given)."""
         if self.fetcher is not None:
             return await body()
-        from .fetcher import Fetcher, make_client
+        from ..edges.fetcher import Fetcher, make_client
 
         scope = Scope.from_urls([p.url for p in self.state.all_pages() if p.indexed])
         cache = self.state if hasattr(self.state, "cached_robots") else None

@@ -24,7 +24,7 @@ from email.utils import parsedate_to_datetime
 from typing import Awaitable, Callable, Iterable, Mapping
 from urllib.parse import urljoin, urlsplit
 
-from .errors import FetchError, NotASitemapError, SitemapError
+from ..errors import FetchError, NotASitemapError, SitemapError
 from .ids import canonical_url
 
 __all__ = [

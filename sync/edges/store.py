@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
-from .errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
+from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
-from .hashing import reuse_key
+from ..core.hashing import reuse_key
 
 try:
     import fcntl
@@ -132,7 +132,7 @@ class Store(Protocol):
 
     def count(self, url: str | None = None) -> int: ...
 
-    # Optional (read with getattr by sync.preflight): `vector_size() -> int | None`, the
+    # Optional (read with getattr by sync.commands.checks): `vector_size() -> int | None`, the
     # collection's vector size (None: no collection), and `location`, where it lives.
 
     def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]: ...
@@ -278,7 +278,7 @@ def _check_name(collection: str) -> None:
 class EdgeStore(_PagedScroll):
     """Qdrant Edge shard at `<path>/<collection>/`, or at the shard an alias names.
 
-    `collection` may be an alias kept in `<path>/aliases.json` (`sync.aliasfile`, written
+    `collection` may be an alias kept in `<path>/aliases.json` (`sync.edges.aliasfile`, written
     by `pagesync reindex`): it is resolved each time the store is about to touch the disk
     and pinned while the shard is open (`resolve_alias=False`: the name is the directory).
     A shard can be open in one place at a time. Qdrant Edge locks its write-ahead log, but

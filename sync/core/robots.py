@@ -4,7 +4,7 @@
 connection errors: everything disallowed for now, which keeps what is indexed (nothing is
 purged); `unavailable` then says why, and the Fetcher fails the host's pages with it (an
 error, retried soon like any failure) rather than skipping them as a Disallow would. Pure: the fetch happens in the Fetcher, which
-keeps 2xx and 4xx answers for 24 h across passes (`sync.httpcache`), never failures.
+keeps 2xx and 4xx answers for 24 h across passes (`sync.edges.httpcache`), never failures.
 """
 
 from __future__ import annotations

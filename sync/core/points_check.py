@@ -22,9 +22,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from .errors import CollectionLostError
+from ..errors import CollectionLostError
 from .plural import plural
-from .state import PageState
+from .page import PageState
 
 __all__ = ["REBUILD_MARK", "MISSING_MARK", "settled", "recorded_chunks", "lost_refusal", "mark_for_rewrite",
            "points_per_url", "short_pages", "MissingPoints", "rewrite_reason"]

@@ -64,7 +64,7 @@ import warnings
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
+from ..errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
 from .lease import Holder, LeaseStatus, claim, lease_status, locked_message, may_take, this_process
 from .state import _COLUMNS, GONE, LIVE, NEW, PageState, to_epoch
 from .store import qdrant_boundary
@@ -117,7 +117,7 @@ def _page_from_payload(d: dict[str, Any]) -> PageState:
 class QdrantState:
     """The page state in a payload-only Qdrant collection, with a lease for the pass lock.
 
-    `client` is a qdrant-client `QdrantClient` (or `sync.store.RetryingClient` around one);
+    `client` is a qdrant-client `QdrantClient` (or `sync.edges.store.RetryingClient` around one);
     `collection` is the state collection's own name (see `for_store`). `clock` and `sleep`
     are injectable for tests; the lease uses the wall clock (epoch seconds), never a pass's
     `--now`.

@@ -23,7 +23,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from .errors import StoreError, StoreUnavailableError
+from ..errors import StoreError, StoreUnavailableError
 
 __all__ = ["ALIAS_FILE", "read_aliases", "resolve_alias", "write_alias"]
 

@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 
-from .errors import CollectionMismatchError, ConfigError
-from .state import PageState
-from .state_protocol import State
-from .store import Store, StoredPoint
+from ..errors import CollectionMismatchError, ConfigError
+from ..edges.state import PageState
+from ..edges.state_protocol import State
+from ..edges.store import Store, StoredPoint
 
 __all__ = ["export_points", "import_points", "export_state", "import_state", "read_state_dump", "load_state",
            "StateDump", "page_to_record", "page_from_record"]

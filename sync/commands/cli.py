@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 import typer
 
-from .errors import ConfigError, PagesyncError, StateUnusableError
-from .plural import plural
+from ..errors import ConfigError, PagesyncError, StateUnusableError
+from ..core.plural import plural
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
 # pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
@@ -74,7 +74,7 @@ def _store_wait() -> float:
 
 def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path,
                 lock_wait: float | None = None):
-    from .store import ClientStore, EdgeStore
+    from ..edges.store import ClientStore, EdgeStore
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
@@ -90,10 +90,10 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
     dry run gets a throw-away in-memory state (it writes nothing, not even a state); with
     `optional`, None (a nullcontext, for `with`). `reading` (a command that only reads it):
     a SQLite state this user may read but not write is opened read-only, with a warning."""
-    from .state import StateDB
+    from ..edges.state import StateDB
 
     if spec == QDRANT_STATE:
-        from .qdrant_state import QdrantState
+        from ..edges.qdrant_state import QdrantState
 
         qs = QdrantState.for_store(store, create=False)  # ConfigError with the embedded store
         exists, where = qs.exists(), f"in Qdrant (collection {qs.collection!r})"
@@ -101,7 +101,7 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
         try:
             exists, where = Path(spec).exists(), f"at {spec}"
         except OSError as exc:  # a directory this user may not enter
-            from .state import unusable
+            from ..edges.state import unusable
 
             raise unusable(Path(spec), exc) from None
     if not exists:
@@ -117,7 +117,7 @@ def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool =
     try:
         return StateDB(spec)
     except StateUnusableError:
-        from .state import access_problem
+        from ..edges.state import access_problem
 
         problem = access_problem(Path(spec)) if reading else None
         if problem is None:
@@ -353,8 +353,8 @@ def run(
         from chunking import Splitter
         from embedders import make_embedder
 
-        from .engine import PassConfig, arun_pass
-        from .fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
+        from ..engine import PassConfig, arun_pass
+        from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
 
         for s in sitemap:
             _check_url(s, "--sitemap")
@@ -366,7 +366,7 @@ def run(
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
                          reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page,
                          revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
-        from .policy import make_policy
+        from ..core.policy import make_policy
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         emb = make_embedder(embedder)
@@ -431,7 +431,7 @@ def audit(
 
     def body() -> int:
         from .audit import run_audit
-        from .preflight import require_collection
+        from .checks import require_collection
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
@@ -494,7 +494,7 @@ def export(
     """Every point as JSON lines on stdout: {"id", "payload"} (+ "vector" with --with-vectors)."""
 
     def body() -> int:
-        from .preflight import require_collection
+        from .checks import require_collection
         from .transfer import export_points
 
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
@@ -552,7 +552,7 @@ def search(
     """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
 
     def body() -> int:
-        from .preflight import choose_embedder, require_collection
+        from .checks import choose_embedder, require_collection
 
         if not query.strip():
             raise ConfigError("the search query is empty: give some text to search for")
@@ -687,10 +687,10 @@ def reindex(
         from chunking import Splitter
         from embedders import make_embedder
 
-        from .catalog import ClientCatalog, EdgeCatalog
-        from .fetcher import DEFAULT_USER_AGENT, make_client
+        from ..edges.catalog import ClientCatalog, EdgeCatalog
+        from ..edges.fetcher import DEFAULT_USER_AGENT, make_client
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
-        from .store import ClientStore
+        from ..edges.store import ClientStore
 
         emb = make_embedder(embedder)
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,

@@ -1,7 +1,7 @@
 """The page-state seam: what the engine, status, audit, the state transfer and the CLI use.
 
-Two implementations: `sync.state.StateDB` (SQLite, the default; one machine) and
-`sync.qdrant_state.QdrantState` (a payload-only companion collection on the same Qdrant
+Two implementations: `sync.edges.state.StateDB` (SQLite, the default; one machine) and
+`sync.edges.qdrant_state.QdrantState` (a payload-only companion collection on the same Qdrant
 server as the pages, for CI runners that keep nothing between runs).
 
 Optional extras that a state may offer and callers must treat as optional (look them up

@@ -25,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .ids import point_id as make_point_id
-from .ids import url_digest
-from .plural import plural
-from .scope import url_host
-from .state_protocol import State
-from .store import Store
+from ..core.ids import point_id as make_point_id
+from ..core.ids import url_digest
+from ..core.plural import plural
+from ..core.scope import url_host
+from ..edges.state_protocol import State
+from ..edges.store import Store
 
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "run_audit", "CATEGORIES"]
 
@@ -217,7 +217,7 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     rewritten as a unit). Returns that pass's run report, or None when nothing needed it."""
     from datetime import datetime, timezone
 
-    from .engine import PassConfig, arun_pass
+    from ..engine import PassConfig, arun_pass
 
     doomed = report.delete_ids + (report.foreign_ids if include_foreign else [])
     if doomed:
@@ -247,8 +247,8 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
     text = first.render()
     final = first
     if fix and not first.ok:
-        from .fetcher import Fetcher, make_client
-        from .preflight import choose_embedder
+        from ..edges.fetcher import Fetcher, make_client
+        from .checks import choose_embedder
 
         # Before anything is deleted: an embedder that cannot fill this collection is exit 2
         # with nothing written. Without --embedder: the one the points name, when known.

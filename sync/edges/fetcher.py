@@ -20,14 +20,14 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from .decision import Outcome
-from .errors import FetchError
+from ..core.decision import Outcome
+from ..errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
-from .inflate import ACCEPT_ENCODING, BoundedDecoder
-from .robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
-from .scheduler import MAX_INTERVAL
-from .scope import url_host
-from .sitemaps import MAX_SITEMAP_BYTES
+from ..core.inflate import ACCEPT_ENCODING, BoundedDecoder
+from ..core.robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
+from ..core.scheduler import MAX_INTERVAL
+from ..core.scope import url_host
+from ..core.sitemaps import MAX_SITEMAP_BYTES
 
 __all__ = [
     "Validators",

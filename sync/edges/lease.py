@@ -5,7 +5,7 @@ started and when its claim ends (a lease's expiry, or "when that process exits" 
 SQLite state's OS file lock).
 
 The lease rules are a pure function of (the lease read back, my token, now), so they are
-tested with tables and an injected clock; the I/O lives in `sync.qdrant_state`.
+tested with tables and an injected clock; the I/O lives in `sync.edges.qdrant_state`.
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from .errors import StoreHeldError, StoreReadOnlyError
-from .plural import plural
-from .points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
-from .policy import host_lastmod_trust, lastmod_makes_due
-from .state import GONE
-from .state_protocol import State
-from .store import Store
+from ..errors import StoreHeldError, StoreReadOnlyError
+from ..core.plural import plural
+from ..core.points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
+from ..core.policy import host_lastmod_trust, lastmod_makes_due
+from ..edges.state import GONE
+from ..edges.state_protocol import State
+from ..edges.store import Store
 
 __all__ = ["collect_status", "render_status", "FAILING_EXAMPLES"]
 

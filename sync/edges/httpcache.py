@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Protocol, runtime_checkable
 
-from .sitemaps import MAX_SITEMAP_BYTES, ParsedSitemap, pack_parsed, parse_key, parse_sitemap, unpack_parsed
+from ..core.sitemaps import MAX_SITEMAP_BYTES, ParsedSitemap, pack_parsed, parse_key, parse_sitemap, unpack_parsed
 
 __all__ = [
     "FetchCache",

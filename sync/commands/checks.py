@@ -17,9 +17,9 @@ import itertools
 import logging
 from typing import Any
 
-from .errors import CollectionMismatchError, CollectionNotFoundError
-from .state_protocol import State
-from .store import Store
+from ..errors import CollectionMismatchError, CollectionNotFoundError
+from ..edges.state_protocol import State
+from ..edges.store import Store
 
 __all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits"]
 

@@ -10,7 +10,7 @@ Three policies:
 - `uniform` (`UniformPolicy`), the baseline: every page on one fixed revisit interval
   (3 d by default), whatever it does.
 - `halve-double` (`HalveDoublePolicy`), the simple adaptive rule: the interval
-  halves on a change, doubles otherwise, clamped to [6 h, 60 d] (`sync.scheduler`).
+  halves on a change, doubles otherwise, clamped to [6 h, 60 d] (`sync.core.scheduler`).
 - `change-rate` (`ChangeRatePolicy`), the default: estimate the page's Poisson change
   rate from its visit history with Cho & Garcia-Molina's estimator for irregular
   revisit intervals (J. Cho, H. Garcia-Molina, "Estimating frequency of change",
@@ -45,7 +45,7 @@ from datetime import timedelta
 from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 from . import scheduler
-from .errors import ConfigError, StateError
+from ..errors import ConfigError, StateError
 from .scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL, clamp_interval
 
 __all__ = [
@@ -457,7 +457,7 @@ class Policy(Protocol):
 class HalveDoublePolicy:
     """Halve-double (`--policy halve-double`): halve on change, double otherwise.
 
-    `next_interval` is `sync.scheduler.next_interval` exactly (a first visit, `changed`
+    `next_interval` is `sync.core.scheduler.next_interval` exactly (a first visit, `changed`
     None, starts at 3 d). It keeps no per-page estimate, so among due pages the one
     waiting longest goes first: priority is the time since the last visit.
     """

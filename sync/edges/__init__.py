@@ -1,0 +1,10 @@
+"""The edges: every place a pass touches the world, each behind a small Protocol.
+
+HTTP (`fetcher`, with its remembered robots.txt and sitemap copies in `httpcache`), the
+vector stores (`store`: Qdrant Edge embedded, or a Qdrant server through qdrant-client;
+`catalog` and `aliasfile` for collections and aliases), the page states (`state_protocol`,
+`state` in SQLite, `qdrant_state` in Qdrant), the pass lock's holder (`lease`) and the
+model thread a pass can walk away from (`threads`).
+
+Modules here may import `sync.core` and `sync.errors`; never a stage, the engine or a command.
+"""
