@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
-# TYPE_CHECKING imports above say the same for type checkers, and tests/test_imports.py
+# TYPE_CHECKING imports above say the same for type checkers, and tests/project/test_imports.py
 # checks the two agree)
 _EXPORTS = {
     "AuditReport": "commands.audit",
