@@ -589,7 +589,7 @@ class PlanStage:
                 due=True,
                 forced=forced,
                 repair=(ev.reason == "pending" or ev.url in self.rebuild
-                        or (page is not None and page.pending_hash is not None)),
+                        or ev.url in self.marked or (page is not None and page.pending_hash is not None)),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),
                 policy=self._policy_for(ev.url) if not forced else None,

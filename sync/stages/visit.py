@@ -18,7 +18,7 @@ from typing import Sequence
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
 from ..edges.fetcher import FetchResult, HostQueue, Validators
 from ..core.ids import canonical_url
-from ..core.points_check import REBUILD_MARK, rewrite_reason
+from ..core.points_check import MISSING_MARK, REBUILD_MARK, rewrite_reason
 from ..edges.state import GONE, NEW, PageState
 from .embed import _Pending
 
@@ -112,8 +112,15 @@ class VisitStage:
         known = self.state.get(canonical_url(target))
         return self._validators(known) if known is not None else None
 
+    def _mark(self, page: PageState) -> str | None:
+        """The page's pending mark: the state's, or the one preflight gave it this pass (a
+        dry run writes no mark, yet must visit and tell the page as a pass would)."""
+        if page.pending_hash is not None:
+            return page.pending_hash
+        return MISSING_MARK if page.url in self.marked else None
+
     def _validators(self, page: PageState) -> Validators | None:
-        if self.cfg.repair or page.url in self.rebuild or not page.indexed or page.pending_hash is not None:
+        if self.cfg.repair or page.url in self.rebuild or not page.indexed or self._mark(page) is not None:
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
             return None
@@ -173,10 +180,10 @@ class VisitStage:
             decision = Decision(Action.REPLACE, "repair")
         elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, rewrite_reason(REBUILD_MARK))
-        elif page.pending_hash is not None and decision.action is Action.SKIP_UNCHANGED:
+        elif self._mark(page) is not None and decision.action is Action.SKIP_UNCHANGED:
             # A pending mark: what the collection holds for this page is not known (a write
             # or purge cut short, a rebuild not reached yet, points lost): rewritten.
-            decision = Decision(Action.REPLACE, rewrite_reason(page.pending_hash))
+            decision = Decision(Action.REPLACE, rewrite_reason(self._mark(page)))
         elif decision.action is Action.SKIP_UNCHANGED and (title or "") != (page.title or ""):
             # Every point carries the title, which the hash (of the markdown) does not cover:
             # a page whose title alone changed is rewritten, each chunk's vector reused.

@@ -187,6 +187,21 @@ def test_points_lost_on_a_server_are_caught_and_rewritten_in_the_next_pass(site,
     assert again.points_missing == 0 and again.changes == []
 
 
+@pytest.mark.parametrize("harness", ["qdrant"], indirect=True)
+def test_a_dry_run_reports_the_pages_that_lost_points_as_rewrites_and_writes_nothing(site, harness):
+    build(site, n=5)
+    harness.run()
+    lost = [site.server.url("/p1.html"), site.server.url("/p3.html")]
+    _delete_pages(harness, lost)
+    dry = harness.run(advance=timedelta(minutes=5), dry_run=True)
+    # fetched unconditionally (a 304 would hide them) and told as the rewrites a pass makes
+    assert dry.pages_points_missing == 2 and dry.pages_not_modified == 0
+    assert sorted(c["url"] for c in dry.changes) == lost
+    assert {c["reason"] for c in dry.changes} == {"repair: the collection lost some of its points"}
+    rep = harness.run(advance=timedelta(minutes=5))  # the dry run wrote nothing: the pass still repairs
+    assert rep.pages_points_missing == 2 and sorted(c["url"] for c in rep.changes) == lost
+
+
 def test_points_lost_in_the_embedded_store_are_caught_once_a_pass_opens_it(site, harness, tmp_path):
     build(site, n=5)
     harness.run()
