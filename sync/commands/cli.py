@@ -552,17 +552,14 @@ def search(
     """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
 
     def body() -> int:
-        from .checks import choose_embedder, require_collection
+        from .read import open_collection
 
         if not query.strip():
             raise ConfigError("the search query is empty: give some text to search for")
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
-        try:
-            require_collection(store)
-            emb = choose_embedder(embedder, store, why="search")
-            hits = store.search(emb.embed([query])[0], limit=limit)
-        finally:
-            store.close()
+        # A --qdrant-url without a scheme is http, as qdrant-client reads it.
+        where = qdrant_path if not qdrant_url else qdrant_url if "://" in qdrant_url else f"http://{qdrant_url}"
+        with open_collection(where, collection, api_key=api_key, embedder=embedder, lock_wait=_store_wait()) as coll:
+            hits = [(h.score, h.payload) for h in coll.search(query, limit=limit)]
         if as_json:
             typer.echo(json.dumps([{"score": s, "payload": p} for s, p in hits], indent=2))
         for score, p in [] if as_json else hits:
