@@ -12,6 +12,7 @@ from sync.commands.read import Collection, Hit, open_collection
 from sync.edges.store import ClientStore, EdgeStore, PageWrite
 from sync.errors import CollectionMismatchError, CollectionNotFoundError, ConfigError, StoreHeldError
 from sync.stages.write import build_points
+from tests.helpers import store_clock
 
 PAGES = {
     "https://docs.example.com/install": ("Install", ["Install with pip.", "Check the version."]),
@@ -80,7 +81,7 @@ def test_a_search_during_a_pass_is_refused_at_once_with_one_line(edge_dir, monke
     def sleep(_):
         raise AssertionError("the search waited for the pass")
 
-    monkeypatch.setattr(store_mod.time, "sleep", sleep)
+    monkeypatch.setattr(store_mod, "time", store_clock(sleep))
     try:
         with pytest.raises(StoreHeldError) as info:
             coll.search("Install with pip.")

@@ -11,6 +11,7 @@ import pytest
 import sync.edges.store as store_mod
 from sync.edges.store import SHARD_LOCK, EdgeStore, StoredPoint
 from sync.errors import StoreHeldError
+from tests.helpers import store_clock
 
 ID = "00000000-0000-0000-0000-000000000001"
 
@@ -28,7 +29,7 @@ def no_waiting(monkeypatch):
     def sleep(_):
         raise AssertionError("the opener polled the lock instead of deciding at once")
 
-    monkeypatch.setattr(store_mod.time, "sleep", sleep)
+    monkeypatch.setattr(store_mod, "time", store_clock(sleep))
 
 
 def test_a_reader_meeting_a_writer_is_refused_at_once_naming_it(shard, monkeypatch):
@@ -54,7 +55,7 @@ def test_a_reader_meeting_a_reader_waits_for_it(shard, monkeypatch):
         waits.append(seconds)
         first.close()
 
-    monkeypatch.setattr(store_mod.time, "sleep", sleep)
+    monkeypatch.setattr(store_mod, "time", store_clock(sleep))
     second = EdgeStore(shard, "pages", reading=True, lock_wait=60)
     try:
         assert second.count() == 1 and len(waits) == 1
