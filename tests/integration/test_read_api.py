@@ -4,6 +4,7 @@ default, on qdrant-client's local mode and on a real server; and a search during
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -20,7 +21,14 @@ from sync.edges.store import ClientStore
 from sync.errors import StoreHeldError
 from tests.helpers import Harness, page_html, para, store_clock
 
-DEMO = Path(__file__).resolve().parents[2] / "demo"
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo"
+
+
+def python(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter that imports this checkout's pagesync."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
 def a_chunk(harness, path: str) -> dict:
@@ -155,15 +163,15 @@ def test_importing_a_retriever_without_its_framework_names_the_extra():
     for module, blocked, extra in (("sync.integrations.langchain", "langchain_core", "pagesync[langchain]"),
                                    ("sync.integrations.llamaindex", "llama_index", "pagesync[llamaindex]")):
         code = f"import sys\nsys.modules[{blocked!r}] = None\nimport {module}"
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        r = python(code)
         assert r.returncode == 1 and f'pip install "{extra}"' in r.stderr, r.stderr
 
 
 def test_import_sync_loads_no_framework():
     code = ("import sys, sync\nsync.open_collection\n"
             "print([m for m in ('langchain_core', 'llama_index') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    r = python(code)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
 
 
 @pytest.mark.model
@@ -187,3 +195,17 @@ def test_the_bundled_model_finds_the_page_a_question_is_about(tmp_path, minilm):
 
         assert LangChainRetriever(collection=coll, k=1).invoke(question)[0].metadata["url"] == top.url
         assert LlamaIndexRetriever(coll, similarity_top_k=1).retrieve(question)[0].node.metadata["url"] == top.url
+
+
+def test_the_read_api_page_snippets_run(synced):
+    """The Python snippets of docs/tasks/read-api.md, as written, against a synced store (its
+    path substituted for the default one)."""
+    import re
+
+    text = (ROOT / "docs" / "tasks" / "read-api.md").read_text()
+    snippets = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(snippets) == 3 and all(".pagesync/qdrant" in s for s in snippets)
+    code = "\n".join(snippets).replace(".pagesync/qdrant", str(synced.store_path))
+    code += "\nassert docs[0].metadata['url'] and nodes[0].node.metadata['url']\nprint('ok')"
+    r = python(code)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]
