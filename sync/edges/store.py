@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
-from .lease import Holder, this_process
+from .lease import Holder, iso, this_process
 from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
 from ..core.hashing import reuse_key
@@ -293,9 +293,13 @@ def _lock_holder(fd: int) -> tuple[Holder | None, bool]:
         return None, False
 
 
+def _who(holder: Holder) -> str:
+    return f"host {holder.hostname}, pid {holder.pid}, since {iso(holder.started_at)}"
+
+
 def _held_for_writing(path: Path, holder: Holder) -> str:
     return (f"embedded store ({path}) is open in another process for writing (a pagesync pass, import or "
-            f"repair: {holder.describe()}); Qdrant Edge opens a shard in one process at a time: read it when "
+            f"repair: {_who(holder)}); Qdrant Edge opens a shard in one process at a time: read it when "
             f"that process is done, or keep the collection on a Qdrant server (--qdrant-url) to read it while "
             f"passes run")
 
@@ -401,7 +405,7 @@ class EdgeStore(_PagedScroll):
                     raise StoreHeldError(_held_for_writing(path, holder)) from None
                 if time.monotonic() >= deadline:
                     os.close(fd)
-                    shown = f"{'a reader: ' if reads else ''}{holder.describe()}; " if holder is not None else ""
+                    shown = f"{'a reader: ' if reads else ''}{_who(holder)}; " if holder is not None else ""
                     raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
                                          f"({shown}waited {self.lock_wait:g}s)") from None
                 time.sleep(0.05)
