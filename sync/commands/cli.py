@@ -73,12 +73,15 @@ def _store_wait() -> float:
 
 
 def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path,
-                lock_wait: float | None = None):
+                lock_wait: float | None = None, reading: bool = False):
+    """The store the options name. `reading`: the command only reads it, so an embedded
+    shard a pass is writing is refused at once (`EdgeStore`), not waited for."""
     from ..edges.store import ClientStore, EdgeStore
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
-    return EdgeStore(qdrant_path, collection, lock_wait=_store_wait() if lock_wait is None else lock_wait)
+    return EdgeStore(qdrant_path, collection, lock_wait=_store_wait() if lock_wait is None else lock_wait,
+                     reading=reading)
 
 
 def _open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False,
@@ -433,7 +436,7 @@ def audit(
         from .audit import run_audit
         from .checks import require_collection
 
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path, reading=not fix)
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
                 require_collection(store, st)
@@ -469,7 +472,7 @@ def status(
 
         clock = _parse_now(now)
         # A shard a running pass holds is not waited for: status reports from the state.
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path, lock_wait=0.5)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path, lock_wait=0.5, reading=True)
         try:
             # No require_collection: a missing collection is status's first warning line.
             with _open_state(state, store, missing=NO_STATE, reading=True) as st:
@@ -497,7 +500,7 @@ def export(
         from .checks import require_collection
         from .transfer import export_points
 
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
+        store = _open_store(collection, qdrant_url, api_key, qdrant_path, reading=True)
         try:
             with _open_state(state, store, optional=True, reading=True) as st:
                 require_collection(store, st)
@@ -552,17 +555,14 @@ def search(
     """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
 
     def body() -> int:
-        from .checks import choose_embedder, require_collection
+        from .read import open_collection
 
         if not query.strip():
             raise ConfigError("the search query is empty: give some text to search for")
-        store = _open_store(collection, qdrant_url, api_key, qdrant_path)
-        try:
-            require_collection(store)
-            emb = choose_embedder(embedder, store, why="search")
-            hits = store.search(emb.embed([query])[0], limit=limit)
-        finally:
-            store.close()
+        # A --qdrant-url without a scheme is http, as qdrant-client reads it.
+        where = qdrant_path if not qdrant_url else qdrant_url if "://" in qdrant_url else f"http://{qdrant_url}"
+        with open_collection(where, collection, api_key=api_key, embedder=embedder, lock_wait=_store_wait()) as coll:
+            hits = [(h.score, h.payload) for h in coll.search(query, limit=limit)]
         if as_json:
             typer.echo(json.dumps([{"score": s, "payload": p} for s, p in hits], indent=2))
         for score, p in [] if as_json else hits:

@@ -95,24 +95,45 @@ def test_a_state_that_is_not_a_database_is_exit_2(work):
 
 # -- C: configuration and environment errors ---------------------------------------------------------
 def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
-    """audit and export need the points: exit 2. status reports from the state (README:
-    it always reports), the points not counted and a warning first
+    """audit, export and search need the points: exit 2, at once, naming the writer (a pass
+    holds its shard for minutes: waiting for it helps no reader). status reports from the
+    state (README: it always reports), the points not counted and a warning first
     (tests/commands/test_cli.py::test_status_reports_from_the_state_while_a_pass_holds_the_store)."""
+    import os
+
     build(site)
     assert run(site, work).returncode == 0
     holder = EdgeStore(work / "q", "pages")
-    holder.count()  # opens (and locks) the shard
-    short = {"PAGESYNC_STORE_WAIT": "0.5"}  # how long the readers wait for it (default 10 s)
+    holder.count()  # opens (and locks) the shard, as a pass does
+    # Longer than cli()'s 60 s timeout: a reader that waited for the writer would fail the test.
+    long = {"PAGESYNC_STORE_WAIT": "120"}
     try:
-        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON, env=short),
-                      lambda: cli(work, "export", *COMMON, env=short))
+        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON, env=long),
+                      lambda: cli(work, "export", *COMMON, env=long),
+                      lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", env=long))
     finally:
         holder.close()
     status, readers = rs[0], rs[1:]
     assert status.returncode == 0 and "open in another process" in status.stdout.splitlines()[0]
     for r in readers:
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
-        assert "open in another process" in one_error_line(r) and "waited 0.5s" in r.stderr
+        line = one_error_line(r)
+        assert "open in another process for writing" in line and f"pid {os.getpid()}" in line
+
+
+def test_a_writer_waits_for_a_shard_held_and_says_how_long(site, work):
+    build(site)
+    assert run(site, work).returncode == 0
+    point = cli(work, "export", "--with-vectors", *COMMON).stdout.splitlines()[0]
+    holder = EdgeStore(work / "q", "pages", reading=True)
+    holder.count()
+    try:
+        r = cli(work, "import", "-", *COMMON, input=point + "\n", env={"PAGESYNC_STORE_WAIT": "0.2"})
+    finally:
+        holder.close()
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = one_error_line(r)
+    assert "open in another process" in line and "a reader" in line and "waited 0.2s" in line
 
 
 @pytest.mark.parametrize("value", ["soon", "-1", "nan"])
