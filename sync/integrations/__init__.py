@@ -10,4 +10,7 @@ missing framework is an ImportError naming the extra to install. Both work on th
 embedded store (no server needed) and on a Qdrant server, and return each chunk's text
 with its `url`, `title`, `chunk_id`, `chunk_index` and `fetched_at` as metadata, and its
 score.
+
+Modules here may import the read API (`sync.commands.read`) and what it returns; nothing in
+`sync` imports them.
 """
