@@ -141,3 +141,16 @@ def test_a_size_the_configs_leave_open_is_asked_of_the_model(tmp_path):
     emb = SentenceTransformerEmbedder(str(folder))
     assert emb._model is None
     assert emb.dimension == 384 and emb._model is not None
+
+
+def test_a_pass_with_nothing_to_embed_never_loads_the_model(site, tmp_path):
+    from embedders import HashEmbedder
+    from tests.helpers import Harness, page_html, para
+
+    site.set("/p0.html", page_html("Page 0", [para("p0")]))
+    h = Harness(site, tmp_path, embedder=HashEmbedder(384, model_id="st:docs-minilm"))  # its points, cheaply
+    h.run()
+    emb = SentenceTransformerEmbedder(str(model_folder(tmp_path / "docs-minilm")))
+    rep = h.run(embedder=emb, full=True)
+    assert rep.pages_not_modified == 1 and rep.chunks_embedded == 0
+    assert emb._model is None
