@@ -46,13 +46,17 @@ def check_embedder_fits(store: Store, embedder: Any, *, model_id: str | None = N
     from embedders import name_for_model_id
 
     size = stored_size(store)
-    if (size is not None and size != embedder.dimension) or (model_id is not None and model_id != embedder.model_id):
-        was = f" of {model_id!r}" if model_id else ""
-        given = f"{embedder.model_id!r} ({embedder.dimension}-d)"
-        hint = name_for_model_id(model_id)
-        raise CollectionMismatchError(
-            f"collection {store.collection!r} holds {size or '?'}-dimensional vectors{was} but the embedder "
-            f"{given} is another model; give --embedder {hint or 'with the one it was built with'}")
+    of = f" of {model_id!r}" if model_id else ""
+    if size is not None and size != embedder.dimension:
+        what = (f"holds {size}-dimensional vectors{of} but the embedder {embedder.model_id!r} makes "
+                f"{embedder.dimension}")
+    elif model_id is not None and model_id != embedder.model_id:
+        what = f"holds vectors{of} but the embedder {embedder.model_id!r} is another model"
+    else:
+        return
+    hint = name_for_model_id(model_id)
+    raise CollectionMismatchError(f"collection {store.collection!r} {what}; give --embedder "
+                                  f"{hint or 'with the one it was built with'}")
 
 
 def choose_embedder(name: str | None, store: Store, *, why: str) -> Any:
