@@ -1,4 +1,5 @@
-"""Embedders: the `Embedder` protocol, the bundled offline default (ONNX Runtime or torch), and a test fake."""
+"""Embedders: the `Embedder` protocol, the bundled offline default (ONNX Runtime or torch),
+sentence-transformers models on this machine (`st:`), and a test fake."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ __all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "OnnxMiniLMEmbedder", "
 # else torch); `minilm-onnx` and `minilm-torch` force one. Both give the same vectors under
 # the same model id, so switching between them re-embeds nothing.
 DEFAULT_NAMES = ("default", "all-MiniLM-L6-v2", DEFAULT_MODEL_ID)
-EMBEDDER_NAMES = (*DEFAULT_NAMES[1:], "minilm-onnx", "minilm-torch", "fake")
+EMBEDDER_NAMES = (*DEFAULT_NAMES[1:], "minilm-onnx", "minilm-torch", "st:NAME_OR_PATH", "fake")
 
 
 def make_embedder(name: str | None) -> Embedder:
-    """Embedder by CLI name: the bundled MiniLM (default), a forced backend, or `fake[-N]` (tests only)."""
+    """Embedder by CLI name: the bundled MiniLM (default), a forced backend, `st:NAME_OR_PATH`
+    (a sentence-transformers model on this machine), or `fake[-N]` (tests only)."""
     if name in (None, "", *DEFAULT_NAMES):
         if onnx_backend.runtime_available():
             return OnnxMiniLMEmbedder(fallback=MiniLMEmbedder)
@@ -30,6 +32,10 @@ def make_embedder(name: str | None) -> Embedder:
         return OnnxMiniLMEmbedder()
     if name == "minilm-torch":
         return MiniLMEmbedder()
+    if name.startswith("st:"):
+        from .st_model import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(name[3:])
     if name == "fake" or name.startswith("fake-"):
         dim = int(name.split("-", 1)[1]) if "-" in name else 16
         return HashEmbedder(dim)
@@ -43,6 +49,8 @@ def name_for_model_id(model_id: object) -> str | None:
         return None
     if model_id in DEFAULT_NAMES:
         return model_id
+    if model_id.startswith("st:") and model_id.count("/") == 1:
+        return model_id  # st:org/name, found again in the local cache (a folder's id names no folder)
     prefix = "fake-hash-"  # HashEmbedder(dimension).model_id
     if model_id.startswith(prefix) and model_id[len(prefix):].isdigit():
         return f"fake-{int(model_id[len(prefix):])}"

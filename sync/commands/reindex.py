@@ -14,8 +14,9 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
      page's pipeline fingerprint is `pipeline_fingerprint(<their embedder>, <current
      chunker>)`) and form exactly the page's current generation;
    - `fetch`: one unconditional GET through the Fetcher (the site's text as of now).
-2. Build: embed in batches that span pages, upsert into the new collection (ids and
-   payload exactly as a pass writes them).
+2. Build: embed in batches that span pages, each distinct chunk text once in the whole
+   reindex (the same text on many pages is one model input, `VectorMemo`), and upsert
+   into the new collection (ids and payload exactly as a pass writes them).
 3. Verify the new collection: the point count is the sum of the pages' chunk counts,
    the audit against the (updated) page state is clean (every live page has exactly its
    chunks 0..n-1, ids derived from chunk ids, one content hash, nothing else), the vector
@@ -63,6 +64,7 @@ from ..core.scope import Scope
 from ..edges.state import PageState
 from ..edges.state_protocol import State
 from ..edges.store import Store
+from ..edges.vector_memo import VectorMemo
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
            "new_collection_name"]
@@ -116,7 +118,8 @@ class ReindexReport:
     pages_fetched: int = 0
     pages_changed: int = 0  # re-fetched pages whose text changed since their last pass
     pages_failed: int = 0
-    chunks_embedded: int = 0
+    chunks_embedded: int = 0  # texts sent through the model: each distinct text once
+    chunks_reused: int = 0  # chunks whose text was met before in this reindex: its vector reused
     chunks_written: int = 0
     bytes_downloaded: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
@@ -134,7 +137,8 @@ class ReindexReport:
         base = Report(dry_run=self.dry_run, now=self.now, collection=self.collection, embedder=self.embedder,
                       started_at=self.started_at, finished_at=self.finished_at, pages_fetched=self.pages_fetched,
                       pages_changed=self.pages_changed, pages_failed=self.pages_failed,
-                      chunks_embedded=self.chunks_embedded, chunks_written=self.chunks_written,
+                      chunks_embedded=self.chunks_embedded, chunks_reused=self.chunks_reused,
+                      chunks_written=self.chunks_written,
                       bytes_downloaded=self.bytes_downloaded, seconds=self.seconds).to_dict()
         base.update(dataclasses.asdict(self))
         base["kind"] = "reindex"
@@ -154,6 +158,8 @@ class ReindexReport:
                 f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}")
         if self.replaced_collection:
             line += f" (collection {self.source!r} deleted first to free the name: {self.gap_seconds:.3f}s without it)"
+        if self.chunks_reused:
+            line += f"; {plural(self.chunks_embedded, 'distinct text')} embedded for them"
         if self.pages_changed:
             line += f"; {plural(self.pages_changed, 're-fetched page')} had changed"
         if self.kept:
@@ -278,6 +284,7 @@ class _Reindex:
         self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
         self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
         self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
+        self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
 
     # -- plan ---------------------------------------------------------------------------------
     def _plan_names(self) -> tuple[str, str, bool]:
@@ -414,16 +421,15 @@ class _Reindex:
             return
         batch, self.queue, self.queued = self.queue, [], 0
         texts = [c for item in batch for c in item.chunks]
+        vectors: list[list[float]] = []
         if texts:
             try:
-                vectors = await asyncio.to_thread(self.embedder.embed, texts)
+                # Each distinct text is embedded once in the whole reindex (`VectorMemo`).
+                vectors, sent = await asyncio.to_thread(self.memo.embed, texts, self.embedder.embed)
             except Exception as exc:
                 raise PagesyncError(f"embedding failed: {exc}") from None
-            if len(vectors) != len(texts):
-                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
-        else:
-            vectors = []
-        self.report.chunks_embedded += len(texts)
+            self.report.chunks_embedded += sent
+            self.report.chunks_reused += len(texts) - sent
         points, pos = [], 0
         for item in batch:
             vecs = vectors[pos : pos + len(item.chunks)]
@@ -473,12 +479,14 @@ class _Reindex:
         r.pages = len(pages)
         with tempfile.TemporaryDirectory(prefix="pagesync-reindex-") as tmpdir:
             plan, harvest = self._plan_sources(pages, source, tmpdir)
+            self.memo = VectorMemo(Path(tmpdir) / "vectors.db")
             try:
                 if self.cfg.dry_run:
                     await self._dry(plan, harvest)
                 else:
                     await self._build_verify_switch(plan, harvest, source, target, replace)
             finally:
+                self.memo.close()
                 if harvest is not None:
                     harvest.close()
         return self._finish()
@@ -617,6 +625,9 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
     job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
+    check = getattr(embedder, "check", None)
+    if callable(check):
+        check()  # a model that cannot run here is exit 2 before the lock, like a pass's preflight
     state.lock(wait=job.cfg.wait_lock)
     try:
         return await job.run()
