@@ -96,6 +96,7 @@ class OpenAIEmbedder:
         self._dimension = dimensions or known.dimension
         self._sleep, self._jitter = sleep, jitter
         self._cache_dimensions = cache_dimensions
+        self._checked = False
         self._lock = threading.Lock()
         self.tokens_embedded = 0  # as the server counted them (its `usage`), every request but the probe
         self.requests_sent = 0  # embedding requests, retries and the probe included
@@ -137,7 +138,10 @@ class OpenAIEmbedder:
     def check(self) -> None:
         """Before any page is fetched: the server answers and takes the key, the model is
         served, the vector size is known (`EmbedderUnavailableError`, exit 2, otherwise).
-        Asks the model list (no tokens); only when that cannot tell does it probe."""
+        Asks the model list (no tokens); only when that cannot tell does it probe. Once it
+        passed, a second call (the command's, then the pass's) asks nothing."""
+        if self._checked:
+            return
         if not self.__key and self.base_url == DEFAULT_BASE_URL:
             raise EmbedderUnavailableError("OPENAI_API_KEY is not set: the key of the OpenAI API (or set "
                                            "OPENAI_BASE_URL to a server that needs none)")
@@ -158,6 +162,7 @@ class OpenAIEmbedder:
             # Some servers list aliases only: the probe decides, and names what is served if it fails.
             self._probe(served=served)
         _ = self.dimension  # known, cached or probed: before the collection is opened
+        self._checked = True
 
     def _unreachable(self, exc: BaseException) -> EmbedderUnavailableError:
         return EmbedderUnavailableError(f"the embeddings server at {self.base_url} does not answer "

@@ -390,6 +390,9 @@ def run(
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
             raise ConfigError("nothing to sync: give --sitemap or --url (the page state does not keep them)")
+        from .checks import check_runs
+
+        check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
         with ExitStack() as stack:
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
