@@ -130,3 +130,17 @@ def test_the_model_id_names_the_model_and_size_in_every_point(site, harness):
     rep = harness.run(embedder=remote(FakeOpenAI(dimension=8), dimensions=8))
     assert rep.embedder == "openai:m@8"
     assert {p["embedder"] for p in harness.points().values()} == {"openai:m@8"}
+
+
+def test_reindex_onto_a_remote_model_reports_its_tokens(site, harness):
+    from tests.test_reindex import reindex
+
+    for i in range(2):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}")]))
+    harness.run()
+    fake = FakeOpenAI(dimension=8)
+    rep = reindex(harness, remote(fake, dimensions=8))
+    sent = [t for b in fake.batches for t in b]
+    assert rep.ok and rep.tokens_embedded == sum(words(t) for t in sent) > 0
+    assert rep.to_dict()["tokens_embedded"] == rep.tokens_embedded
+    assert {p["embedder"] for p in harness.points().values()} == {"openai:m@8"}
