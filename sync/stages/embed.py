@@ -379,30 +379,37 @@ class EmbedStage:
         return self.bound_sent
 
     def _within_token_budget(self, batch: list[_Pending], to_embed: dict[str, str]) -> tuple[list[_Pending], dict[str, str]]:
-        """The batch's leading pages whose new texts fit what --max-embed-tokens leaves
-        (each text's offline upper bound), with just their model inputs. The first page that
-        does not fit stops the embedding for the pass (`_stop_embedding`): it and the pages
-        after it are left as they were. Once stopped, only pages needing no input pass."""
+        """The batch's pages whose new texts fit what --max-embed-tokens leaves (each text's
+        offline upper bound), in queue order, with just their model inputs. The first page
+        that does not fit stops the embedding for the pass (`_stop_embedding`): it and every
+        later page that needs a model input are left as they were; pages needing none (all
+        their chunks reused) are still written."""
         limit = self.cfg.max_embed_tokens
-        left_over = None if self.budget_stopped or limit is None else limit - self._tokens_spent()
+        stopped = self.budget_stopped or limit is None
+        left_over = 0 if stopped else limit - self._tokens_spent()
         keys = list(to_embed)
         taken: set[str] = set()
-        cost = pos = 0
-        kept = 0
+        kept: list[_Pending] = []
+        left: list[_Pending] = []
+        cost = pos = need = 0
         for item in batch:
             if self.cfg.reuse_vectors:
                 mine = [k for k, v in zip(item.keys, item.vectors) if v is None and k in to_embed and k not in taken]
-            else:
+            else:  # every chunk an input of its own, in queue order
                 mine = keys[pos : pos + len(item.chunks)]
+                pos += len(item.chunks)
             extra = sum(self.token_bound(to_embed[k]) for k in mine)
-            if extra and (left_over is None or cost + extra > left_over):
-                self._stop_embedding(batch[kept:], extra, None if left_over is None else left_over - cost)
-                break
+            if extra and (stopped or cost + extra > left_over):
+                if not stopped:
+                    stopped, need = True, extra
+                left.append(item)
+                continue
+            kept.append(item)
             taken.update(mine)
             cost += extra
-            pos += len(mine)
-            kept += 1
-        return batch[:kept], {k: t for k, t in to_embed.items() if k in taken}
+        if left:
+            self._stop_embedding(left, need, left_over - cost)
+        return kept, {k: t for k, t in to_embed.items() if k in taken}
 
     def _stop_embedding(self, left: list[_Pending], need: int, left_over: int | None) -> None:
         """--max-embed-tokens reached: the pass sends nothing more and visits no more pages;

@@ -144,3 +144,18 @@ def test_reindex_onto_a_remote_model_reports_its_tokens(site, harness):
     assert rep.ok and rep.tokens_embedded == sum(words(t) for t in sent) > 0
     assert rep.to_dict()["tokens_embedded"] == rep.tokens_embedded
     assert {p["embedder"] for p in harness.points().values()} == {"openai:m@8"}
+
+
+def test_under_the_guard_a_page_needing_no_new_text_is_still_written(site, harness):
+    site.set("/p0.html", page_html("Page 0", [para("p0-a"), para("p0-b")]))
+    site.set("/p1.html", page_html("Page 1", [para("p1")]))
+    fake = FakeOpenAI(dimension=8)
+    harness.run(embedder=remote(fake, dimensions=8))
+    site.set("/p0.html", page_html("Page 0", [para("p0-b"), para("p0-a")]))  # reordered: every text known
+    site.set("/p1.html", page_html("Page 1", [para("p1-new")]))  # a new text: over a budget of 0
+    fake.requests.clear()
+    rep = harness.run(embedder=remote(fake, dimensions=8), max_embed_tokens=0, full=True)
+    assert rep.pages_changed == 1 and rep.pages_over_token_budget == 1 and rep.embed_budget_reached
+    assert fake.embedding_requests == [] and rep.chunks_reused > 0
+    texts = texts_of(harness.points(), site.server.url("/p0.html"))
+    assert " ".join(texts).index("p0-b") < " ".join(texts).index("p0-a")  # written in its new order
