@@ -165,13 +165,13 @@ class OpenAIEmbedder:
         self._checked = True
 
     def _unreachable(self, exc: BaseException) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} does not answer "
-                                        f"({type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}); "
-                                        f"check OPENAI_BASE_URL")
+        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.base_url} does not answer "
+                                                    f"({type(exc).__name__}: {exc or 'no answer'}); "
+                                                    f"check OPENAI_BASE_URL"))
 
     def _refused(self, r: httpx.Response) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} refused the API key "
-                                        f"(HTTP {r.status_code}: {self._said(r)}); check OPENAI_API_KEY")
+        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.base_url} refused the API key "
+                                                    f"(HTTP {r.status_code}: {self._said(r)}); check OPENAI_API_KEY"))
 
     # -- the vector size ---------------------------------------------------------------------
     @property
@@ -189,7 +189,7 @@ class OpenAIEmbedder:
             vectors, _ = self._post([PROBE_TEXT], probe=True)
         except EmbedderError as exc:
             also = f" (it serves: {', '.join(list(served)[:10])})" if served else ""
-            raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url}: {exc}{also}") from None
+            raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.base_url}: {exc}{also}")) from None
         dim = len(vectors[0])
         if self.dimensions is not None and dim != self.dimensions:
             raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url} made {dim}-dimensional vectors "

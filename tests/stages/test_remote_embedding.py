@@ -159,3 +159,25 @@ def test_under_the_guard_a_page_needing_no_new_text_is_still_written(site, harne
     assert fake.embedding_requests == [] and rep.chunks_reused > 0
     texts = texts_of(harness.points(), site.server.url("/p0.html"))
     assert " ".join(texts).index("p0-b") < " ".join(texts).index("p0-a")  # written in its new order
+
+
+def test_the_key_is_in_no_log_line_and_no_report_of_a_pass_with_retries_and_failures(site, harness, caplog):
+    import json
+    import logging
+
+    site.set("/p0.html", page_html("Page 0", [para("p0")]))
+    site.set("/p1.html", page_html("Page 1", [para("p1")]))
+
+    def trouble(n, inputs):
+        if n == 1:
+            return httpx.Response(429, headers={"retry-after": "1"}, json={"error": {"message": f"slow, {KEY}"}})
+        if any("p1" in t for t in inputs):
+            return httpx.Response(400, json={"error": {"message": f"Incorrect input for key {KEY[:12]}***"}})
+        return None
+
+    caplog.set_level(logging.DEBUG)
+    rep = harness.run(embedder=remote(FakeOpenAI(dimension=8, script=trouble), dimensions=8, concurrency=4,
+                                      max_inputs=1))
+    assert rep.pages_failed == 1 and rep.pages_added == 1
+    text = caplog.text + json.dumps(rep.to_dict())
+    assert KEY not in text and KEY[:12] not in text and KEY[-6:] not in text
