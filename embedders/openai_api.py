@@ -97,6 +97,7 @@ class OpenAIEmbedder:
         self._sleep, self._jitter = sleep, jitter
         self._cache_dimensions = cache_dimensions
         self._checked = False
+        self._from_cache = False  # the vector size is an earlier probe's, read from the cache file
         self._lock = threading.Lock()
         self.tokens_embedded = 0  # as the server counted them (its `usage`), every request but the probe
         self.requests_sent = 0  # embedding requests, retries and the probe included
@@ -180,7 +181,10 @@ class OpenAIEmbedder:
         earlier probe, else one probe now (an `EmbedderError` when the server cannot tell)."""
         if self._dimension is None:
             cached = self._cached_dimension()
-            self._dimension = cached if cached is not None else self._probe()
+            if cached is not None:
+                self._dimension, self._from_cache = cached, True
+            else:
+                self._dimension = self._probe()
         return self._dimension
 
     def _probe(self, served: Sequence[str] = ()) -> int:
@@ -323,8 +327,10 @@ class OpenAIEmbedder:
         want = self._dimension
         for v in vectors:
             if not v or (want is not None and len(v) != want):
+                why = (f" (as an earlier probe found, remembered in {self._cache_file()}: delete it if the "
+                       f"server's model changed)" if self._from_cache else "")
                 raise EmbedderError(f"the embeddings server returned a {len(v)}-dimensional vector, "
-                                    f"{self.model_id} makes {want}")
+                                    f"{self.model_id} makes {want}{why}")
         usage = body.get("usage") if isinstance(body, dict) else None
         counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
         # A server that counts nothing is charged the offline bound, so the budget guard holds.

@@ -274,3 +274,12 @@ def test_tokens_are_the_servers_count_else_the_offline_bound():
     emb2._dimension = 8
     emb2.embed(["one two three"])
     assert emb2.tokens_embedded == token_bound("one two three") == len("one two three") + TOKEN_OVERHEAD
+
+
+def test_a_remembered_size_the_server_no_longer_makes_says_where_it_is_kept():
+    emb, _ = make(FakeOpenAI(dimension=12))
+    emb.check()
+    changed, _ = make(FakeOpenAI(dimension=6))  # the same name now serves another model
+    assert changed.dimension == 12
+    with pytest.raises(EmbedBatchError, match=r"remembered in .*remote-dimensions.json: delete it"):
+        changed.embed(["a"])
