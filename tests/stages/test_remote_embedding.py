@@ -181,3 +181,17 @@ def test_the_key_is_in_no_log_line_and_no_report_of_a_pass_with_retries_and_fail
     assert rep.pages_failed == 1 and rep.pages_added == 1
     text = caplog.text + json.dumps(rep.to_dict())
     assert KEY not in text and KEY[:12] not in text and KEY[-6:] not in text
+
+
+def test_the_guard_counts_by_the_bound_for_an_embedder_that_counts_no_tokens(site, harness):
+    from embedders import HashEmbedder
+
+    html = {i: page_html(f"Page {i}", [f"p{i} " + "delta epsilon " * 25]) for i in range(3)}
+    for i in range(3):
+        site.set(f"/p{i}.html", html[i])
+    bound = page_bound(html[0], site.server.url("/p0.html"), harness.splitter)
+    emb = HashEmbedder(16)
+    rep = harness.run(embedder=emb, max_embed_tokens=2 * bound + 1, embed_batch=1, workers=1)
+    assert rep.pages_added == 2 and rep.embed_budget_reached
+    assert emb.texts_embedded == rep.chunks_embedded
+    assert rep.tokens_embedded == 0 and rep.tokens_saved_by_skip == 0  # a local model bills nothing
