@@ -139,7 +139,8 @@ class OpenAIEmbedder:
     def check(self) -> None:
         """Before any page is fetched: the server answers and takes the key, the model is
         served, the vector size is known (`EmbedderUnavailableError`, exit 2, otherwise).
-        Asks the model list (no tokens); only when that cannot tell does it probe. Once it
+        Asks the model list (no tokens); only when that cannot tell (no list, the model not
+        in it, the vector size unknown) does it embed one short probe text. Once it
         passed, a second call (the command's, then the pass's) asks nothing."""
         if self._checked:
             return
@@ -159,7 +160,10 @@ class OpenAIEmbedder:
                 served = [m.get("id") for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
             except (ValueError, AttributeError):
                 served = []
-        if r.status_code == 200 and served and self.model not in served:
+        if r.status_code != 200:
+            # No model list here (a server without GET /models): one probe checks the key and the model.
+            self._probe()
+        elif served and self.model not in served:
             # Some servers list aliases only: the probe decides, and names what is served if it fails.
             self._probe(served=served)
         _ = self.dimension  # known, cached or probed: before the collection is opened

@@ -283,3 +283,13 @@ def test_a_remembered_size_the_server_no_longer_makes_says_where_it_is_kept():
     assert changed.dimension == 12
     with pytest.raises(EmbedBatchError, match=r"remembered in .*remote-dimensions.json: delete it"):
         changed.embed(["a"])
+
+
+def test_without_a_model_list_the_check_probes_so_a_wrong_key_is_still_refused():
+    fake = FakeOpenAI(list_models=False, models=("text-embedding-3-small",))
+    good, _ = make(fake, "text-embedding-3-small", dimensions=8)  # a known size: no probe needed for it
+    good.check()
+    assert [m for m, _, _ in fake.requests] == ["GET", "POST"]
+    bad, _ = make(fake, "text-embedding-3-small", dimensions=8, api_key="sk-nope-000000")
+    with pytest.raises(EmbedderUnavailableError, match="refused the API key"):
+        bad.check()
