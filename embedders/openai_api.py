@@ -9,7 +9,8 @@ Requests go through httpx, which pagesync already uses for the site, so that ret
 pagesync's own and testable: a 429 or 5xx (or a dropped connection) is retried after the
 server's `Retry-After`, else after a bounded exponential backoff (`limits.retry_wait`); a
 request that still fails fails only the texts it held (`EmbedBatchError`), so only their
-pages fail. One call's texts are spread over up to `concurrency` requests in flight, each
+pages fail, and one the server refuses for its content (400) is split to find the texts it
+refuses. One call's texts are spread over up to `concurrency` requests in flight, each
 within the provider's inputs and tokens per request (`limits.plan_requests`).
 
 The vector size comes from the model: OpenAI's known models and `dimensions` say it;
@@ -261,20 +262,47 @@ class OpenAIEmbedder:
         out: list[list[float] | None] = [None] * len(texts)
         errors: dict[int, str] = {}
 
-        def one(indices: list[int]) -> None:
+        def attempt(indices: list[int]) -> EmbedderError | None:
+            """One request for `indices`: their vectors into `out`, or the error."""
             try:
                 vectors, _ = self._post([texts[i] for i in indices])
             except EmbedderError as exc:
-                msg = str(exc)
-                if len(indices) == 1 and self._too_long(texts[indices[0]]):
-                    msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
-                           f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
-                           f"pagesync does not cut chunks: use a smaller chunk size")
-                for i in indices:
-                    errors[i] = msg
-                return
+                return exc
             for i, v in zip(indices, vectors):
                 out[i] = v
+            return None
+
+        def fail(indices: list[int], exc: EmbedderError) -> None:
+            msg = str(exc)
+            if len(indices) == 1 and self._too_long(texts[indices[0]]):
+                msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
+                       f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
+                       f"pagesync does not cut chunks: use a smaller chunk size")
+            for i in indices:
+                errors[i] = msg
+
+        def isolate(indices: list[int], exc: EmbedderError) -> None:
+            """A request the server refused for its content (400, 413, 422): its halves are sent
+            apart, and only a half refused while the other was taken is split again, so one
+            bad text fails alone; both halves refused (the request as such) fail as they are."""
+            if not (isinstance(exc, _Refused) and len(indices) > 1):
+                fail(indices, exc)
+                return
+            halves = [indices[: len(indices) // 2], indices[len(indices) // 2:]]
+            outcomes = [attempt(h) for h in halves]
+            both = all(e is not None for e in outcomes)
+            for half, e in zip(halves, outcomes):
+                if e is None:
+                    continue
+                if both:
+                    fail(half, e)
+                else:
+                    isolate(half, e)
+
+        def one(indices: list[int]) -> None:
+            exc = attempt(indices)
+            if exc is not None:
+                isolate(indices, exc)
 
         _bounded(one, plan, self.concurrency)
         if errors:
@@ -308,7 +336,7 @@ class OpenAIEmbedder:
                     raise self._refused(r)
                 problem = f"HTTP {r.status_code}: {self._said(r)}"
                 if r.status_code not in RETRY_STATUSES:
-                    raise EmbedderError(f"the embeddings server refused the request ({problem})")
+                    raise _Refused(f"the embeddings server refused the request ({problem})")
                 from sync.edges.fetcher import parse_retry_after
 
                 retry_after = _retry_after_ms(r) or parse_retry_after(r.headers.get("retry-after"))
@@ -344,6 +372,11 @@ class OpenAIEmbedder:
                 self.tokens_embedded += tokens
                 self.texts_embedded += len(inputs)
         return [_unit(v) for v in vectors], tokens
+
+
+class _Refused(EmbedderError):
+    """The server refused a request for what it holds (a 4xx other than the key's): not
+    retried as it is; split, so that only the texts it refuses fail (`embed`)."""
 
 
 def _retry_after_ms(r: httpx.Response) -> float | None:

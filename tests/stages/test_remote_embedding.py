@@ -49,7 +49,7 @@ def test_a_request_failing_for_good_fails_only_its_pages_and_keeps_their_points(
         return None
 
     fake = FakeOpenAI(script=refuse_p1)
-    rep = harness.run(embedder=remote(fake, concurrency=8, max_inputs=1), full=True)
+    rep = harness.run(embedder=remote(fake, concurrency=1), full=True)  # one request: split to find p1's texts
     assert rep.pages_changed == 2 and rep.pages_failed == 1
     assert [e["url"] for e in rep.errors] == [url1] and "this input is refused" in rep.errors[0]["error"]
     after = harness.points()
