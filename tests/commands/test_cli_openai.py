@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.embedders.fake_openai import KEY, FakeOpenAI, serve
-from tests.test_cli import DEAD, build, cli, one_error_line, sitemap
+from tests.commands.test_cli import DEAD, build, cli, one_error_line, sitemap
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.embedders.st_cache import cached_model
-from tests.test_cli import build, cli, one_error_line, sitemap, stored
+from tests.commands.test_cli import build, cli, one_error_line, sitemap, stored
 
 
 @pytest.fixture

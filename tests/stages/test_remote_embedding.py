@@ -133,7 +133,7 @@ def test_the_model_id_names_the_model_and_size_in_every_point(site, harness):
 
 
 def test_reindex_onto_a_remote_model_reports_its_tokens(site, harness):
-    from tests.test_reindex import reindex
+    from tests.commands.test_reindex import reindex
 
     for i in range(2):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}")]))
