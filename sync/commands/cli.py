@@ -301,7 +301,7 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
     # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
     # the user as one line of ours instead.
     warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.store")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.(edges\.)?store")
     for noisy in ("httpx", "httpcore", "asyncio", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # Set either way: the root logger's level is not ours to rely on (an embedding
