@@ -293,7 +293,9 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
 
         # Before anything is deleted: an embedder that cannot fill this collection is exit 2
         # with nothing written. Without --embedder: the one the points name, when known.
-        embedder = choose_embedder(embedder_name, store, why="audit --fix")
+        # Only a re-index embeds: deletes and metadata set in place need no model (nor a
+        # remote embedder's key).
+        embedder = choose_embedder(embedder_name, store, why="audit --fix") if first.reindex_urls else None
 
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:

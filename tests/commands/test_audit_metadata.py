@@ -46,7 +46,8 @@ def test_fix_sets_the_metadata_in_place_and_embeds_nothing(site, harness):
             assert sorted(rep.metadata_urls) == sorted({pl["url"] for pl in clean.values()})
             assert rep.reindex_urls == [] and rep.delete_ids == []
             assert "without a current metadata object" in rep.render()
-            out, ok, text = run_audit(store, st, fix=True, embedder_name="fake")
+            # No page is re-indexed: no embedder is made, so one that could not be is no matter.
+            out, ok, text = run_audit(store, st, fix=True, embedder_name="no-such-embedder")
     finally:
         store.close()
     assert ok, text
@@ -76,3 +77,35 @@ def test_a_metadata_object_that_disagrees_with_its_point_is_found_and_set(site, 
         store.close()
     assert ok, text
     assert harness.points() == clean
+
+
+def test_an_export_of_points_without_metadata_imports_as_given_and_the_fix_adds_it(site, harness):
+    """`import` writes points as given (an older backup keeps its payload); the audit then
+    finds them and the fix gives them the object, their vectors as imported."""
+    import io
+    import json
+
+    from sync.commands.transfer import export_points, import_points
+
+    build_site(site, n=2)
+    harness.run()
+    clean, vectors = harness.points_and_vectors()
+    store = harness.open_store()
+    try:
+        out = io.StringIO()
+        export_points(store, out, with_vectors=True)
+        old = [json.loads(line) for line in out.getvalue().splitlines()]
+        for rec in old:
+            assert rec["payload"].pop("metadata") == {k: rec["payload"][k] for k in
+                                                       ("url", "title", "chunk_id", "chunk_index", "fetched_at")}
+        store.delete_points(list(clean))
+        import_points(store, io.StringIO("".join(json.dumps(r) + "\n" for r in old)))
+        assert all("metadata" not in p.payload for p in store.scroll())
+        with harness.open_state(store) as st:
+            assert audit_collection(store, st).counts["metadata"] == len(clean)
+            out_, ok, text = run_audit(store, st, fix=True)
+    finally:
+        store.close()
+    assert ok, text
+    points, after = harness.points_and_vectors()
+    assert points == clean and after == vectors
