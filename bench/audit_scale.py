@@ -33,6 +33,7 @@ def build(root: Path, n_points: int) -> None:
     import numpy as np
 
     from sync.core.ids import chunk_id, point_id
+    from sync.core.payload import point_metadata
     from sync.edges.state import LIVE, PageState, StateDB
     from sync.edges.store import EdgeStore, StoredPoint
 
@@ -55,10 +56,11 @@ def build(root: Path, n_points: int) -> None:
                 h = f"{p:064x}"
                 for i in range(CHUNKS):
                     cid = chunk_id(url, i)
-                    batch.append(StoredPoint(point_id(cid), {"url": url, "chunk_id": cid, "chunk_index": i,
-                                                             "content_hash": h, "text": f"chunk {i} of page {p}",
-                                                             "title": f"Page {p}", "fetched_at": now.isoformat(),
-                                                             "embedder": "bench"}, vecs[k].tolist()))
+                    payload = {"url": url, "chunk_id": cid, "chunk_index": i, "content_hash": h,
+                               "text": f"chunk {i} of page {p}", "title": f"Page {p}", "fetched_at": now.isoformat(),
+                               "embedder": "bench"}
+                    payload["metadata"] = point_metadata(payload)  # as a pass writes it: the audit reads it
+                    batch.append(StoredPoint(point_id(cid), payload, vecs[k].tolist()))
                     k += 1
                 states.append(PageState(url=url, status=LIVE, content_hash=h, fingerprint="bench", chunk_count=CHUNKS,
                                         title=f"Page {p}", interval=timedelta(days=3), due_at=now + timedelta(days=3),

@@ -40,6 +40,15 @@ def para(seed: str, words: int = 60) -> str:
     return seed.replace("/", " ") + " " + " ".join(out) + "."
 
 
+def without_fetched_at(payload: dict) -> dict:
+    """A payload minus `fetched_at`, at the top and in its `metadata` object (when a page was
+    last written differs by design between two indexes of the same site)."""
+    out = {k: v for k, v in payload.items() if k != "fetched_at"}
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = without_fetched_at(out["metadata"])
+    return out
+
+
 class Harness:
     """Runs passes against one site, one store and one state, like the CLI does.
 

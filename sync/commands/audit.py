@@ -12,37 +12,43 @@ summaries, so memory grows with the number of pages, not of points. Findings:
 - missing: live pages with no points, or fewer than their recorded chunk count;
 - foreign: points with no `url` payload, or with a `url` on a site (host and port) this
   state never tracked (written by something else: another state sharing the
-  collection): reported, and touched only with `include_foreign`.
+  collection): reported, and touched only with `include_foreign`;
+- metadata: current, well-formed points whose `metadata` object is missing or is not a
+  copy of their own `url`, `title`, `chunk_id`, `chunk_index` and `fetched_at`
+  (`sync.core.payload`; a collection written before points carried it).
 
 A repair deletes orphan points and old generations (and foreign points when asked), and
 re-indexes broken and missing pages and pages with an old title through a repair pass. An
 old title's points are the page's current chunks: they are rewritten with the page as a
-unit, never deleted first (a re-fetch that fails then leaves them in place).
+unit, never deleted first (a re-fetch that fails then leaves them in place). A point's
+`metadata` is set from its own payload in place: nothing fetched, nothing embedded, the
+vector kept.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..core.ids import point_id as make_point_id
 from ..core.ids import url_digest
+from ..core.payload import METADATA_FIELDS, METADATA_KEY, metadata_is_current, point_metadata
 from ..core.plural import plural
 from ..core.scope import url_host
 from ..edges.state_protocol import State
 from ..edges.store import Store
 
-__all__ = ["AuditReport", "audit_collection", "fix_collection", "run_audit", "CATEGORIES"]
+__all__ = ["AuditReport", "audit_collection", "fix_collection", "restore_metadata", "run_audit", "CATEGORIES"]
 
-CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign")
-_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title"]
+CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata")
+_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", METADATA_KEY]
 
 
 class _UrlSummary:
     """What the scan saw of one live url's points."""
 
     __slots__ = ("content_hash", "title", "chunk_prefix", "indexes", "bad_ids", "stale_ids", "old_titles",
-                 "stored_title")
+                 "stored_title", "no_metadata")
 
     def __init__(self, url: str, content_hash: str | None, title: str | None):
         self.content_hash = content_hash
@@ -55,6 +61,7 @@ class _UrlSummary:
         # title seen, not their ids (the fix rewrites the page), so memory stays per page.
         self.old_titles = 0
         self.stored_title: Any = None
+        self.no_metadata = 0  # current, well-formed points whose `metadata` is not their own
 
 
 @dataclass
@@ -67,6 +74,7 @@ class AuditReport:
     delete_ids: list[str] = field(default_factory=list)
     foreign_ids: list[str] = field(default_factory=list)
     reindex_urls: list[str] = field(default_factory=list)
+    metadata_urls: list[str] = field(default_factory=list)  # pages with points whose `metadata` is set in place
     seconds: float = 0.0
 
     @property
@@ -111,6 +119,8 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
         if "stored_title" in ex:
             return f"{plural(ex['points'], 'point')} with an old title ({ex['stored_title']!r}, not {ex['title']!r}): {ex['url']}"
         return f"{plural(ex['points'], 'point')} of an old generation: {ex['url']}"
+    if category == "metadata":
+        return f"{plural(ex['points'], 'point')} without a current metadata object: {ex['url']}"
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
@@ -162,12 +172,15 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             indexes = summary.indexes
             indexes[idx] = indexes.get(idx, 0) + 1
             # A current, well-formed point (it counts above, so its page is neither missing
-            # nor broken for it) whose title is not the page's: stale as well.
+            # nor broken for it) whose title is not the page's: stale as well. Else one
+            # whose `metadata` is not its own (a point with an old title is rewritten whole).
             title = pl.get("title")
             if (title or "") != summary.title:
                 if not summary.old_titles:
                     summary.stored_title = title
                 summary.old_titles += 1
+            elif not metadata_is_current(pl):
+                summary.no_metadata += 1
     rep.points_scanned = scanned
 
     for url, page in live.items():
@@ -188,18 +201,22 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                                              "stored_title": s.stored_title}, examples)
             if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # once, if not broken or missing already
                 rep.reindex_urls.append(url)
+        if s is not None and s.no_metadata:
+            rep.note("metadata", s.no_metadata, {"url": url, "points": s.no_metadata}, examples)
+            if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # a re-indexed page gets it anyway
+                rep.metadata_urls.append(url)
     rep.seconds = round(time.monotonic() - t0, 3)
     return rep
 
 
-def _payload_pages(store: Store, batch: int) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """Pages of (point id, audit payload fields): the store's lean scan, or its plain scroll
-    for a Store written before `scroll_payloads` existed."""
+def _payload_pages(store: Store, batch: int, fields: Sequence[str] = _FIELDS) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Pages of (point id, payload `fields`: the audit's by default): the store's lean scan,
+    or its plain scroll for a Store written before `scroll_payloads` existed."""
     lean = getattr(store, "scroll_payloads", None)
     if lean is not None:
-        yield from lean(_FIELDS, batch=batch)
+        yield from lean(list(fields), batch=batch)
         return
-    for p in store.scroll(batch=batch, payload_fields=_FIELDS):
+    for p in store.scroll(batch=batch, payload_fields=list(fields)):
         yield [(p.id, p.payload)]
 
 
@@ -210,12 +227,35 @@ def _has_gaps_or_dupes(indexes: dict[int, int]) -> bool:
     return any(c != 1 for c in indexes.values()) or min(indexes) != 0 or max(indexes) != n - 1
 
 
+def restore_metadata(store: Store, urls: Sequence[str], *, batch: int = 1024) -> int:
+    """Set the `metadata` object of these urls' points from their own payload, in place
+    (one lean scan of the collection; vectors untouched, nothing embedded). Returns the
+    points it set."""
+    wanted = set(urls)
+    if not wanted:
+        return 0
+    todo: list[tuple[Any, dict[str, Any]]] = []
+    done = 0
+    for rows in _payload_pages(store, batch, [*METADATA_FIELDS, METADATA_KEY]):
+        for pid, pl in rows:
+            if pl.get("url") in wanted and not metadata_is_current(pl):
+                todo.append((pid, {METADATA_KEY: point_metadata(pl)}))
+        if len(todo) >= batch:
+            store.set_payloads(todo)
+            done, todo = done + len(todo), []
+    if todo:
+        store.set_payloads(todo)
+        done += len(todo)
+    return done
+
+
 async def fix_collection(store: Store, state: State, report: AuditReport, *, fetcher: Any, embedder: Any,
                          include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0,
                          max_embed_tokens: int | None = None) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
-    asked), then re-index broken and missing pages with a repair pass (fetched again and
-    rewritten as a unit). Returns that pass's run report, or None when nothing needed it."""
+    asked), set the `metadata` of points lacking it in place, then re-index broken and
+    missing pages with a repair pass (fetched again and rewritten as a unit). Returns that
+    pass's run report, or None when nothing needed it."""
     from datetime import datetime, timezone
 
     from ..engine import PassConfig, arun_pass
@@ -223,6 +263,7 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     doomed = report.delete_ids + (report.foreign_ids if include_foreign else [])
     if doomed:
         store.delete_points(doomed)
+    restore_metadata(store, report.metadata_urls)
     if not report.reindex_urls:
         return None
     cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
@@ -255,8 +296,10 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
 
         # Before anything is deleted: an embedder that cannot fill this collection is exit 2
         # with nothing written. Without --embedder: the one the points name, when known.
-        embedder = choose_embedder(embedder_name, store, why="audit --fix", dimensions=embed_dimensions,
-                                   concurrency=embed_concurrency)
+        # Only a re-index embeds: deletes and metadata set in place need no model (nor a
+        # remote embedder's key).
+        embedder = (choose_embedder(embedder_name, store, why="audit --fix", dimensions=embed_dimensions,
+                                    concurrency=embed_concurrency) if first.reindex_urls else None)
 
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:
@@ -270,8 +313,9 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         final = audit_collection(store, state, examples=examples)
         deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
-                      "pass": rep.to_dict() if rep else None}
+                      "metadata_pages": len(first.metadata_urls), "pass": rep.to_dict() if rep else None}
         out["after_fix"] = final.to_dict()
-        text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}; "
+        text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}, "
+                 f"set metadata in place on {plural(len(first.metadata_urls), 'page')}; "
                  f"audit again:\n{final.render()}")
     return out, final.ok, text

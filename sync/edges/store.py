@@ -116,6 +116,10 @@ class Store(Protocol):
     def delete_points(self, ids: Sequence[str]) -> None:
         """Delete points by id (audit repairs)."""
 
+    def set_payloads(self, items: Sequence[tuple[Any, dict[str, Any]]]) -> None:
+        """For each `(point id, fields)`: set those payload fields on that point, its other
+        fields and its vector kept (audit repairs of a point's `metadata`: nothing embedded)."""
+
     def vectors_for_url(self, url: str, *, embedder: str | None = None) -> dict[str, list[float]]:
         """The vectors of one url's points, keyed by `reuse_key(payload embedder, payload text)`.
 
@@ -661,6 +665,19 @@ class EdgeStore(_PagedScroll):
             for i in range(0, len(ids), 1024):
                 shard.update(self._qe.UpdateOperation.delete_points(list(ids[i : i + 1024])))
 
+    def set_payloads(self, items: Sequence[tuple[Any, dict[str, Any]]]) -> None:
+        if not items or not self.exists():
+            return
+        shard = self._open()
+        set_payload = self._qe.UpdateOperation.set_payload
+        for i in range(0, len(items), 512):
+            part = items[i : i + 512]
+            # Each grows the write-ahead log by a few hundred bytes (a `metadata` object).
+            self._check_space("set payload", 512 * len(part))
+            with self._guard("set payload"):
+                for pid, fields in part:  # one operation a point: each point's fields differ
+                    shard.update(set_payload([pid], fields))
+
     def is_empty(self) -> bool | None:
         """Missing or without points: True/False when known cheaply, None when only loading
         the shard would tell (a pass does not load a large shard just for this; audit does)."""
@@ -932,6 +949,15 @@ class ClientStore(_PagedScroll):
         with self._guard("delete points"):
             for i in range(0, len(ids), 1024):
                 self.client.delete(self.collection, points_selector=m.PointIdsList(points=list(ids[i : i + 1024])), wait=True)
+
+    def set_payloads(self, items: Sequence[tuple[Any, dict[str, Any]]]) -> None:
+        from qdrant_client import models as m
+
+        with self._guard("set payload"):
+            for i in range(0, len(items), 256):  # one request of 256 operations
+                ops = [m.SetPayloadOperation(set_payload=m.SetPayload(payload=fields, points=[pid]))
+                       for pid, fields in items[i : i + 256]]
+                self.client.batch_update_points(self.collection, update_operations=ops, wait=True)
 
     def is_empty(self) -> bool | None:
         """Missing or without points (one existence check and one count on the server)."""

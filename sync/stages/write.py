@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..core.decision import Action, Decision
 from ..errors import PagesyncError, StoreFullError
 from ..core.ids import chunk_id, point_id
+from ..core.payload import METADATA_KEY, point_metadata
 from ..core.scheduler import NEW_PAGE_INTERVAL, failure_backoff
 from ..edges.state import LIVE, PageState
 from ..edges.store import PageWrite, StoredPoint
@@ -38,7 +39,8 @@ _COUNTERS = {
 def build_points(
     url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
 ) -> list[StoredPoint]:
-    """A page's points, exactly as the contract lays out ids and payload."""
+    """A page's points, exactly as the contract lays out ids and payload (its `metadata`
+    object included: `sync.core.payload`)."""
     out = []
     for i, (text, vec) in enumerate(zip(chunks, vectors, strict=True)):
         cid = chunk_id(url, i)
@@ -52,6 +54,7 @@ def build_points(
             "fetched_at": fetched_at,
             "embedder": embedder_id,
         }
+        payload[METADATA_KEY] = point_metadata(payload)  # what LangChain reads as a Document's metadata
         out.append(StoredPoint(point_id(cid), payload, list(vec)))
     return out
 

@@ -4,7 +4,7 @@
 point, `chunk_id` and `uuid.uuid5` computed afresh for each. Hypothesis builds small
 collections with every kind of damage (foreign payloads, non-string urls, orphans, stale
 hashes, old or missing titles, bad or boolean or negative chunk indexes, wrong chunk ids, wrong point ids,
-duplicates, gaps) and a page state over some of their urls; both must report the same
+duplicates, gaps, missing or out-of-date `metadata` objects) and a page state over some of their urls; both must report the same
 findings, in the same order, through the lean `scroll_payloads` path and the fallback for
 a store that only has `scroll`.
 """
@@ -72,7 +72,8 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
     sites = {urlsplit(p.url).netloc.lower() for p in state.all_pages()}
     rep.pages_live = len(live)
     seen: dict[str, dict] = {}
-    for point in store.scroll(batch=batch, payload_fields=["url", "chunk_id", "chunk_index", "content_hash", "title"]):
+    fields = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "metadata"]
+    for point in store.scroll(batch=batch, payload_fields=fields):
         rep.points_scanned += 1
         pl = point.payload
         url = pl.get("url")
@@ -89,7 +90,7 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
                 rep.note("orphans", 1, {"id": point.id, "url": url}, examples)
                 rep.delete_ids.append(point.id)
             continue
-        s = seen.setdefault(url, {"indexes": {}, "bad": [], "stale": [], "titles": []})
+        s = seen.setdefault(url, {"indexes": {}, "bad": [], "stale": [], "titles": [], "metadata": 0})
         if pl.get("content_hash") != page.content_hash:
             s["stale"].append(point.id)
             continue
@@ -102,6 +103,8 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
         s["indexes"][idx] = s["indexes"].get(idx, 0) + 1
         if (pl.get("title") or "") != (page.title or ""):
             s["titles"].append(pl.get("title"))
+        elif pl.get("metadata") != {k: pl[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at") if k in pl}:
+            s["metadata"] += 1
     for url, page in live.items():
         s = seen.get(url)
         if s is not None and s["stale"]:
@@ -120,13 +123,18 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
                                                  "stored_title": s["titles"][0]}, examples)
             if url not in rep.reindex_urls:
                 rep.reindex_urls.append(url)
+        if s is not None and s["metadata"]:
+            rep.note("metadata", s["metadata"], {"url": url, "points": s["metadata"]}, examples)
+            if url not in rep.reindex_urls:
+                rep.metadata_urls.append(url)
     return rep
 
 
 def findings(rep: AuditReport) -> dict:
     d = rep.to_dict()
     del d["seconds"]
-    return {**d, "delete_ids": rep.delete_ids, "foreign_ids": rep.foreign_ids, "reindex_urls": rep.reindex_urls}
+    return {**d, "delete_ids": rep.delete_ids, "foreign_ids": rep.foreign_ids, "reindex_urls": rep.reindex_urls,
+            "metadata_urls": rep.metadata_urls}
 
 
 @st.composite
@@ -146,7 +154,23 @@ def point(draw) -> StoredPoint:
             payload[key] = value
     if draw(st.booleans()):
         payload["text"] = "not read by the audit"
-    return StoredPoint(pid, payload)
+    return StoredPoint(pid, with_metadata(draw, payload))
+
+
+def with_metadata(draw, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, maybe with a `fetched_at`, and a `metadata` object mostly its own: else
+    none, one of an older write (another `fetched_at`) or one that is no object."""
+    if draw(st.booleans()):
+        payload["fetched_at"] = draw(st.sampled_from(["2026-01-01", "2026-02-01"]))
+    own = {k: payload[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at") if k in payload}
+    meta = draw(st.sampled_from(["own", "own", "own", "none", "older", "junk"]))
+    if meta == "own":
+        payload["metadata"] = own
+    elif meta == "older":
+        payload["metadata"] = {**own, "fetched_at": "2025-12-31"}
+    elif meta == "junk":
+        payload["metadata"] = "not an object"
+    return payload
 
 
 @st.composite
@@ -154,7 +178,8 @@ def good_page(draw, url: str) -> list[StoredPoint]:
     """A clean generation of one page (most collections are mostly clean)."""
     h = draw(st.sampled_from(HASHES))
     return [StoredPoint(str(uuid.uuid5(POINT_ID_NAMESPACE, chunk_id(url, i))),
-                        {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i, "content_hash": h, "title": "T"})
+                        with_metadata(draw, {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i,
+                                             "content_hash": h, "title": "T"}))
             for i in range(draw(st.integers(0, 4)))]
 
 
@@ -186,7 +211,7 @@ def test_the_generator_reaches_every_category():
     from hypothesis import Phase, find
 
     first = settings(max_examples=2000, database=None, phases=[Phase.generate])
-    for category in ("orphans", "stale", "broken", "missing", "foreign"):
+    for category in ("orphans", "stale", "broken", "missing", "foreign", "metadata"):
         find(collection(), lambda c, cat=category: reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).counts[cat] > 0,
              settings=first)
     find(collection(), lambda c: any("stored_title" in e for e in

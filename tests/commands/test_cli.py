@@ -31,7 +31,7 @@ REPORT_KEYS = {
     "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
     "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
 }
-PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder"}
+PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder", "metadata"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
 KEY = "sekret-key-123"
 

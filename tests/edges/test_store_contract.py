@@ -323,6 +323,31 @@ def test_scroll_payloads_pages_ids_and_only_the_asked_fields(store):
     assert dict(got) == {p.id: p.payload for p in store.scroll(payload_fields=fields)}
 
 
+def test_set_payloads_sets_each_points_fields_and_keeps_the_rest_and_the_vector(store):
+    store.ensure_collection(DIM)
+    a, b = page(A, 2), page(B, 1)
+    store.upsert(a + b)
+    before = {p.id: p for p in store.scroll(with_vectors=True)}
+    store.set_payloads([(a[0].id, {"metadata": {"chunk_index": 0, "url": A}}),
+                        (a[1].id, {"metadata": {"chunk_index": 1}, "title": "New"})])
+    after = {p.id: p for p in store.scroll(with_vectors=True)}
+    assert after[a[0].id].payload == {**a[0].payload, "metadata": {"chunk_index": 0, "url": A}}
+    assert after[a[1].id].payload == {**a[1].payload, "metadata": {"chunk_index": 1}, "title": "New"}
+    assert after[b[0].id].payload == b[0].payload
+    for pid in after:
+        assert_close(after[pid].vector, before[pid].vector)
+    store.set_payloads([])  # nothing to do
+
+
+def test_set_payloads_of_more_points_than_one_request_batch(store):
+    store.ensure_collection(DIM)
+    pts = page(A, 600)
+    store.upsert(pts)
+    store.set_payloads([(p.id, {"metadata": {"chunk_index": p.payload["chunk_index"]}}) for p in pts])
+    got = snapshot(store)
+    assert all(got[p.id]["metadata"] == {"chunk_index": p.payload["chunk_index"]} for p in pts)
+
+
 def test_count_by_url(store):
     store.ensure_collection(DIM)
     store.upsert([*page(A, 3), *page(B, 2)])

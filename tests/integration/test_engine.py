@@ -12,7 +12,7 @@ from sync.core.ids import chunk_id, point_id
 from sync.core.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
 from sync.edges.state import StateDB
 from sync.edges.store import EdgeStore
-from tests.helpers import page_html, para
+from tests.helpers import page_html, para, without_fetched_at
 
 REPORT_KEYS = {
     "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
@@ -792,7 +792,7 @@ def _fresh_index(site, tmp_path) -> dict[str, dict]:
 
 
 def _payloads(harness) -> dict[str, dict]:
-    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in harness.points().items()}
+    return {pid: without_fetched_at(p) for pid, p in harness.points().items()}
 
 
 DEPLOY_STAMP = 1_700_000_000  # the server's one stamp on every URL in "same-lastmod" mode (2023-11-14)

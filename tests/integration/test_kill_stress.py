@@ -35,7 +35,7 @@ import pytest
 
 from sync.errors import StoreError
 from sync.edges.store import EdgeStore, StoredPoint
-from tests.helpers import group_alive, page_html, para
+from tests.helpers import group_alive, page_html, para, without_fetched_at
 from tests.commands.test_cli import ROOT
 
 # Each iteration kills at another moment; three cover both kills (parent only, whole group)
@@ -167,7 +167,7 @@ def fresh_points(site, tmp: Path) -> dict:
 def points_at(qdrant_path: Path) -> dict:
     store = EdgeStore(qdrant_path, "pages")
     try:
-        return {p.id: ({k: v for k, v in p.payload.items() if k != "fetched_at"}, p.vector or [])
+        return {p.id: (without_fetched_at(p.payload), p.vector or [])
                 for p in store.scroll(with_vectors=True)}
     finally:
         store.close()

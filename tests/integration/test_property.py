@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from demo.site_server import Site, SiteServer
-from tests.helpers import Harness, page_html, para
+from tests.helpers import Harness, page_html, para, without_fetched_at
 
 PAGES = [f"/doc{i}.html" for i in range(6)]
 
 
 def comparable(points: dict[str, dict]) -> dict[str, dict]:
     """Points minus `fetched_at` (when a page was last written differs by design)."""
-    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
+    return {pid: without_fetched_at(p) for pid, p in points.items()}
 
 
 class CloseVector(list):

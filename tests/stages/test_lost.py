@@ -11,7 +11,7 @@ import pytest
 from sync.engine import plan_events
 from sync.edges.state import LIVE, PageState, StateDB
 from sync.edges.store import EdgeStore
-from tests.helpers import T0, Harness, lose_collection, page_html, para
+from tests.helpers import T0, Harness, lose_collection, page_html, para, without_fetched_at
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
 
@@ -29,7 +29,7 @@ def fresh_points(site, tmp_path):
 
 
 def strip(points):
-    return {pid: {k: v for k, v in p.items() if k != "fetched_at"} for pid, p in points.items()}
+    return {pid: without_fetched_at(p) for pid, p in points.items()}
 
 
 @both_states

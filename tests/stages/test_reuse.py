@@ -19,7 +19,7 @@ from embedders import HashEmbedder
 from sync.errors import StoreError
 from sync.edges.state import StateDB
 from sync.edges.store import EdgeStore
-from tests.helpers import Harness, para
+from tests.helpers import Harness, para, without_fetched_at
 
 PAGE = "/guide.html"
 
@@ -91,7 +91,7 @@ def ten_sections() -> list[tuple[str, list[str]]]:
 
 def snapshot(h: Harness) -> dict[str, tuple[dict, list[float]]]:
     pts, vecs = h.points(), h.vectors()
-    return {pid: ({k: v for k, v in p.items() if k != "fetched_at"}, vecs[pid]) for pid, p in pts.items()}
+    return {pid: (without_fetched_at(p), vecs[pid]) for pid, p in pts.items()}
 
 
 def assert_equals_fresh_index(h: Harness, tmp_path, name: str = "fresh") -> dict:

@@ -33,7 +33,9 @@ def test_build_points_lays_out_ids_and_payload():
                           embedder_id="m")
     assert [p.id for p in points] == [point_id(chunk_id(url, 0)), point_id(chunk_id(url, 1))]
     assert points[1].payload == {"url": url, "chunk_id": chunk_id(url, 1), "chunk_index": 1, "content_hash": "h",
-                                 "text": "two", "title": "T", "fetched_at": "now", "embedder": "m"}
+                                 "text": "two", "title": "T", "fetched_at": "now", "embedder": "m",
+                                 "metadata": {"url": url, "title": "T", "chunk_id": chunk_id(url, 1), "chunk_index": 1,
+                                              "fetched_at": "now"}}
     assert points[1].vector == [0.2]
 
 
