@@ -73,9 +73,14 @@ def read_links(body: bytes, url: str, *, charset: str | None = None,
 
     if not body or not body.strip():
         return PageLinks()
+    source: bytes | str = body
+    if charset:  # the header's charset, decoded here (libxml2 knows fewer names than Python)
+        try:
+            source = body.decode(charset, errors="replace")
+        except LookupError:
+            pass  # an unknown charset: lxml reads the bytes as it would without one
     try:
-        parser = lxml.html.HTMLParser(encoding=charset) if charset else None
-        doc = lxml.html.document_fromstring(body, parser=parser)
+        doc = lxml.html.document_fromstring(source)
     except Exception:  # noqa: BLE001 (lxml raises several kinds: a page it cannot read has no links)
         return PageLinks()
     base = url
@@ -160,6 +165,13 @@ class CrawlLimits:
 
 _DIGITS = re.compile(r"\d+")
 
+# Paths ending so are files no page is made of (the fetcher reads only text types): a link
+# to one is not followed, which spares a request per image, stylesheet or archive.
+_NOT_PAGES = re.compile(
+    r"\.(png|jpe?g|gif|svg|webp|avif|ico|bmp|tiff?|css|js|mjs|map|woff2?|ttf|otf|eot|pdf|zip|gz|tgz|bz2|xz|"
+    r"tar|7z|rar|whl|egg|exe|msi|dmg|deb|rpm|apk|iso|mp3|mp4|m4a|ogg|webm|avi|mov|wav|flac|inv|epub)$",
+    re.IGNORECASE)
+
 
 def _shape(path: str) -> str:
     """A path with its runs of digits folded: the pattern a calendar or pager repeats."""
@@ -184,8 +196,10 @@ class CrawlRules:
         if len(url) > lim.max_url_length:
             return "url too long"
         if not any(url.startswith(p) for p in self.prefixes):
-            return "outside the crawl's start directories"
+            return "outside the start pages' sites and directories"
         path = urlsplit(url).path
+        if _NOT_PAGES.search(path):
+            return "not a page (a file type the fetcher does not read)"
         segments = [s for s in path.split("/") if s]
         if len(segments) > lim.max_depth:
             return "path too deep"

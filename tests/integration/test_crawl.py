@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from demo.site_server import Resource
 from sync.core.links import CrawlLimits
 from sync.edges.state import GONE, LIVE, StateDB
@@ -208,3 +210,23 @@ def test_crawl_complements_a_sitemap(harness):
     with StateDB(harness.state_path) as st:
         page = st.get(site.server.url("/api.html"))
         assert page.status == LIVE and page.source == "crawl"
+
+
+def test_dry_run_crawl_says_what_it_would_add_and_writes_nothing(harness):
+    build_docs(harness.site)
+    rep = crawl(harness, dry_run=True)
+    assert rep.pages_added == len(DOCS) + 2 and rep.crawl_complete is True
+    rep = crawl(harness)  # nothing was kept: the real pass adds them all
+    assert rep.pages_added == len(DOCS) + 2
+
+
+@pytest.mark.parametrize("harness", ["qdrant"], indirect=True)
+def test_crawl_on_a_state_that_keeps_no_links(harness):
+    """The Qdrant state keeps no links: each pass reads the crawl's pages whole, and still
+    knows what is linked."""
+    build_docs(harness.site)
+    assert crawl(harness).pages_added == len(DOCS) + 2
+    rest = [p for p in DOCS if p != "api"]
+    build_docs(harness.site, pages=rest, linked=rest)
+    rep = crawl(harness, advance=timedelta(minutes=5))
+    assert rep.crawl_complete is True and rep.pages_removed == 1 and "/api.html" not in urls(harness)
