@@ -149,7 +149,8 @@ class CrawlStage:
         read; then settle what the crawl reached (`_crawl_settle`)."""
         if not self.crawl_on:
             return
-        frontier = Frontier(self.crawl_rules, [canonical_url(u) for u in self.cfg.crawl])
+        starts = [canonical_url(u) for u in self.cfg.crawl]
+        frontier = Frontier(self.crawl_rules, starts)
         complete = True
         while level := frontier.take_level():
             await self._crawl_visit(level)
@@ -173,6 +174,13 @@ class CrawlStage:
                 for link in links.links:
                     frontier.offer(link)
         complete &= not frontier.bound_hit
+        # A start page gone or not ours to read is a broken deploy or configuration, not an
+        # empty site (as an emptied sitemap): nothing is purged for not being reached.
+        for url in starts:
+            if self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+                complete = False
+                log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
+                            url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")
         self._crawl_settle(frontier, complete)
 
     async def _crawl_visit(self, level: Sequence[str]) -> None:

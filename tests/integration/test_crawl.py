@@ -230,3 +230,13 @@ def test_crawl_on_a_state_that_keeps_no_links(harness):
     build_docs(harness.site, pages=rest, linked=rest)
     rep = crawl(harness, advance=timedelta(minutes=5))
     assert rep.crawl_complete is True and rep.pages_removed == 1 and "/api.html" not in urls(harness)
+
+
+def test_a_start_page_gone_purges_nothing_for_not_being_linked(harness):
+    """Like an emptied sitemap: a start page that answers 404 is no empty site."""
+    build_docs(harness.site, pages=["index", "a", "b"])
+    crawl(harness)
+    harness.site.remove("/index.html")
+    rep = crawl(harness, advance=timedelta(days=30))
+    assert rep.crawl_complete is False
+    assert urls(harness) == {"/a.html", "/b.html", "/genindex.html", "/search.html"}
