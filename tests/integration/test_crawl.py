@@ -240,3 +240,12 @@ def test_a_start_page_gone_purges_nothing_for_not_being_linked(harness):
     rep = crawl(harness, advance=timedelta(days=30))
     assert rep.crawl_complete is False
     assert urls(harness) == {"/a.html", "/b.html", "/genindex.html", "/search.html"}
+
+
+def test_the_filter_hook_keeps_pages_out_of_the_crawl(harness):
+    """The include/exclude rules come in as a hook on the canonical URL: a refused page is never fetched."""
+    build_docs(harness.site)
+    rep = crawl(harness, crawl_filter=lambda url: not url.endswith(("/genindex.html", "/search.html")))
+    assert urls(harness) == {f"/{p}.html" for p in DOCS}
+    assert not {"/genindex.html", "/search.html"} & {p for _, p, _, _ in harness.site.requests}
+    assert rep.crawl_refused["excluded"] > 0 and rep.crawl_complete is True
