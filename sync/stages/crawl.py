@@ -121,6 +121,9 @@ class CrawlStage:
             self._keep_links(url, PageLinks())
             return False
         links = await asyncio.to_thread(read_links, result.body, result.final_url or url, charset=result.charset)
+        # Only links on the pass's sites are kept (another site's are never followed): the
+        # kept lists stay small.
+        links = replace(links, links=tuple(u for u in links.links if self.scope.check(u) is None))
         self.crawl_seen[url] = READ
         self._keep_links(url, links)
         if page.source != "crawl":
