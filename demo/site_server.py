@@ -70,6 +70,9 @@ class Site:
         self.sitemap_mode = "plain"  # plain | index | gzip | broken | missing | same-lastmod
         self.base_url = ""
         self._sitemap_stamps: dict[str, tuple[bytes, float]] = {}  # path -> (sha256 of body, mtime)
+        # Pages no resource holds, made per request from the path with its query (a calendar
+        # or an endless pager for the crawl tests): None for a 404.
+        self.dynamic: Callable[[str], Resource | None] | None = None
 
     # -- content ----------------------------------------------------------------------
     def set(self, path: str, body: str | bytes, content_type: str = "text/html; charset=utf-8", **kw) -> None:
@@ -217,6 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
                 res = site.resources.get(path)
                 if res is None and path.endswith("/"):
                     res = site.resources.get(path + "index.html")
+            if res is None and site.dynamic is not None:  # generated pages (a link trap), by path and query
+                res = site.dynamic(self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
         if res is None:
             self._send(404, b"not found", "text/plain", {}, path, headers)

@@ -1,4 +1,4 @@
-"""One sync pass, conducted: preflight -> plan -> visit -> embed -> write -> settle.
+"""One sync pass, conducted: preflight -> plan -> visit (+ crawl) -> embed -> write -> settle.
 
 `run_pass` is the one library entry point (the CLI only builds its arguments). The pass
 calls its stages (`sync.stages`) in the order a page's data flows: `preflight` checks the
@@ -69,6 +69,8 @@ from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engi
     record_sitemap,
     within_budget,
 )
+from .core.links import CrawlLimits
+from .stages.crawl import CrawlStage
 from .stages.preflight import PreflightStage
 from .stages.settle import SettleStage
 from .stages.visit import VisitStage
@@ -87,6 +89,10 @@ log = logging.getLogger("pagesync")
 class PassConfig:
     sitemaps: Sequence[str] = ()
     urls: Sequence[str] = ()
+    crawl: Sequence[str] = ()  # start pages of a link crawl (`sync.stages.crawl`)
+    max_pages: int = 10000  # pages one crawl reaches at most (its memory and fetches are bounded by it)
+    crawl_limits: CrawlLimits | None = None  # the crawl's link-trap caps (default `CrawlLimits()`); max_pages wins
+    crawl_filter: Callable[[str], bool] | None = None  # a hook: False refuses a link (include/exclude rules)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     full: bool = False
     dry_run: bool = False
@@ -127,9 +133,12 @@ class PassConfig:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
         no source at all (the scope is the sources': every tracked page would be out of
         it), a source that is not an http(s) URL, no worker or a share out of [0, 1]."""
-        if not (self.sitemaps or self.urls or self.repair):
-            raise ConfigError("a pass needs at least one sitemap or URL (PassConfig.sitemaps / urls)")
-        for u in (*self.sitemaps, *self.urls):
+        if not (self.sitemaps or self.urls or self.crawl or self.repair):
+            raise ConfigError("a pass needs at least one sitemap, URL or crawl start page "
+                              "(PassConfig.sitemaps / urls / crawl)")
+        if self.max_pages < 1:
+            raise ConfigError("max_pages must be at least 1")
+        for u in (*self.sitemaps, *self.urls, *self.crawl):
             if not isinstance(u, str) or not u.lower().startswith(("http://", "https://")):
                 raise ConfigError(f"{u!r} must be an http(s) URL")
         if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
@@ -142,7 +151,7 @@ class PassConfig:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
 
 
-class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, SettleStage):
+class _Pass(PreflightStage, PlanStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
@@ -159,7 +168,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
         # The visit stage's extractor and hash rule, read here (the conductor's names) when the pass starts.
         self.extract_page, self.content_hash = extract_page, content_hash
-        self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls], cfg.allow_hosts)
+        self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls, *cfg.crawl], cfg.allow_hosts)
         # The last recorded pass's report, read once: its policy (a switch reschedules, a
         # repair pass goes on with it) and its bulk-edit state.
         last = state.last_run()
@@ -171,6 +180,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         self._init_embed()
         self._init_write()
         self._init_settle()
+        self._init_crawl()
         # What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass
         # (a library caller's loop) gets this pass's scope and state, not the first one's.
         # What the caller gave it before its first pass stays the caller's choice.
@@ -208,6 +218,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         self._queue_removals(plan.removals, plan.known, read.out_of_scope)
         self.visiting = {ev.url for ev in plan.visits}
         await self._visit(plan.pages)
+        await self._crawl()  # the links of what was read, followed from the --crawl start pages
         self._queue_orphans(set(read.entries) | set(plan.extra))
         self._judge_guard()
         await self._settle_suspects()

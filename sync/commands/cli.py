@@ -346,6 +346,8 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
 def run(
     sitemap: list[str] = typer.Option([], "--sitemap", help="A sitemap or sitemap index (.xml or .xml.gz); repeatable."),
     url: list[str] = typer.Option([], "--url", help="An extra page to track that no sitemap lists; repeatable."),
+    crawl: list[str] = typer.Option([], "--crawl", help="A start page of a link crawl within scope (its directory, robots.txt, nofollow, noindex and rel=canonical honoured; no sitemap needed); repeatable."),
+    max_pages: int = typer.Option(10000, "--max-pages", min=1, help="Bound of a crawl: the pages it reaches at most (past it the crawl is incomplete and purges nothing for not being linked)."),
     collection: str = CollectionOpt,
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
@@ -394,7 +396,9 @@ def run(
             _check_url(s, "--sitemap")
         for u in url:
             _check_url(u, "--url")
-        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
+        for u in crawl:
+            _check_url(u, "--crawl")
+        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), crawl=list(crawl), max_pages=max_pages, now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
@@ -405,10 +409,10 @@ def run(
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
-        if not (sitemap or url):
+        if not (sitemap or url or crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
-            raise ConfigError("nothing to sync: give --sitemap or --url (the page state does not keep them)")
+            raise ConfigError("nothing to sync: give --sitemap, --url or --crawl (the page state does not keep them)")
         from .checks import check_runs
 
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created

@@ -33,7 +33,7 @@ def from_epoch(ts: float | None) -> datetime | None:
 class PageState:
     url: str
     status: str = NEW
-    source: str = "sitemap"
+    source: str = "sitemap"  # what tracks it: "sitemap", "url" (--url, a redirect's target) or "crawl" (--crawl)
     in_sitemap: bool = False
     sitemap_lastmod: str | None = None
     etag: str | None = None

@@ -91,6 +91,12 @@ class Report:
     # last passes and the bulk edit under way, if any (sync.core.policy.bulk_state_to_json).
     # The next pass reads it back from the last run.
     bulk_edits: dict[str, Any] = field(default_factory=dict)
+    # A crawl (--crawl): the pages it reached (admitted to its frontier, at most --max-pages),
+    # whether it saw all it links to (no failure, no bound hit: only then may it purge the
+    # pages it no longer reaches; None without a crawl), and its refused links by reason.
+    pages_crawled: int = 0
+    crawl_complete: bool | None = None
+    crawl_refused: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
@@ -127,6 +133,9 @@ class Report:
             deferred += f", {self.pages_over_token_budget} left by --max-embed-tokens"
         if self.tokens_embedded:  # said only when an embedder counts tokens (a remote one)
             chunks += f", {plural(self.tokens_embedded, 'token')}"
+        if self.crawl_complete is not None:  # a crawl ran: how far it got
+            deferred += f", crawl reached {plural(self.pages_crawled, 'page')}" + (
+                "" if self.crawl_complete else " (incomplete: nothing purged for not being linked)")
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "

@@ -40,7 +40,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pages (
     url TEXT PRIMARY KEY,
     status TEXT NOT NULL,
-    source TEXT NOT NULL,              -- 'sitemap' | 'url'
+    source TEXT NOT NULL,              -- 'sitemap' | 'url' | 'crawl'
     in_sitemap INTEGER NOT NULL DEFAULT 0,
     sitemap_lastmod TEXT,
     etag TEXT,
@@ -96,6 +96,10 @@ CREATE TABLE IF NOT EXISTS page_texts (
     url TEXT PRIMARY KEY,              -- a page written to the collection
     content_hash TEXT NOT NULL,        -- the hash of this text: used only while it equals the page's
     text BLOB NOT NULL                 -- zlib-compressed extracted markdown (pagesync reindex rebuilds from it)
+);
+CREATE TABLE IF NOT EXISTS page_links (
+    url TEXT PRIMARY KEY,              -- a page a crawl read
+    links BLOB NOT NULL                -- zlib-compressed sync.core.links.links_to_json: what it linked to when last read
 );
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
@@ -512,7 +516,8 @@ class StateDB:
         """Forget every page, host and run, the HTTP caches and the kept texts (the lock file stays)."""
         try:
             with self.transaction():
-                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "sitemap_parses", "page_texts"):
+                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "sitemap_parses", "page_texts",
+                              "page_links"):
                     self._db.execute(f"DELETE FROM {table}")
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot clear page state") from exc
@@ -561,6 +566,42 @@ class StateDB:
                 self._db.execute(f"DELETE FROM page_texts WHERE url IN ({','.join('?' * len(part))})", part)
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot drop page texts from") from exc
+
+    # -- page links (what a crawl follows from a page it does not read again: a 304, a page not due) --
+    def put_links(self, items: Iterable[tuple[str, str]]) -> None:
+        """Keep each page's links as last read: (url, `links_to_json` text)."""
+        rows = [(url, zlib.compress(text.encode("utf-8"), 6)) for url, text in items]
+        if not rows:
+            return
+        try:
+            with self.transaction():
+                self._db.executemany("INSERT INTO page_links (url, links) VALUES (?, ?) "
+                                     "ON CONFLICT(url) DO UPDATE SET links = excluded.links", rows)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc, "cannot write page links to") from exc
+
+    def get_links(self, urls: Iterable[str]) -> dict[str, str]:
+        """url -> the kept `links_to_json` text, for the urls that have a readable one."""
+        out: dict[str, str] = {}
+        urls = list(urls)
+        for i in range(0, len(urls), 500):
+            part = urls[i : i + 500]
+            q = f"SELECT url, links FROM page_links WHERE url IN ({','.join('?' * len(part))})"
+            for row in self._db.execute(q, part):
+                try:
+                    out[row["url"]] = zlib.decompress(bytes(row["links"])).decode("utf-8")
+                except (zlib.error, UnicodeDecodeError):
+                    continue  # unreadable: as if never kept (the page is read again)
+        return out
+
+    def drop_links(self, urls: Iterable[str]) -> None:
+        urls = list(urls)
+        try:
+            for i in range(0, len(urls), 500):
+                part = urls[i : i + 500]
+                self._db.execute(f"DELETE FROM page_links WHERE url IN ({','.join('?' * len(part))})", part)
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc, "cannot drop page links from") from exc
 
 
 # Every SQL-reading method maps SQLite errors (a damaged file surfaces on the first read of a

@@ -14,6 +14,8 @@ Ways in and out, stage by stage (the conductor calls the first of each):
   visited page's next due time for the stages after it;
 - visit `_visit(pages)`: each page to a skip or failure (write), a purge (settle), a held
   change (settle's `suspects`) or `_enqueue(_Pending, markdown)` (embed);
+- crawl `_crawl()` (with --crawl): follows the links each visit read (`_crawl_note`), visits
+  the pages never read through `_visit`, queues the pages no longer linked for the purge;
 - embed `_flush()` / `_drain()`: batches with their vectors to `_write(items)` (write);
 - settle `_queue_removals`, `_queue_orphans`, `_judge_guard`, `_settle_suspects`, `_apply_purges`.
 

@@ -423,7 +423,9 @@ class PlanStage:
         pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
                                       advanced=advanced, extra=extra, now=self.now, lastmod_due=self._lastmod_due)
         self._save(list(dirty.values()))
-        return Plan(visits, removals, [pages[ev.url] for ev in visits], extra, known)
+        planned = [pages[ev.url] for ev in visits]
+        self._crawl_prepare(planned)  # a crawl's pages with no kept links are read whole
+        return Plan(visits, removals, planned, extra, known)
 
     def _last_policy(self):
         """The policy the last recorded pass scheduled with, or None when it is not known."""

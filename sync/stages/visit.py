@@ -6,7 +6,8 @@ decided (`_process`, `sync.core.decision.decide`): a skip is recorded, a 404/410
 text or a 301/308 (`_moved`: its target tracked in its place) is queued for the purge, and a
 change goes on to the embed stage. A change that looks like a broken deploy is held for
 the guard (`may_be_broken`). Conditional GETs use the page's validators unless its text must
-be read whatever the server says (`_validators`).
+be read whatever the server says (`_validators`). With a crawl, each page read first tells
+the crawl stage its links (`sync.stages.crawl`, `_crawl_note`): the crawl rides on these visits.
 """
 
 from __future__ import annotations
@@ -94,9 +95,11 @@ class VisitStage:
             return
         self.visiting.add(target)
         known = self.state.get(target)
-        tpage = known or PageState(url=target, status=NEW, first_seen_at=self.now, source="url")
+        # A crawl's page moves as a crawl page (it leaves when no longer linked); any other as a --url.
+        source = "crawl" if page.source == "crawl" else "url"
+        tpage = known or PageState(url=target, status=NEW, first_seen_at=self.now, source=source)
         if known is None or known.status == GONE:
-            tpage.source = "url"
+            tpage.source = source
         if result.outcome is Outcome.NOT_MODIFIED and not tpage.indexed:
             # The old page's validators matched the target, but we hold no text under the
             # target's key: read it once more, unconditionally.
@@ -122,7 +125,8 @@ class VisitStage:
         return MISSING_MARK if page.url in self.marked else None
 
     def _validators(self, page: PageState) -> Validators | None:
-        if self.cfg.repair or page.url in self.rebuild or not page.indexed or self._mark(page) is not None:
+        if (self.cfg.repair or page.url in self.rebuild or not page.indexed or self._mark(page) is not None
+                or page.url in self.crawl_unread):
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
             return None
@@ -137,6 +141,8 @@ class VisitStage:
 
     async def _process(self, page: PageState, result: FetchResult) -> None:
         """Decide one fetched page and carry out skips and purges; changes go to the embed queue."""
+        if self.crawl_on and await self._crawl_note(page, result):
+            return  # a crawl page not to be indexed (noindex, a canonical elsewhere): queued for the purge
         if result.outcome is Outcome.ERROR:
             self._fail(page, result.error or "fetch failed", result.retry_after)
             return

@@ -755,7 +755,7 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
 
 
 @pytest.mark.parametrize("kw, says", [
-    ({}, "at least one sitemap or URL"),
+    ({}, "at least one sitemap, URL or crawl start page"),
     ({"urls": ["not a url"]}, "'not a url' must be an http(s) URL"),
     ({"sitemaps": ["ftp://x.example/sitemap.xml"]}, "must be an http(s) URL"),
     ({"urls": ["https://x.example/"], "workers": 0}, "at least 1"),

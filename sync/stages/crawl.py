@@ -1,0 +1,238 @@
+"""Crawl: from the --crawl start pages, follow links within scope, riding on the visit stage.
+
+A crawl needs no fetch of its own. Every page the visit stage reads (`_crawl_note`, called
+first thing in `_process`) gives up its links, its `rel=canonical` and its meta robots from
+the raw HTML already fetched; they are kept in the state (`put_links`) so a page that
+answers 304, or is not due this pass, still stands for what it linked to when last read.
+After the plan's visits, `_crawl` walks the link graph breadth first from the start pages
+(`sync.core.links.Frontier`, at most --max-pages pages): a page read this pass or holding
+kept links is followed without a request; a page never read (new, or no links kept) is
+visited, one breadth-first level at a time, through the same fetch -> extract -> decide as
+every page. So each page is fetched at most once per pass.
+
+Rules: robots.txt (the fetcher's: a disallowed page is skipped, never read), the links'
+`rel=nofollow` and a meta `nofollow` (not followed), a meta `noindex` (followed, not
+indexed), a `rel=canonical` within the crawl (the page is its canonical's: not indexed under
+its own URL, the canonical is crawled instead). These apply to the pages the crawl tracks
+(`source == "crawl"`); a sitemap's pages are indexed as listed, their links followed.
+
+A complete crawl (no failure, no bound hit, no page's links cut short) knows the site's
+reachable pages: the crawl's pages it no longer reaches leave like pages that left a
+sitemap (behind the mass-deletion guard), and a sitemap page the crawl reaches stays when
+its sitemap drops it (it becomes a crawl page). An incomplete crawl purges nothing for not
+being reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Sequence
+
+from ..core.decision import Outcome
+from ..core.ids import canonical_url
+from ..core.links import CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, links_from_json, links_to_json, read_links
+from ..edges.fetcher import FetchResult
+from ..edges.state import GONE, LIVE, NEW, PageState
+
+log = logging.getLogger("pagesync")
+
+_HTML_TYPES = ("text/html", "application/xhtml+xml", "")
+
+# What the visit stage saw of a page this pass, for the crawl (`crawl_seen`): read (links
+# kept), not modified (kept links stand), failed, gone (404/410: no links), skipped (robots,
+# type, size: no links), or moved (to the target named in `crawl_moved`).
+READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED = "read", "304", "failed", "gone", "skipped", "moved"
+
+
+class CrawlStage:
+    """The link crawl of a pass (a mixin of the pass)."""
+
+    def _init_crawl(self) -> None:
+        """The crawl's rules (the pass's scope, the start pages' directories, the filter hook,
+        the limits) and what the visits of this pass told it."""
+        cfg = self.cfg
+        self.crawl_on = bool(cfg.crawl) and not cfg.repair
+        limits = replace(cfg.crawl_limits or CrawlLimits(), max_pages=cfg.max_pages)
+        self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in cfg.crawl], in_scope=self.scope.check,
+                                      wanted=cfg.crawl_filter, limits=limits)
+        self.crawl_seen: dict[str, str] = {}
+        self.crawl_moved: dict[str, str] = {}
+        # Links read this pass, when the state cannot keep them (a dry run, a state without
+        # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
+        self.crawl_links: dict[str, PageLinks] = {}
+        self.crawl_keeps = not cfg.dry_run and hasattr(self.state, "put_links")
+        self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
+
+    def _in_crawl(self, url: str) -> bool:
+        return self.crawl_on and any(url.startswith(p) for p in self.crawl_rules.prefixes)
+
+    def _kept_links(self, urls: Sequence[str]) -> dict[str, PageLinks]:
+        """The links kept for `urls` (this pass's reads included)."""
+        out = {u: self.crawl_links[u] for u in urls if u in self.crawl_links}
+        rest = [u for u in urls if u not in out]
+        if rest and hasattr(self.state, "get_links"):
+            for url, text in self.state.get_links(rest).items():
+                links = links_from_json(text)
+                if links is not None:
+                    out[url] = links
+        return out
+
+    def _crawl_prepare(self, pages: Sequence[PageState]) -> None:
+        """Before the plan's visits: indexed pages in the crawl that hold no kept links are
+        read whole (a 304 would tell the crawl nothing), once."""
+        if not self.crawl_on:
+            return
+        inside = [p.url for p in pages if p.indexed and self._in_crawl(p.url)]
+        self.crawl_unread = set(inside) - set(self._kept_links(inside))
+
+    async def _crawl_note(self, page: PageState, result: FetchResult) -> bool:
+        """What the visit of `page` tells the crawl (the visit stage calls this first). Returns
+        True when the page is not to be indexed (a crawl page's meta noindex, or a canonical
+        elsewhere in the crawl): then it is queued for the purge here, like a page with no
+        text, and its visit ends."""
+        url = page.url
+        if not self._in_crawl(url):
+            return False
+        outcome = result.outcome
+        if outcome is Outcome.ERROR:
+            self.crawl_seen[url] = FAILED
+            return False
+        if outcome is Outcome.SKIPPED:
+            self.crawl_seen[url] = SKIPPED
+            return False
+        if outcome is Outcome.GONE:
+            self.crawl_seen[url] = GONE_NOW
+            self.crawl_links.pop(url, None)
+            if self.crawl_keeps:
+                self.state.drop_links([url])
+            return False
+        if result.moved_permanently:
+            target = canonical_url(result.redirects[-1][1])
+            if target != url:
+                self.crawl_seen[url], self.crawl_moved[url] = MOVED, target
+                return False
+        if outcome is Outcome.NOT_MODIFIED:
+            self.crawl_seen[url] = NOT_MODIFIED
+            return False
+        if outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
+            self.crawl_seen[url] = READ
+            self._keep_links(url, PageLinks())
+            return False
+        links = await asyncio.to_thread(read_links, result.body, result.final_url or url, charset=result.charset)
+        # Only links on the pass's sites are kept (another site's are never followed): the
+        # kept lists stay small.
+        links = replace(links, links=tuple(u for u in links.links if self.scope.check(u) is None))
+        self.crawl_seen[url] = READ
+        self._keep_links(url, links)
+        if page.source != "crawl":
+            return False  # a sitemap's or --url's page: indexed as named
+        if links.noindex:
+            reason = "meta robots noindex"
+        elif (links.canonical and links.canonical != url and self.crawl_rules.refusal(links.canonical) is None
+              and self.crawl_moved.get(links.canonical) != url):
+            reason = f"its rel=canonical is {links.canonical}"
+            self.crawl_moved[url] = links.canonical  # the canonical is the page: crawled in its place
+        else:
+            return False
+        page.last_fetched_at = self.now
+        page.etag = page.last_modified = None  # read whole next time: it may index itself again
+        self._queue_purge(page, left_sitemap=False, reason=f"not indexed: {reason}")
+        return True
+
+    def _keep_links(self, url: str, links: PageLinks) -> None:
+        if self.crawl_keeps:
+            self.state.put_links([(url, links_to_json(links))])
+        else:
+            self.crawl_links[url] = links
+
+    async def _crawl(self) -> None:
+        """Walk the links from the start pages, level by level, visiting the pages never
+        read; then settle what the crawl reached (`_crawl_settle`)."""
+        if not self.crawl_on:
+            return
+        starts = [canonical_url(u) for u in self.cfg.crawl]
+        frontier = Frontier(self.crawl_rules, starts)
+        complete = True
+        while level := frontier.take_level():
+            await self._crawl_visit(level)
+            kept = self._kept_links(level)
+            for url in level:  # in discovery order: what a bound admits does not hang on fetch timing
+                seen = self.crawl_seen.get(url)
+                if seen == FAILED:
+                    complete = False  # what it links to now is not known (kept links still followed)
+                elif seen in (GONE_NOW, SKIPPED):
+                    continue
+                if url in self.crawl_moved:
+                    frontier.offer(self.crawl_moved[url])
+                    if seen == MOVED:
+                        continue
+                links = kept.get(url)
+                if links is None:
+                    continue
+                complete &= not links.truncated
+                if links.canonical and links.canonical != url and url not in self.crawl_moved:
+                    frontier.offer(links.canonical)  # an alias read in an earlier pass
+                for link in links.links:
+                    frontier.offer(link)
+        complete &= not frontier.bound_hit
+        # A start page gone or not ours to read is a broken deploy or configuration, not an
+        # empty site (as an emptied sitemap): nothing is purged for not being reached.
+        for url in starts:
+            if self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+                complete = False
+                log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
+                            url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")
+        self._crawl_settle(frontier, complete)
+
+    async def _crawl_visit(self, level: Sequence[str]) -> None:
+        """Visit the pages of one level the crawl cannot follow without reading them: new,
+        never indexed, gone and due again, or indexed without kept links."""
+        todo = [u for u in level if u not in self.crawl_seen and u not in self.visiting]
+        if not todo:
+            return
+        known = self.state.get_many(todo)
+        kept = self._kept_links(todo)
+        pages: list[PageState] = []
+        new: list[PageState] = []
+        for url in todo:
+            page = known.get(url)
+            if page is None:
+                page = PageState(url=url, status=NEW, first_seen_at=self.now, source="crawl")
+                new.append(page)
+            elif page.status == LIVE and page.pending_hash is None and url in kept:
+                continue  # followed by its kept links; visited on its own schedule
+            elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
+                continue  # not indexed (noindex, an alias), not due: its kept links stand
+            elif page.status == GONE and page.due_at is not None and page.due_at > self.now:
+                self.crawl_seen[url] = GONE_NOW  # a 404 not due again: no links
+                continue
+            elif page.status == LIVE and url not in kept:
+                self.crawl_unread.add(url)
+            pages.append(page)
+        # New pages become rows first (NEW, no points claimed): a crash later leaves them due.
+        self._save(new)
+        self.visiting.update(p.url for p in pages)
+        await self._visit(pages)
+
+    def _crawl_settle(self, frontier: Frontier, complete: bool) -> None:
+        """Report the crawl; keep the sitemap pages it reaches; after a complete crawl,
+        queue the crawl pages it no longer reaches for the purge (the guard judges them)."""
+        r = self.report
+        r.pages_crawled, r.crawl_complete = len(frontier), complete
+        r.crawl_refused = dict(sorted(frontier.refused.items()))
+        for url, (page, left_sitemap, reason, _) in list(self.purges.items()):
+            if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:
+                del self.purges[url]  # still linked: the crawl keeps it
+                page.source, page.in_sitemap = "crawl", False
+                self._save([page])
+        if not complete:
+            log.info("crawl incomplete (%s): no page purged for not being linked",
+                     "over --max-pages" if frontier.bound_hit else "a page failed or had too many links")
+            return
+        for page in self.state.all_pages():
+            if (page.source == "crawl" and not page.in_sitemap and page.status != GONE
+                    and page.url not in frontier and page.url not in self.purges):
+                self._queue_purge(page, left_sitemap=True,
+                                  reason="no longer linked (a complete crawl did not reach it)")
