@@ -74,17 +74,18 @@ class SettleStage:
 
     def _queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
                         out_of_scope: dict[str, str]) -> None:
-        """Queue the pages that left the sitemap (`plan_events`' removals) for the purge."""
+        """Queue the pages that left the sitemap or the site rules (the plan's removals) for the purge."""
         for ev in removals:
             if ev.url in known:
                 page = known[ev.url]
                 if page.moved_to is not None:
                     self.unmoved.add(page.moved_to)
-                # Still listed but out of scope now (an --allow-host dropped): a fresh index
-                # would not hold it either, so it goes, under its real reason.
+                # Still listed but out of scope now (an --allow-host dropped) or excluded by
+                # the site rules: a fresh index would not hold it either, so it goes, under
+                # its real reason.
                 why = out_of_scope.get(ev.url)
-                self._queue_purge(page, left_sitemap=True,
-                                  reason=f"out of scope: {why}" if why else "left the sitemap")
+                reason = f"out of scope: {why}" if why else (self._unwanted(ev.url) or "left the sitemap")
+                self._queue_purge(page, left_sitemap=True, reason=reason)
 
     def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all.

@@ -129,9 +129,10 @@ class WriteStage:
             p = item.page
             first = item.decision.action is Action.ADD or p.content_hash is None
             # Under a new pipeline the old hash says nothing about the text: no change seen.
-            same_pipeline = p.fingerprint == self.fingerprint
+            fingerprint = self._fingerprint_for(p.url)
+            same_pipeline = p.fingerprint == fingerprint
             self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
-            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
+            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, fingerprint, None
             p.moved_to = None
             p.chunk_count, p.title = len(item.chunks), item.title
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
