@@ -185,6 +185,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         given = getattr(fetcher, "given", None) or {"scope": fetcher.scope, "cache": fetcher.cache}
         fetcher.scope = given["scope"] or self.scope.check
         fetcher.site_headers = given.get("site_headers") or self._site_headers
+        fetcher.unwanted = self._unwanted
         self._bind_cache(fetcher, given["cache"])
 
     def _site_headers(self, url: str) -> dict[str, str]:

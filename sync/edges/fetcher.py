@@ -332,6 +332,9 @@ class Fetcher:
         # url -> the extra request headers of its site (--header), {} for a URL of no site.
         # Asked at every hop, so a header never follows a redirect to another host.
         self.site_headers = site_headers
+        # url -> why the site rules keep it out (--exclude), or None: a redirect to such a
+        # page is not followed (a permanent one is answered as the move itself).
+        self.unwanted: Callable[[str], str | None] | None = None
         self._robots_on = respect_robots
         self._max_crawl_delay = max_crawl_delay
         self._max_retry_wait = max_retry_wait
@@ -396,6 +399,13 @@ class Fetcher:
                     reason = self.scope(target) if self.scope else None
                     if reason:
                         raise _Refused(f"redirect to {target} not followed: {reason}")
+                    unwanted = self.unwanted(target) if self.unwanted is not None else None
+                    if unwanted and resp.status_code in (301, 308):
+                        # A permanent move to a page the site rules keep out: the move is
+                        # the answer (the old URL leaves), the target is never requested.
+                        return _Answer(resp, _header_fields(resp), b"", False, redirects, wire)
+                    if unwanted:
+                        raise _Refused(f"redirect to {target} not followed: {unwanted}")
                     seen.add(target)
                     current = target
                     if moved_headers is not None and resp.status_code in (301, 308):

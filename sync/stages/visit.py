@@ -106,7 +106,9 @@ class VisitStage:
         # Purges come at the end of the pass: the old URL's points are still there to reuse.
         await self._remember_vectors(page)
         if target in self.visiting or self._unwanted(target) is not None:
-            return  # visited anyway, or a page the site rules keep out: not tracked
+            # Visited anyway; or a page the site rules keep out, not tracked (the Fetcher
+            # did not follow the move: `result` is the 301/308 itself).
+            return
         self.visiting.add(target)
         known = self.state.get(target)
         tpage = known or PageState(url=target, status=NEW, first_seen_at=self.now, source="url")
@@ -145,7 +147,9 @@ class VisitStage:
 
     async def _process(self, page: PageState, result: FetchResult) -> None:
         """Decide one fetched page and carry out skips and purges; changes go to the embed queue."""
-        if result.outcome is Outcome.ERROR:
+        # A 301/308 answered as such (its target is not followed: `Fetcher.unwanted`) is a move.
+        unfollowed_move = result.status in (301, 308) and result.moved_permanently
+        if result.outcome is Outcome.ERROR and not unfollowed_move:
             self._fail(page, result.error or "fetch failed", result.retry_after)
             return
         if result.outcome is Outcome.SKIPPED:
