@@ -120,12 +120,16 @@ class SettleStage:
                              max_delete_share=cfg.max_delete_share)
 
     def _judge_guard(self) -> None:
-        """Once every page of the pass was seen: the live pages it would purge, and those
-        whose change looks like a broken deploy, against the mass-deletion guard."""
+        """Once every page of the pass was seen: the live pages it would purge (but those
+        that moved to a page indexed now), and those whose change looks like a broken
+        deploy, against the mass-deletion guard."""
         self.broken = broken_deploy({
             url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
             for url, (item, markdown) in self.suspects.items()})
-        live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
+        # A 301/308 whose target holds the text now lost nothing: a site that moves every
+        # page (http -> https, www -> apex, a trailing slash) settles on the targets at once.
+        live = sum(1 for page, _, _, moved_to in self.purges.values()
+                   if page.status == LIVE and (moved_to is None or moved_to not in self.landed))
         scoped = [page.url for page, _, reason, _ in self.purges.values()
                   if page.status == LIVE and reason.startswith("out of scope")]
         self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)

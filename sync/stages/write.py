@@ -34,6 +34,9 @@ _COUNTERS = {
     Action.SKIP_POLICY: "pages_skipped",
 }
 
+# The outcomes after which the collection holds the page's current text.
+_LANDED = frozenset({Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED, Action.ADD, Action.REPLACE})
+
 
 def build_points(
     url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
@@ -60,13 +63,17 @@ class WriteStage:
     """The pass's writes to the state and the store, and its report lines (a mixin of the pass)."""
 
     def _init_write(self) -> None:
-        """Skipped pages waiting for their state row (written in bulk)."""
+        """Skipped pages waiting for their state row (written in bulk), and the urls whose
+        text the collection holds as of this pass (`landed`: written, or found unchanged)."""
         self.skips: list[PageState] = []
+        self.landed: set[str] = set()
 
     def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
                 reused: int | None = None) -> None:
         r = self.report
         a = decision.action
+        if a in _LANDED:
+            self.landed.add(page.url)
         counter = _COUNTERS[a]
         setattr(r, counter, getattr(r, counter) + 1)
         if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
