@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from sync.errors import ConfigError
 from tests.helpers import page_html, para
 
 pytestmark = pytest.mark.integration
@@ -87,3 +88,19 @@ def test_a_move_to_another_name_of_the_host_needs_allow_host_then_settles(site, 
     assert rep.ok, rep.errors
     assert rep.chunks_embedded == 0 and rep.pages_removed == N
     assert set(keys(harness)) == {f"http://localhost:{port}/q{i}.html" for i in range(N)}
+
+
+def test_a_sitemap_on_another_name_of_the_host_is_a_clear_error_or_with_allow_host_works(site, harness):
+    """--sitemap by one name (localhost), <loc>s by another (127.0.0.1): exit 2 with the
+    --allow-host advice, nothing fetched; with --allow-host the pages are indexed by the
+    names the sitemap gives."""
+    port = site.base_url.rsplit(":", 1)[1]
+    for i in range(2):
+        site.set(f"/p{i}.html", content(i))
+    by_other_name = [f"http://localhost:{port}/sitemap.xml"]
+    with pytest.raises(ConfigError, match=rf"every URL the sitemaps list is out of scope .*--allow-host 127.0.0.1:{port}"):
+        harness.run(sitemaps=by_other_name)
+    assert [p for _, p, _, _ in site.requests if p.endswith(".html")] == []
+    rep = harness.run(sitemaps=by_other_name, allow_hosts=[f"127.0.0.1:{port}"])
+    assert rep.ok and rep.pages_added == 2
+    assert set(keys(harness)) == {site.server.url(f"/p{i}.html") for i in range(2)}
