@@ -48,6 +48,8 @@ DEFAULT_EXCLUDES: tuple[tuple[str, str], ...] = (
 
 # RFC 9110 field-name: a token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A header value pagesync sends: printable ASCII, spaces and tabs inside (tokens, base64, cookies).
+_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?")
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,10 @@ def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
         if var not in environ:
             raise ConfigError(f"--header {name}: environment variable {var} is not set")
         value = environ[var].strip()
-    if not value or any(c in value for c in "\r\n\x00"):
-        raise ConfigError(f"--header {name}: the value is empty or holds a line break")
+    if not value or not _VALUE.fullmatch(value):
+        # Said without the value: an HTTP library refusing it would quote it in its error.
+        raise ConfigError(f"--header {name}: the value is empty or holds a line break, a control "
+                          "character or a non-ASCII character")
     return name, value
 
 

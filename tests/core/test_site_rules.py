@@ -98,6 +98,8 @@ def test_parse_header(text, env, expected):
     ("X-A:", {}, "--header X-A: the value is empty"),
     ("X-A: env:", {}, "env: names no environment variable"),
     ("X-A: env:V", {"V": "a\r\nEvil: 1"}, "holds a line break"),
+    ("X-A: env:V", {"V": "Bearer \x01x"}, "a control character"),
+    ("X-A: env:V", {"V": "Bearer caf\u00e9"}, "a non-ASCII character"),
 ])
 def test_parse_header_errors_never_show_a_value(text, env, message):
     with pytest.raises(ConfigError) as exc:
@@ -134,3 +136,14 @@ def test_merging_with_empty_rules_changes_nothing(url, inc, exc):
     rules = SiteRules(include=tuple(inc), exclude=tuple(exc))
     assert rules.merged(SiteRules()) == rules
     assert url_wanted(url, SiteRules().merged(rules)) == url_wanted(url, rules)
+
+
+@given(st.text(max_size=40).map(lambda t: "zQ9" + t))
+def test_an_env_header_value_is_sent_as_is_or_refused_without_being_shown(secret):
+    try:
+        name, value = parse_header("Authorization: env:TOKEN", {"TOKEN": secret})
+    except ConfigError as exc:
+        assert "zQ9" not in str(exc)
+    else:
+        assert (name, value) == ("Authorization", secret.strip())
+        assert value.isascii() and value.isprintable()
