@@ -5,7 +5,7 @@
 
 Without --small they plot the figures the benchmarks last wrote to bench/results/ (run
 `make bench`, `make bench-freshness`, `make replay-policies` first); with --small they measure
-tiny inputs themselves, which is how tests/test_notebooks.py runs them (into a copy).
+tiny inputs themselves, which is how tests/project/test_notebooks.py runs them (into a copy).
 """
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def _title(body: bytes, url: str | None) -> str:
     licence, none of which pagesync keeps: on FastAPI's and Python's docs it was 69 % of a
     page's extraction CPU, and this title-only path is ~20x cheaper with the same titles
     on 315 of 315 pages. It uses trafilatura.metadata's step functions, so if a release
-    renames them it falls back to the whole call; tests/test_chunking.py checks the two
+    renames them it falls back to the whole call; tests/chunking/test_chunking.py checks the two
     agree.
     """
     try:

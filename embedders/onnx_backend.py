@@ -16,7 +16,7 @@ numpy: the tokenizer is the bundled `tokenizer.json` (truncation at the model's
 exactly what sentence-transformers does for this model.
 
 Equal vectors mean equal `model_id`: points written by either backend are
-interchangeable and switching backends re-embeds nothing (tests/test_onnx.py holds the
+interchangeable and switching backends re-embeds nothing (tests/embedders/test_onnx.py holds the
 two to cosine >= 0.999; measured here: >= 0.99999).
 
 Texts of one call are sorted by token length and cut into sub-batches of `batch_size`

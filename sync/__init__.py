@@ -1,7 +1,8 @@
 """pagesync: keep a Qdrant collection in sync with a website.
 
-The library entry point is `run_pass`; everything else here is the pieces it is built
-from, each usable and testable alone. The packages are layers, each importing only
+The library entry points are `run_pass` (one sync pass) and `open_collection` (search what
+it wrote, from an app); everything else here is the pieces they are built from, each usable
+and testable alone. The packages are layers, each importing only
 from the ones above it in this list:
 
 - `sync.errors`: the one exception tree.
@@ -9,7 +10,9 @@ from the ones above it in this list:
 - `sync.edges`: the I/O seams (HTTP fetcher, vector stores, page states, caches).
 - `sync.stages`: the steps of a pass (preflight, plan, visit, embed, write, settle).
 - `sync.engine`: the conductor of one pass.
-- `sync.commands`: what the CLI offers (run, audit, status, reindex, export/import).
+- `sync.commands`: what the CLI offers (run, audit, status, reindex, export/import, read).
+- `sync.integrations`: retrievers for LangChain and LlamaIndex over `open_collection`, each
+  loading its framework only when imported (extras `pagesync[langchain]`, `pagesync[llamaindex]`).
 
 Names are imported on first use (PEP 562): `import sync.commands.cli` loads the CLI alone, and a
 pass loads what it uses, not the audit, the Qdrant state or every store. The modules'
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .commands.audit import AuditReport, audit_collection, run_audit
+    from .commands.read import Collection, Hit, open_collection
     from .core.decision import Action, Decision, Outcome, decide
     from .engine import ChangeEvent, PassConfig, arun_pass, build_points, plan_events, run_pass
     from .errors import (
@@ -58,12 +62,15 @@ if TYPE_CHECKING:
     from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
-# TYPE_CHECKING imports above say the same for type checkers, and tests/test_imports.py
+# TYPE_CHECKING imports above say the same for type checkers, and tests/project/test_imports.py
 # checks the two agree)
 _EXPORTS = {
     "AuditReport": "commands.audit",
     "audit_collection": "commands.audit",
     "run_audit": "commands.audit",
+    "Collection": "commands.read",
+    "Hit": "commands.read",
+    "open_collection": "commands.read",
     "Action": "core.decision",
     "Decision": "core.decision",
     "Outcome": "core.decision",

@@ -116,7 +116,7 @@ SITE_FIXTURES = {"site", "harness", "two_sites"}
 
 def pytest_collection_modifyitems(config, items):
     """Markers from the fixtures a test takes, for `make test-fast` to leave out: `work`
-    (tests/test_cli.py) runs `pagesync` as subprocesses, half a second to start each, so
+    (tests/commands/test_cli.py) runs `pagesync` as subprocesses, half a second to start each, so
     `slow`; a site fixture makes it `integration`."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))

@@ -188,3 +188,13 @@ def lose_collection(h: "Harness") -> None:
             store.close()
     else:
         shutil.rmtree(h.store_path)
+
+
+def store_clock(on_sleep):
+    """A stand-in for the `time` module of `sync.edges.store` alone (monkeypatch it in as
+    `store_mod.time`): the real clocks, and `on_sleep(seconds)` instead of a wait for a held
+    shard's lock. Raise from `on_sleep` to prove an opener decided without waiting."""
+    import types
+
+    return types.SimpleNamespace(monotonic=time.monotonic, time=time.time, sleep=on_sleep)
+

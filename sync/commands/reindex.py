@@ -14,8 +14,9 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
      page's pipeline fingerprint is `pipeline_fingerprint(<their embedder>, <current
      chunker>)`) and form exactly the page's current generation;
    - `fetch`: one unconditional GET through the Fetcher (the site's text as of now).
-2. Build: embed in batches that span pages, upsert into the new collection (ids and
-   payload exactly as a pass writes them).
+2. Build: embed in batches that span pages, each distinct chunk text once in the whole
+   reindex (the same text on many pages is one model input, `VectorMemo`), and upsert
+   into the new collection (ids and payload exactly as a pass writes them).
 3. Verify the new collection: the point count is the sum of the pages' chunk counts,
    the audit against the (updated) page state is clean (every live page has exactly its
    chunks 0..n-1, ids derived from chunk ids, one content hash, nothing else), the vector
@@ -63,6 +64,7 @@ from ..core.scope import Scope
 from ..edges.state import PageState
 from ..edges.state_protocol import State
 from ..edges.store import Store
+from ..edges.vector_memo import VectorMemo
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
            "new_collection_name"]
@@ -116,9 +118,11 @@ class ReindexReport:
     pages_fetched: int = 0
     pages_changed: int = 0  # re-fetched pages whose text changed since their last pass
     pages_failed: int = 0
-    chunks_embedded: int = 0
+    chunks_embedded: int = 0  # texts sent through the model: each distinct text once
+    chunks_reused: int = 0  # chunks whose text was met before in this reindex: its vector reused
     chunks_written: int = 0
     bytes_downloaded: int = 0
+    tokens_embedded: int = 0  # as a remote embedder's provider counted them (0 with a local model)
     errors: list[dict[str, str]] = field(default_factory=list)
     verify: dict[str, Any] | None = None
     drop_old: bool = False
@@ -134,8 +138,9 @@ class ReindexReport:
         base = Report(dry_run=self.dry_run, now=self.now, collection=self.collection, embedder=self.embedder,
                       started_at=self.started_at, finished_at=self.finished_at, pages_fetched=self.pages_fetched,
                       pages_changed=self.pages_changed, pages_failed=self.pages_failed,
-                      chunks_embedded=self.chunks_embedded, chunks_written=self.chunks_written,
-                      bytes_downloaded=self.bytes_downloaded, seconds=self.seconds).to_dict()
+                      chunks_embedded=self.chunks_embedded, chunks_reused=self.chunks_reused,
+                      chunks_written=self.chunks_written, bytes_downloaded=self.bytes_downloaded,
+                      tokens_embedded=self.tokens_embedded, seconds=self.seconds).to_dict()
         base.update(dataclasses.asdict(self))
         base["kind"] = "reindex"
         return base
@@ -154,6 +159,8 @@ class ReindexReport:
                 f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}")
         if self.replaced_collection:
             line += f" (collection {self.source!r} deleted first to free the name: {self.gap_seconds:.3f}s without it)"
+        if self.chunks_reused:
+            line += f"; {plural(self.chunks_embedded, 'distinct text')} embedded for them"
         if self.pages_changed:
             line += f"; {plural(self.pages_changed, 're-fetched page')} had changed"
         if self.kept:
@@ -265,6 +272,7 @@ class _Reindex:
                  cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
         self.catalog, self.collection, self.state = catalog, collection, state
         self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
+        self.tokens_base = getattr(embedder, "tokens_embedded", None)  # a remote embedder's count so far
         self.fetcher, self.client_factory = fetcher, client_factory
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
@@ -278,6 +286,7 @@ class _Reindex:
         self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
         self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
         self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
+        self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
 
     # -- plan ---------------------------------------------------------------------------------
     def _plan_names(self) -> tuple[str, str, bool]:
@@ -414,16 +423,18 @@ class _Reindex:
             return
         batch, self.queue, self.queued = self.queue, [], 0
         texts = [c for item in batch for c in item.chunks]
+        vectors: list[list[float]] = []
         if texts:
             try:
-                vectors = await asyncio.to_thread(self.embedder.embed, texts)
+                # Each distinct text is embedded once in the whole reindex (`VectorMemo`).
+                vectors, sent = await asyncio.to_thread(self.memo.embed, texts, self.embedder.embed)
             except Exception as exc:
                 raise PagesyncError(f"embedding failed: {exc}") from None
-            if len(vectors) != len(texts):
-                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
-        else:
-            vectors = []
-        self.report.chunks_embedded += len(texts)
+            self.report.chunks_embedded += sent
+            self.report.chunks_reused += len(texts) - sent
+        counted = getattr(self.embedder, "tokens_embedded", None)
+        if isinstance(counted, int) and isinstance(self.tokens_base, int):
+            self.report.tokens_embedded = counted - self.tokens_base
         points, pos = [], 0
         for item in batch:
             vecs = vectors[pos : pos + len(item.chunks)]
@@ -473,12 +484,14 @@ class _Reindex:
         r.pages = len(pages)
         with tempfile.TemporaryDirectory(prefix="pagesync-reindex-") as tmpdir:
             plan, harvest = self._plan_sources(pages, source, tmpdir)
+            self.memo = VectorMemo(Path(tmpdir) / "vectors.db")
             try:
                 if self.cfg.dry_run:
                     await self._dry(plan, harvest)
                 else:
                     await self._build_verify_switch(plan, harvest, source, target, replace)
             finally:
+                self.memo.close()
                 if harvest is not None:
                     harvest.close()
         return self._finish()
@@ -617,6 +630,9 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
     job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
+    check = getattr(embedder, "check", None)
+    if callable(check):
+        check()  # a model that cannot run here is exit 2 before the lock, like a pass's preflight
     state.lock(wait=job.cfg.wait_lock)
     try:
         return await job.run()

@@ -59,7 +59,7 @@ def point_id(chunk: str) -> str:
     """The Qdrant point id (a UUID string) derived from a chunk id alone.
 
     `str(uuid.uuid5(POINT_ID_NAMESPACE, chunk))`, computed without the UUID objects (a
-    third of the cost: the audit checks one per stored point); tests/test_ids.py holds
+    third of the cost: the audit checks one per stored point); tests/core/test_ids.py holds
     the two equal."""
     n = (int.from_bytes(hashlib.sha1(_NS_BYTES + chunk.encode("utf-8")).digest()[:16], "big") & _KEEP) | _SET
     h = "%032x" % n

@@ -498,7 +498,7 @@ class ChangeRatePolicy:
     3 d like halve-double.
 
     The target trades fetches for freshness. 6 h (the interval floor) is where, in the
-    mixed-site simulation of `tests/test_policy.py` with no budget, this policy fetches
+    mixed-site simulation of `tests/core/test_policy.py` with no budget, this policy fetches
     no more than halve-double and is about a third less stale; 0.1 d fetches ~40%
     more than halve-double for a little less staleness. The price is on pages that never
     change: their estimate stays above the prior's pull, 0.5 / (unchanged time + 7 d),

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
 __all__ = ["Scope", "system_resolve", "is_private_address", "origin_key", "site_key", "refused_by_host",
-           "all_out_of_scope", "some_out_of_scope"]
+           "allow_host_flags", "all_out_of_scope", "some_out_of_scope"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -213,10 +213,18 @@ def _hosts_text(counts: dict[str, int], configured: set[str], limit: int = 3) ->
     text = ", ".join(f"{n} on {netloc}" for netloc, n in shown)
     if len(counts) > limit:
         text += f" and {len(counts) - limit} more host" + ("s" if len(counts) - limit > 1 else "")
-    hosts = [site for site, _ in shown if site != "(no host)" and site not in configured]
-    if not hosts:
+    hosts = [site for site, _ in shown if site not in configured]
+    flags = allow_host_flags(hosts)
+    if not flags:
         return text, "(they resolve to private addresses, which a public site's pass does not fetch)"
-    return text, "add " + " ".join(f"--allow-host {h}" for h in hosts)
+    return text, "add " + flags
+
+
+def allow_host_flags(sites: Iterable[str], limit: int = 3) -> str:
+    """"--allow-host a --allow-host b:8080": the flags that bring these sites (host, and port
+    when not the default: `refused_by_host`'s keys) into scope, `limit` at most."""
+    hosts = [s for s in sites if s != "(no host)"][:limit]
+    return " ".join(f"--allow-host {h}" for h in hosts)
 
 
 def all_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:

@@ -194,7 +194,7 @@ def _mapped(fn):
 _UNMAPPED = {"close", "lock", "unlock", "transaction"}  # no SQL, or (transaction) wrapped by its callers
 _COLUMNS = [name for name in _FIELD_NAMES if name != "interval"] + ["interval_s"]
 # The page columns in field order (interval as interval_s), as `_from_values`/`_values` take
-# them (tests/test_state.py holds them to from_row/to_row, field by field).
+# them (tests/edges/test_state.py holds them to from_row/to_row, field by field).
 _ROW_COLUMNS = tuple("interval_s" if name == "interval" else name for name in _FIELD_NAMES)
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM pages"
 _UPSERT = (f"INSERT INTO pages ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?' * len(_ROW_COLUMNS))}) "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
 from .aliasfile import resolve_alias
+from .lease import Holder, iso, this_process
 from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
 from ..core.hashing import reuse_key
@@ -274,6 +275,35 @@ def _check_name(collection: str) -> None:
         raise ConfigError(f"invalid collection name {collection!r} (letters, digits, _ . - only)")
 
 
+def _holder_record(reading: bool) -> bytes:
+    """What the holder of a shard's lock writes in it: who (`sync.edges.lease.Holder`) and
+    whether it only reads."""
+    record = this_process(time.time()).to_dict()
+    del record["token"], record["expires_at"]
+    return json.dumps({**record, "reading": reading}, sort_keys=True).encode()
+
+
+def _lock_holder(fd: int) -> tuple[Holder | None, bool]:
+    """The holder a shard's lock file describes and whether it only reads; (None, False)
+    when it describes none (released, just taken, or a pagesync from before the record)."""
+    try:
+        record = json.loads(os.pread(fd, 1000, 0) or b"null")
+        return Holder.from_dict(record), record.get("reading") is True
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None, False
+
+
+def _who(holder: Holder) -> str:
+    return f"host {holder.hostname}, pid {holder.pid}, since {iso(holder.started_at)}"
+
+
+def _held_for_writing(path: Path, holder: Holder) -> str:
+    return (f"embedded store ({path}) is open in another process for writing (a pagesync pass, import or "
+            f"repair: {_who(holder)}); Qdrant Edge opens a shard in one process at a time: read it when "
+            f"that process is done, or keep the collection on a Qdrant server (--qdrant-url) to read it while "
+            f"passes run")
+
+
 # ---------------------------------------------------------------------------------------
 class EdgeStore(_PagedScroll):
     """Qdrant Edge shard at `<path>/<collection>/`, or at the shard an alias names.
@@ -291,6 +321,13 @@ class EdgeStore(_PagedScroll):
     and only then loads or creates the shard; a shard whose WAL is still locked under that
     lock (a holder that is not pagesync) is refused at once, never load-polled.
 
+    The holder of the lock describes itself in the lock file (host, pid, start, and whether
+    it only reads). `reading=True` marks an opener that only reads (search, export, the
+    read API): it waits, like any opener, while another reader holds the shard for a
+    moment, but a shard held for writing (a pass, an import, a repair) is refused at once
+    with one line: a pass holds it for minutes, and Qdrant Edge's Python API has no
+    read-only opening that could read beside it.
+
     `search_threads` is the shard's `max_search_threads` (written to its config when it
     differs). Qdrant Edge runs reads (count, scroll, query) on that pool, one task per
     segment; the default of one thread keeps the per-page reads of a pass (the count
@@ -302,9 +339,10 @@ class EdgeStore(_PagedScroll):
     """
 
     def __init__(self, path: str | Path, collection: str, *, resolve_alias: bool = True, lock_wait: float = 10.0,
-                 search_threads: int | None = 1, min_free_bytes: int | None = None):
+                 search_threads: int | None = 1, min_free_bytes: int | None = None, reading: bool = False):
         _check_name(collection)
         self.collection = collection
+        self.reading = reading
         self.min_free_bytes = _min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
         self.root = Path(path)
         self.lock_wait = lock_wait
@@ -344,7 +382,8 @@ class EdgeStore(_PagedScroll):
 
     def _lock(self, path: Path) -> None:
         """Take `<path>/pagesync.lock` (exclusive), waiting up to `lock_wait` seconds, before
-        anything opens the shard's files; `_unlock` (from `close`) releases it."""
+        anything opens the shard's files, and describe this holder in it; `_unlock` (from
+        `close`) releases it. A reader meeting a writer is refused at once (class doc)."""
         if fcntl is None or self._lock_fd is not None:
             return
         try:
@@ -360,19 +399,29 @@ class EdgeStore(_PagedScroll):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                holder, reads = _lock_holder(fd)
+                if self.reading and holder is not None and not reads:
+                    os.close(fd)
+                    raise StoreHeldError(_held_for_writing(path, holder)) from None
                 if time.monotonic() >= deadline:
                     os.close(fd)
+                    shown = f"{'a reader: ' if reads else ''}{_who(holder)}; " if holder is not None else ""
                     raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
-                                                f"(waited {self.lock_wait:g}s)") from None
+                                         f"({shown}waited {self.lock_wait:g}s)") from None
                 time.sleep(0.05)
             except BaseException:
                 os.close(fd)
                 raise
+        with contextlib.suppress(OSError):  # the description is for others' messages only
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder_record(self.reading), 0)
         self._lock_fd = fd
 
     def _unlock(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # released: no holder to describe (a crashed one's stays, and is overwritten)
             os.close(fd)  # closing the only descriptor releases the flock
 
     @contextlib.contextmanager

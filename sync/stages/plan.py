@@ -20,7 +20,7 @@ from ..errors import ConfigError, PagesyncError
 from ..edges.httpcache import memo_parser
 from ..core.ids import canonical_url
 from ..core.plural import plural
-from ..core.scope import all_out_of_scope, refused_by_host, some_out_of_scope, url_host
+from ..core.scope import all_out_of_scope, allow_host_flags, refused_by_host, some_out_of_scope, url_host
 from ..core.site_rules import unwanted_reason
 from ..core.policy import (
     BulkState,
@@ -223,10 +223,8 @@ _SCOPE_SKIP = "sitemap out of scope"  # collect_sitemaps' reason for a child sit
 
 
 def _allow_hosts(urls: Sequence[str]) -> str:
-    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope
-    (three sites at most; a site is its host and, when not the default, its port)."""
-    hosts = [h for h in refused_by_host(urls) if h != "(no host)"][:3]
-    return "add " + " ".join(f"--allow-host {h}" for h in hosts)
+    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope."""
+    return "add " + allow_host_flags(refused_by_host(urls))
 
 
 def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dict[str, str | None],
@@ -636,7 +634,7 @@ class PlanStage:
                 due=True,
                 forced=forced,
                 repair=(ev.reason == "pending" or ev.url in self.rebuild
-                        or (page is not None and page.pending_hash is not None)),
+                        or ev.url in self.marked or (page is not None and page.pending_hash is not None)),
                 bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
                          if edit is not None else 0.0),
                 policy=self._policy_for(ev.url) if not forced else None,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ConfigError
+from ..errors import CollectionMismatchError
+from ..core.model_change import model_change_refusal
 from ..core.plural import plural
 from ..core.points_check import (
     MISSING_MARK,
@@ -23,6 +24,7 @@ from ..core.points_check import (
     short_pages,
 )
 from ..edges.state import PageState
+from ..edges.stored_model import stored_embedder, stored_size
 
 log = logging.getLogger("pagesync")
 
@@ -52,10 +54,10 @@ class PreflightStage:
         if lost_pages and not cfg.rebuild and not self._rebuild_under_way(lost_pages):
             # A mistyped name or a lost collection: refused before anything is created.
             raise lost_refusal(self.store.collection, str(getattr(self.store, "location", "the store")), lost_pages)
+        # Before anything is fetched or written: another model (or vector size) is exit 2.
+        self._check_embedder()
         if self.store.exists() or not cfg.dry_run:
-            # Checked before anything is fetched or written: a wrong vector size is exit 2.
             self.store.ensure_collection(self.embedder.dimension)
-        self._check_embedder()  # the same size, another model: exit 2 too
         if lost_pages:
             self._start_rebuild(lost_pages)
         elif not cfg.repair:
@@ -69,22 +71,26 @@ class PreflightStage:
             check()
 
     def _check_embedder(self) -> None:
-        """Refuse a pass whose embedder is not the last pass's into this collection, unless
-        --full: only the pages it visits would get the new model's vectors, the others keep
-        the old one's, and a collection of two models answers searches wrongly while
-        nothing else notices (the vector size may be the same). --full re-embeds every page
-        in this pass; `pagesync reindex` builds a new collection and switches to it whole."""
-        last, cfg = self.last_report, self.cfg
-        was = last.get("embedder")
-        if (not was or was == self.embedder.model_id or cfg.full or cfg.repair
-                or last.get("collection") not in (None, self.store.collection)):
-            return
-        raise ConfigError(
-            f"the last pass into collection {self.store.collection!r} embedded with {was!r}, this one would with "
-            f"{self.embedder.model_id!r}: only the pages it visits would change model, and the collection would mix "
-            f"both. Run with --embedder {was} (or the option that names it), or switch models with `pagesync "
-            f"reindex --embedder ...` (a new collection, switched when whole) or `run --full` (every page "
-            f"re-embedded in this pass)")
+        """Refuse a pass whose model is not the one the collection's vectors came from
+        (`sync.core.model_change`): another vector size always, another model of the same
+        size unless --full (every page re-embedded in this pass). The model is the last
+        pass's into this collection, as the state records it; without such a record (a new
+        state beside an existing collection) the one its points name."""
+        from embedders import name_for_model_id
+
+        emb, last = self.embedder, self.last_report
+        was = last.get("embedder") if last.get("collection") in (None, self.store.collection) else None
+        if not isinstance(was, str) or not was:
+            was = None
+            if not self.store_was_empty and self.store.exists():
+                was = stored_embedder(self.store)  # rare: reads a few points' payload
+        size = stored_size(self.store)  # None without a collection
+        name = getattr(emb, "spec", None) or name_for_model_id(emb.model_id) or emb.model_id
+        refusal = model_change_refusal(self.store.collection, was=was, was_size=size, model_id=emb.model_id,
+                                       dimension=emb.dimension, name=name, was_name=name_for_model_id(was),
+                                       in_place=bool(self.cfg.full or self.cfg.repair))
+        if refusal:
+            raise CollectionMismatchError(refusal)
 
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a

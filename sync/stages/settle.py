@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..core.decision import Action, Decision, broken_deploy
 from ..core.plural import plural
-from ..core.scope import refused_by_host
+from ..core.scope import allow_host_flags, refused_by_host
 from ..core.scheduler import failure_backoff, next_interval
 from ..edges.state import GONE, LIVE, PageState
-from .plan import _allow_hosts
 
 if TYPE_CHECKING:
     from .embed import _Pending
@@ -40,8 +39,8 @@ def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[st
     if allow_mass_delete or n < mass_delete_min or n <= max_delete_share * tracked:
         return None
     if scoped:
-        hosts = refused_by_host(scoped)
-        allow = _allow_hosts(scoped).removeprefix("add ")
+        hosts = refused_by_host(scoped)  # counted once: the advice and the line share it
+        allow = allow_host_flags(hosts)
         where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
         if len(scoped) == n:
             return (f"mass-deletion guard: this pass would purge {n} of {tracked} tracked pages "

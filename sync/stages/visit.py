@@ -15,14 +15,14 @@ import asyncio
 import logging
 from typing import Sequence
 
-from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
-from ..edges.fetcher import FetchResult, HostQueue, Validators
 from chunking import EXTRACTOR_ID
 
+from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
+from ..edges.fetcher import FetchResult, HostQueue, Validators
 from ..core.hashing import pipeline_fingerprint
 from ..core.ids import canonical_url
 from ..core.site_rules import extractor_variant
-from ..core.points_check import REBUILD_MARK, rewrite_reason
+from ..core.points_check import MISSING_MARK, REBUILD_MARK, rewrite_reason
 from ..edges.state import GONE, NEW, PageState
 from .embed import _Pending
 
@@ -79,6 +79,8 @@ class VisitStage:
                 await self._handle(page, result)
                 if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
                     await self._flush()  # returns while the model works on the batch
+                    if self.budget_stopped:  # --max-embed-tokens: the pages not visited stay due
+                        break
             await self._flush()
             await self._drain()
         finally:
@@ -131,8 +133,15 @@ class VisitStage:
         known = self.state.get(canonical_url(target))
         return self._validators(known) if known is not None else None
 
+    def _mark(self, page: PageState) -> str | None:
+        """The page's pending mark: the state's, or the one preflight gave it this pass (a
+        dry run writes no mark, yet must visit and tell the page as a pass would)."""
+        if page.pending_hash is not None:
+            return page.pending_hash
+        return MISSING_MARK if page.url in self.marked else None
+
     def _validators(self, page: PageState) -> Validators | None:
-        if self.cfg.repair or page.url in self.rebuild or not page.indexed or page.pending_hash is not None:
+        if self.cfg.repair or page.url in self.rebuild or not page.indexed or self._mark(page) is not None:
             return None
         if needs_unconditional_fetch(page.fingerprint, self._fingerprint_for(page.url)):
             return None
@@ -197,10 +206,10 @@ class VisitStage:
             decision = Decision(Action.REPLACE, "repair")
         elif page.url in self.rebuild and decision.action is Action.SKIP_UNCHANGED:
             decision = Decision(Action.REPLACE, rewrite_reason(REBUILD_MARK))
-        elif page.pending_hash is not None and decision.action is Action.SKIP_UNCHANGED:
+        elif self._mark(page) is not None and decision.action is Action.SKIP_UNCHANGED:
             # A pending mark: what the collection holds for this page is not known (a write
             # or purge cut short, a rebuild not reached yet, points lost): rewritten.
-            decision = Decision(Action.REPLACE, rewrite_reason(page.pending_hash))
+            decision = Decision(Action.REPLACE, rewrite_reason(self._mark(page)))
         elif decision.action is Action.SKIP_UNCHANGED and (title or "") != (page.title or ""):
             # Every point carries the title, which the hash (of the markdown) does not cover:
             # a page whose title alone changed is rewritten, each chunk's vector reused.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import page_html, para
-from tests.test_cli import one_error_line, run, work  # noqa: F401
+from tests.commands.test_cli import one_error_line, run, work  # noqa: F401
 
 
 def test_a_selector_that_is_no_css_is_exit_2_before_any_request(site, work):

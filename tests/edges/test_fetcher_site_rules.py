@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from sync.core.decision import Outcome
-from tests.test_fetcher import Recorder, fetch_page, html_response, run
+from tests.edges.test_fetcher import Recorder, fetch_page, html_response, run
 
 URL = "https://docs.example.com/page.html"
 

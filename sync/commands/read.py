@@ -1,0 +1,150 @@
+"""Reading a synced collection from an app: open it, search it by text, get chunks back.
+
+`open_collection(path_or_url, collection)` opens the embedded store (a `--qdrant-path`
+directory) or a collection on a Qdrant server (an http(s) URL, or a `client=` of your own,
+e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query with the
+collection's own embedder (the one its points name in their `embedder` payload, as
+`pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
+`pagesync search` is this function; `sync.integrations` wraps it as LangChain and
+LlamaIndex retrievers.
+
+The embedded store is a Qdrant Edge shard, which one process opens at a time. A
+`Collection` opens it for each search and closes it again (`keep_open=False`, the
+default), so a pass that starts meanwhile waits only for one query; during a pass a
+search is refused at once with one line (`StoreHeldError`, see `EdgeStore`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+from ..edges.store import ClientStore, EdgeStore, Store
+from .checks import check_embedder_fits, choose_embedder, require_collection
+
+__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT"]
+
+READ_LOCK_WAIT = 10.0  # seconds a search waits for another reader's query (a pass is not waited for)
+_METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One chunk a search found: where it is from, its text, and how near it is (cosine)."""
+
+    url: str
+    title: str
+    text: str
+    score: float
+    chunk_id: str
+    chunk_index: int
+    payload: Mapping[str, Any] = field(default_factory=dict, repr=False)  # every stored field, as stored
+
+    @classmethod
+    def from_point(cls, score: float, payload: Mapping[str, Any]) -> "Hit":
+        index = payload.get("chunk_index")
+        return cls(url=str(payload.get("url", "")), title=str(payload.get("title") or ""),
+                   text=str(payload.get("text", "")), score=float(score), chunk_id=str(payload.get("chunk_id", "")),
+                   chunk_index=index if isinstance(index, int) else -1, payload=payload)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The chunk's `metadata` payload (url, title, chunk_id, chunk_index, fetched_at), or
+        the same fields from the top-level payload for points written before it existed."""
+        stored = self.payload.get("metadata")
+        if isinstance(stored, Mapping):
+            return dict(stored)
+        return {k: self.payload[k] for k in _METADATA if k in self.payload}
+
+
+class Collection:
+    """A synced collection opened for reading (make one with `open_collection`)."""
+
+    def __init__(self, store: Store, embedder: Any, *, keep_open: bool = False, owns_store: bool = True):
+        self.store = store
+        self.embedder = embedder
+        self.keep_open = keep_open
+        self._owns_store = owns_store
+
+    @property
+    def name(self) -> str:
+        return self.store.collection
+
+    def search(self, query: str, limit: int = 5) -> list[Hit]:
+        """The `limit` chunks nearest to `query`, nearest first. ConfigError for a blank query."""
+        if not query or not query.strip():
+            raise ConfigError("the search query is empty: give some text to search for")
+        if limit < 1:
+            raise ConfigError(f"limit must be at least 1, not {limit}")
+        vector = self.embedder.embed([query])[0]  # before the shard is opened: it is held for the query only
+        try:
+            found = self.store.search(vector, limit=limit)
+        finally:
+            if not self.keep_open:
+                self._release()
+        return [Hit.from_point(score, payload) for score, payload in found]
+
+    def _release(self) -> None:
+        """Let go of an embedded shard between searches (a server connection stays)."""
+        if isinstance(self.store, EdgeStore):
+            self.store.close()
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+        else:
+            self._release()
+
+    def __enter__(self) -> "Collection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _is_url(where: str) -> bool:
+    return "://" in where
+
+
+def open_collection(path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *,
+                    api_key: str | None = None, embedder: Any = None, client: Any = None,
+                    keep_open: bool = False, lock_wait: float = READ_LOCK_WAIT) -> Collection:
+    """Open a synced collection for searching.
+
+    - `path_or_url`: the embedded store's directory (`pagesync run --qdrant-path`, default
+      `.pagesync/qdrant`), or a Qdrant server's URL, `http(s)://...` (with `api_key`). `client`: a
+      `qdrant_client.QdrantClient` of your own instead (a server, or local mode); it is
+      not closed by `close()`.
+    - `collection`: the collection or an alias of it (`pagesync reindex` makes one).
+    - `embedder`: an embedder name as `pagesync run --embedder` takes it, or an object
+      with `embed(texts)`, `model_id` and `dimension`; default the one the collection's
+      points name, else the bundled all-MiniLM-L6-v2. Checked against the vector size.
+    - `keep_open`: keep an embedded shard open between searches (faster; a pass cannot
+      start until `close()`). `lock_wait`: seconds to wait for another reader's query.
+
+    Raises `CollectionNotFoundError` (no such collection), `StoreHeldError` (a pass is
+    writing the embedded store), `CollectionMismatchError` (an embedder of another size):
+    each a `sync.errors.PagesyncError` with one line and the command line's exit code.
+    """
+    if client is not None:
+        store: Store = ClientStore(client, collection, api_key=api_key)
+    elif _is_url(str(path_or_url)):
+        store = ClientStore.connect(str(path_or_url), collection, api_key=api_key)
+    else:
+        store = EdgeStore(path_or_url, collection, reading=True, lock_wait=lock_wait)
+    reader = Collection(store, None, keep_open=keep_open, owns_store=client is None)
+    try:
+        require_collection(store)
+        if embedder is None or isinstance(embedder, str):
+            reader.embedder = choose_embedder(embedder, store, why="search")
+        else:
+            check_embedder_fits(store, embedder)
+            reader.embedder = embedder
+    except BaseException:
+        reader.close()
+        raise
+    if not keep_open:
+        reader._release()  # learning the embedder opened the shard
+    return reader

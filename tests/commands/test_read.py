@@ -1,0 +1,142 @@
+"""The read API: `open_collection` on the embedded store or a qdrant-client collection,
+searching by text with the collection's own embedder, hits with url, title, text, score."""
+
+from __future__ import annotations
+
+import pytest
+
+import sync
+import sync.edges.store as store_mod
+from embedders import HashEmbedder
+from sync.commands.read import Collection, Hit, open_collection
+from sync.edges.store import ClientStore, EdgeStore, PageWrite
+from sync.errors import CollectionMismatchError, CollectionNotFoundError, ConfigError, StoreHeldError
+from sync.stages.write import build_points
+from tests.helpers import store_clock
+
+PAGES = {
+    "https://docs.example.com/install": ("Install", ["Install with pip.", "Check the version."]),
+    "https://docs.example.com/retries": ("Retries", ["Retries back off twice.", "A 429 waits for Retry-After."]),
+}
+
+
+def pages(embedder) -> list[PageWrite]:
+    return [PageWrite(url, build_points(url, chunks, embedder.embed(chunks), hash_="h" * 64, title=title,
+                                        fetched_at="2026-01-01T00:00:00+00:00", embedder_id=embedder.model_id))
+            for url, (title, chunks) in PAGES.items()]
+
+
+def fill(store, embedder) -> None:
+    try:
+        store.ensure_collection(embedder.dimension)
+        store.replace_pages(pages(embedder))
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def edge_dir(tmp_path):
+    fill(EdgeStore(tmp_path / "qdrant", "pages"), HashEmbedder(16))
+    return tmp_path / "qdrant"
+
+
+def test_a_search_finds_the_chunk_with_its_url_title_and_index(edge_dir):
+    with open_collection(edge_dir) as coll:
+        hits = coll.search("A 429 waits for Retry-After.", limit=2)
+    top = hits[0]
+    assert isinstance(top, Hit) and top.url == "https://docs.example.com/retries" and top.title == "Retries"
+    assert top.text == "A 429 waits for Retry-After." and top.chunk_index == 1
+    assert top.chunk_id == sync.chunk_id(top.url, 1) and top.score == pytest.approx(1.0, abs=1e-5)
+    assert len(hits) == 2 and hits[1].score < top.score
+    assert top.metadata["url"] == top.url and top.metadata["chunk_id"] == top.chunk_id
+
+
+def test_the_embedder_is_the_one_the_points_name(edge_dir):
+    with open_collection(edge_dir) as coll:
+        assert coll.embedder.model_id == "fake-hash-16"
+    with pytest.raises(CollectionMismatchError, match="16-dimensional"):
+        open_collection(edge_dir, embedder="fake-32")
+    mine = HashEmbedder(16)
+    with open_collection(edge_dir, embedder=mine) as coll:
+        coll.search("Install with pip.")
+    assert mine.calls == 1
+
+
+def test_between_searches_the_shard_is_free_for_a_pass(edge_dir):
+    coll = open_collection(edge_dir)
+    coll.search("Install with pip.")
+    writer = EdgeStore(edge_dir, "pages", lock_wait=0)  # as a pass would open it: no wait needed
+    try:
+        assert writer.count() == 4
+    finally:
+        writer.close()
+    coll.close()
+
+
+def test_a_search_during_a_pass_is_refused_at_once_with_one_line(edge_dir, monkeypatch):
+    coll = open_collection(edge_dir)
+    writer = EdgeStore(edge_dir, "pages")
+    writer.count()  # held, as a running pass holds it
+
+    def sleep(_):
+        raise AssertionError("the search waited for the pass")
+
+    monkeypatch.setattr(store_mod, "time", store_clock(sleep))
+    try:
+        with pytest.raises(StoreHeldError) as info:
+            coll.search("Install with pip.")
+        with pytest.raises(StoreHeldError):
+            open_collection(edge_dir)
+    finally:
+        writer.close()
+    assert "for writing" in str(info.value) and "\n" not in str(info.value)
+    assert coll.search("Install with pip.")[0].title == "Install"  # the pass is done: reading works
+
+
+def test_keep_open_holds_the_shard_until_close(edge_dir):
+    coll = open_collection(edge_dir, keep_open=True)
+    coll.search("Install with pip.")
+    with pytest.raises(StoreHeldError, match="a reader"):
+        EdgeStore(edge_dir, "pages", lock_wait=0).count()
+    coll.close()
+    assert EdgeStore(edge_dir, "pages", lock_wait=0).count() == 4
+
+
+def test_a_qdrant_client_of_your_own_local_mode(tmp_path):
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(tmp_path / "local"))
+    fill(ClientStore(client, "pages"), HashEmbedder(16))  # closing the store closes the client
+    client = QdrantClient(path=str(tmp_path / "local"))
+    try:
+        with open_collection(client=client) as coll:
+            top = coll.search("Retries back off twice.")[0]
+        assert (top.url, top.title, top.chunk_index) == ("https://docs.example.com/retries", "Retries", 0)
+        assert client.collection_exists("pages")  # yours: still open after close()
+    finally:
+        client.close()
+
+
+def test_no_collection_and_blank_queries_are_one_line_errors(tmp_path, edge_dir):
+    with pytest.raises(CollectionNotFoundError, match="'nope' not found"):
+        open_collection(edge_dir, "nope")
+    with pytest.raises(CollectionNotFoundError):
+        open_collection(tmp_path / "nothing-here")
+    with open_collection(edge_dir) as coll, pytest.raises(ConfigError, match="empty"):
+        coll.search("  ")
+
+
+def test_an_unreachable_server_is_a_config_error(monkeypatch):
+    with pytest.raises(ConfigError, match="127.0.0.1:9"):
+        open_collection("http://127.0.0.1:9", api_key="sekret")
+
+
+def test_hits_of_points_without_a_metadata_object_or_a_title():
+    hit = Hit.from_point(0.5, {"url": "https://e.com/a", "text": "t", "chunk_id": "c", "chunk_index": 0})
+    assert hit.title == "" and hit.metadata == {"url": "https://e.com/a", "chunk_id": "c", "chunk_index": 0}
+    stored = {"url": "u", "metadata": {"url": "u", "title": "T"}}
+    assert Hit.from_point(0.1, stored).metadata == {"url": "u", "title": "T"}
+
+
+def test_the_read_api_is_exported_by_sync():
+    assert sync.open_collection is open_collection and sync.Collection is Collection and sync.Hit is Hit

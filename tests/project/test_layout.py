@@ -1,0 +1,105 @@
+"""The layout as a contract: what `sync.engine` still offers, the pass's stages as modules, and which layer may import which."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import sync.engine as engine
+import sync.stages
+
+STAGES = Path(sync.stages.__file__).parent
+
+
+def test_the_engine_keeps_its_names():
+    for name in ("PassConfig", "arun_pass", "run_pass", "plan_events", "record_sitemap", "within_budget",
+                 "build_points", "ChangeEvent", "REASONS", "extract_page", "content_hash", "EXTRACTOR_ID"):
+        assert hasattr(engine, name), name
+    assert engine.build_points is sync.stages.build_points and engine.plan_events is sync.stages.plan_events
+
+
+def test_the_pass_keeps_the_methods_callers_wrap():
+    # Tests and benchmarks wrap these on the pass class: each stage is a mixin of it.
+    for name in ("_within_budget", "_visit", "_handle", "_process", "_flush", "_drain", "_save", "_apply_purges",
+                 "_reschedule_on_switch", "_write", "_judge_guard", "_read_sitemaps", "_plan", "_preflight"):
+        assert callable(getattr(engine._Pass, name)), name
+
+
+def test_no_stage_imports_the_engine_or_a_command():
+    for path in STAGES.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                mod = "." * node.level + (node.module or "")
+                assert mod.lstrip(".").split(".")[0] not in ("engine", "cli", "audit", "status", "reindex",
+                                                               "transfer"), (path.name, mod)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("sync.engine") for a in node.names), path.name
+
+
+def test_the_plan_stage_loads_no_fetcher():
+    from tests.project.test_imports import loaded_after
+
+    loaded = loaded_after("import sync.stages.plan")
+    assert not loaded["httpx"] and not loaded["sync.engine"] and not loaded["sync.edges.fetcher"]
+
+
+SYNC = Path(sync.stages.__file__).parent.parent
+# package -> the sync packages (first component under sync) its modules may import
+ALLOWED = {
+    "core": {"core", "errors"},
+    "edges": {"core", "edges", "errors"},
+    "stages": {"core", "edges", "stages", "errors"},
+}
+
+
+def _sync_imports(path: Path) -> set[str]:
+    """The first component under `sync` of every module the file imports (relative or absolute)."""
+    package = path.parent.relative_to(SYNC).parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(package[: len(package) - (node.level - 1)])
+            target = base + (node.module.split(".") if node.module else [])
+            found.update([target[0]] if target else [alias.name for alias in node.names])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sync."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("sync."))
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_each_layer_imports_only_the_layers_below_it(layer):
+    for path in sorted((SYNC / layer).glob("*.py")):
+        wrong = _sync_imports(path) - ALLOWED[layer]
+        assert not wrong, f"sync/{layer}/{path.name} imports {sorted(wrong)}"
+
+
+def test_nothing_outside_the_commands_imports_a_command():
+    for path in sorted(SYNC.rglob("*.py")):
+        rel = path.relative_to(SYNC)
+        if rel.parts[0] in ("commands", "integrations") or rel.name in ("__init__.py", "__main__.py") and len(rel.parts) == 1:
+            continue  # (the framework adapters sit on the read API, above the commands)
+        assert "commands" not in _sync_imports(path), str(rel)
+
+
+def test_every_package_says_what_it_holds_and_may_import():
+    for init in sorted(SYNC.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "import" in doc and len(doc.splitlines()) >= 3, init.parent.name
+
+
+def test_the_former_flat_paths_are_the_same_modules():
+    import importlib
+
+    for old, new in sync._MOVED.items():
+        assert importlib.import_module(f"sync.{old}") is importlib.import_module(f"sync.{new}"), old
+
+
+def test_nothing_in_sync_imports_a_framework_adapter():
+    for path in sorted(SYNC.rglob("*.py")):
+        rel = path.relative_to(SYNC)
+        if rel.parts[0] != "integrations":
+            assert "integrations" not in _sync_imports(path), str(rel)

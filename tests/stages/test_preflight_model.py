@@ -1,0 +1,74 @@
+"""Preflight refuses a pass with another model than the collection's (exit 2, nothing
+fetched or written), on the SQLite state and on the Qdrant state; without a record of the
+last pass (a new state beside an existing collection) the points' own `embedder` says."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedders import HashEmbedder
+from sync.errors import CollectionMismatchError
+from tests.helpers import Harness, page_html, para
+
+OTHER = HashEmbedder(16, model_id="fake-other-model")  # the same size, another model
+
+
+def build(site, n=2):
+    for i in range(n):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(2)]))
+
+
+@pytest.fixture(params=["sqlite", "qdrant"])
+def h(request, site, tmp_path):
+    return Harness(site, tmp_path, state=request.param)
+
+
+def _refused(h, site, **kw) -> str:
+    before = h.points()
+    site.clear_log()
+    with pytest.raises(CollectionMismatchError) as info:
+        h.run(**kw)
+    assert site.requests == []  # nothing fetched
+    assert h.points() == before  # nothing written
+    line = str(info.value)
+    assert "\n" not in line
+    return line
+
+
+def test_another_model_of_the_same_size_is_refused(site, h):
+    build(site)
+    h.run()
+    line = _refused(h, site, embedder=OTHER)
+    assert "'fake-hash-16'" in line and "'fake-other-model'" in line
+    assert "pagesync reindex --embedder fake-other-model" in line and "--embedder fake-16" in line
+
+
+def test_another_vector_size_is_refused_pointing_at_reindex(site, h):
+    build(site)
+    h.run()
+    line = _refused(h, site, embedder=HashEmbedder(32), full=True)
+    assert "16-dimensional vectors (of 'fake-hash-16')" in line
+    assert "`pagesync reindex --embedder fake-32`" in line and "run --full" not in line
+
+
+def test_a_new_state_beside_the_collection_reads_the_model_from_the_points(site, h, tmp_path):
+    build(site)
+    h.run()
+    if h.state_kind == "qdrant":
+        store = h.open_store()
+        try:
+            with h.open_state(store) as st:
+                st.clear()  # pages and run history gone: no record says which model
+        finally:
+            store.close()
+        fresh = {}
+    else:
+        fresh = {"state_path": tmp_path / "fresh.db"}
+    line = _refused(h, site, embedder=OTHER, **fresh)
+    assert "holds vectors of 'fake-hash-16'" in line
+
+
+def test_the_same_model_goes_on(site, h):
+    build(site)
+    h.run()
+    assert h.run(embedder=HashEmbedder(16)).pages_failed == 0
