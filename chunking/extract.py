@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .normalise import unescape_converted
 
-__all__ = ["Extracted", "extract_page", "EXTRACTOR_ID"]
+__all__ = ["Extracted", "extract_page", "EXTRACTOR_ID", "SelectorError", "NoMatchError", "compile_selector"]
 
 # v5: bodies decoded from their declared charset (header, then <meta>). Pages v4 read from a
 # non-UTF-8 body were indexed as mojibake, and a 304 would keep them so: a new id makes each
@@ -162,8 +163,12 @@ def _main_only(tree) -> None:
     """Keep only the page's main content (`_MAIN`, outermost elements, in order) in <body>,
     when it marks one; else leave the page alone."""
     found = tree.xpath(_MAIN) or tree.xpath(_ARTICLES)
-    if not found:
-        return
+    if found:
+        _keep_only(tree, found)
+
+
+def _keep_only(tree, found: list) -> None:
+    """Make the outermost of `found` (in document order) the whole of <body>."""
     keep = [el for el in found if not any(a in found for a in el.iterancestors())]
     body = tree.find("body")
     if body is None or any(el.tag in ("html", "body") for el in keep):
@@ -201,31 +206,70 @@ def _keep_content_asides(tree) -> None:
 _WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|headerlink|\xc2\xb6", re.I)
 
 
-def _prepared(body: bytes):
-    """The page as an lxml tree ready for trafilatura: main content only, in-content asides
-    kept, headerlinks gone; or the bytes unchanged when there is nothing to do (no second
-    parse)."""
-    if not _WORTH_A_PARSE.search(body, 0, 1 << 20):
+class SelectorError(ValueError):
+    """A --select value that is no CSS selector (a configuration error)."""
+
+
+class NoMatchError(ValueError):
+    """A page on which the --select selector matches no element."""
+
+
+@lru_cache(maxsize=64)
+def compile_selector(css: str) -> str:
+    """The XPath a CSS selector stands for (lxml's cssselect translation, the one lxml's
+    `.cssselect()` uses); `SelectorError` for a selector cssselect cannot read."""
+    from cssselect import GenericTranslator, SelectorError as _CssError
+
+    try:
+        return GenericTranslator().css_to_xpath(css)
+    except _CssError as exc:
+        raise SelectorError(f"--select {css!r} is not a CSS selector cssselect reads ({exc})") from None
+
+
+def _selected_only(tree, css: str) -> None:
+    """Keep only what `css` selects (outermost elements, in order) in <body>, as
+    `_main_only` does for a landmark; `NoMatchError` when it selects nothing."""
+    found = tree.xpath(compile_selector(css))
+    found = [el for el in found if isinstance(getattr(el, "tag", None), str)]
+    if not found:
+        raise NoMatchError(f"--select {css!r} matched no element of the page")
+    _keep_only(tree, found)
+
+
+def _prepared(body: bytes, select: str | None = None):
+    """The page as an lxml tree ready for trafilatura: main content only (the `select`ed
+    elements when given), in-content asides kept, headerlinks gone; or the bytes unchanged
+    when there is nothing to do (no second parse)."""
+    if select is None and not _WORTH_A_PARSE.search(body, 0, 1 << 20):
         return body
     from trafilatura.utils import load_html  # trafilatura's own decoding and parsing
 
     tree = load_html(body)
     if tree is None:
+        if select is not None:
+            raise NoMatchError(f"--select {select!r}: the page could not be parsed as HTML")
         return body
-    _main_only(tree)
+    if select is not None:
+        _selected_only(tree, select)
+    else:
+        _main_only(tree)
     _keep_content_asides(tree)
     _drop(tree, _HEADERLINKS)
     return tree
 
 
 def extract_page(body: bytes, content_type: str = "text/html", url: str | None = None, *,
-                 charset: str | None = None) -> Extracted:
+                 charset: str | None = None, select: str | None = None) -> Extracted:
     """Extract (title, markdown). Markdown and plain-text bodies pass through untouched.
 
     `charset` is the one the Content-Type header declares (else read from `content_type`
     when that is the whole header): it decodes a body that is not UTF-8. An HTML page with
     no extractable main content yields empty markdown: a new page is then tracked with no
     chunks, and a page that had text is purged (`sync.core.decision.decide`, `text_empty`).
+    `select`: a CSS selector; only the elements it matches are content (instead of the
+    page's landmarks), and a page where it matches nothing raises `NoMatchError` (the page
+    fails and keeps its points: a theme change must not read as every page emptied).
+    Markdown and plain-text bodies have no elements: `select` does not apply to them.
     """
     ctype = (content_type or "text/html").lower()
     if charset is None:
@@ -243,7 +287,7 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.
     markdown = trafilatura.extract(
-        _prepared(body),
+        _prepared(body, select),
         url=url,
         output_format="markdown",
         with_metadata=False,

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .core.policy import POLICIES, make_policy
     from .core.report import Report
     from .core.scope import Scope
+    from .core.site_rules import SiteRules, SiteRuleSet, url_wanted
     from .core.scheduler import failure_backoff, next_interval
     from .core.sitemaps import diff_sitemap, parse_sitemap
     from .edges.qdrant_state import QdrantState
@@ -108,6 +109,9 @@ _EXPORTS = {
     "make_policy": "core.policy",
     "Report": "core.report",
     "Scope": "core.scope",
+    "SiteRules": "core.site_rules",
+    "SiteRuleSet": "core.site_rules",
+    "url_wanted": "core.site_rules",
     "failure_backoff": "core.scheduler",
     "next_interval": "core.scheduler",
     "diff_sitemap": "core.sitemaps",

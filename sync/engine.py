@@ -44,6 +44,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
+from chunking.extract import SelectorError, compile_selector
 from embedders.base import Embedder
 
 from .errors import ConfigError
@@ -53,6 +54,7 @@ from .edges.httpcache import FetchCache, ReadOnlyCache
 from .core.policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
 from .core.report import Report
 from .core.scope import Scope
+from .core.site_rules import SiteRuleSet
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
 from .stages.embed import EmbedStage, _Pending, _VectorCache  # noqa: F401 (re-exported)
 from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engine as before)
@@ -124,6 +126,9 @@ class PassConfig:
     # A page cut into more chunks than this is skipped (its old points kept, the reason in the
     # report's `skipped`): one huge page must not flood the collection. None: no cap.
     max_chunks_per_page: int | None = 2000
+    # Which pages are wanted, which element is content, which headers go along: the
+    # command line's rules for every site, and a site's own (`sync.core.site_rules`).
+    site_rules: SiteRuleSet = SiteRuleSet()
     # The spending guard: the pass sends no batch that could take the tokens it embedded past
     # this (counted offline as an upper bound before sending, `embedders.limits.token_bound`;
     # what was sent, as the provider counted it). None: no guard.
@@ -149,6 +154,15 @@ class PassConfig:
             raise ConfigError("max_chunks_per_page must be at least 1 (None: no cap)")
         if not 0.0 <= self.max_delete_share <= 1.0:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
+        self.check_rules()
+
+    def check_rules(self) -> None:
+        """`ConfigError` for a --select that is no CSS selector."""
+        for css in self.site_rules.selectors:
+            try:
+                compile_selector(css)
+            except SelectorError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 class _Pass(PreflightStage, PlanStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
@@ -186,7 +200,17 @@ class _Pass(PreflightStage, PlanStage, VisitStage, CrawlStage, EmbedStage, Write
         # What the caller gave it before its first pass stays the caller's choice.
         given = getattr(fetcher, "given", None) or {"scope": fetcher.scope, "cache": fetcher.cache}
         fetcher.scope = given["scope"] or self.scope.check
+        fetcher.site_headers = given.get("site_headers") or self._site_headers
+        fetcher.unwanted = self._unwanted
         self._bind_cache(fetcher, given["cache"])
+
+    def _site_headers(self, url: str) -> dict[str, str]:
+        """The --header fields for a request to `url`: its site's, and only for this pass's
+        sites (the scope's hosts), whatever scope the caller gave the Fetcher."""
+        rules = self.cfg.site_rules.rules_for(url)
+        if not rules.headers or self.scope.check(url) is not None:
+            return {}
+        return dict(rules.headers)
 
     def _bind_cache(self, fetcher: Fetcher, cache: FetchCache | None) -> None:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.

@@ -379,6 +379,11 @@ def run(
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     max_chunks_per_page: int = typer.Option(2000, "--max-chunks-per-page", min=1, help="Skip a page cut into more chunks than this (its old points are kept; the report lists it under skipped)."),
     bulk_edits: bool = typer.Option(False, "--bulk-edits/--no-bulk-edits", help="Notice bulk edits (a pass finding far more pages changed than their rates predict) and look at the pages not visited since sooner, within --max-fetches."),
+    include: list[str] = typer.Option([], "--include", help="Track only pages whose canonical URL matches this shell-style glob (repeatable; e.g. 'https://docs.example.com/guide/*')."),
+    exclude: list[str] = typer.Option([], "--exclude", help="Never fetch pages whose canonical URL matches this shell-style glob (repeatable; e.g. '*/changelog/*'); a tracked page that becomes excluded is purged."),
+    no_default_excludes: bool = typer.Option(False, "--no-default-excludes", help="Fetch the index, search and 404 pages of Sphinx, MkDocs and Docusaurus too (excluded by default)."),
+    select: Optional[str] = typer.Option(None, "--select", help="A CSS selector: only the element(s) it matches are a page's content (e.g. 'div.document'); a page where it matches nothing fails."),
+    header: list[str] = typer.Option([], "--header", help="'Name: value' sent with every request to this run's sites, never to other hosts (repeatable); a value 'env:VAR' is read from the environment variable VAR and never shown."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
 ) -> None:
@@ -389,6 +394,7 @@ def run(
         from chunking import Splitter
         from embedders import make_embedder
 
+        from ..core.site_rules import SiteRules, SiteRuleSet, parse_header
         from ..engine import PassConfig, arun_pass
         from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
 
@@ -398,16 +404,21 @@ def run(
             _check_url(u, "--url")
         for u in crawl:
             _check_url(u, "--crawl")
-        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), crawl=list(crawl), max_pages=max_pages, now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
+        rules = SiteRuleSet(SiteRules(include=tuple(include), exclude=tuple(exclude), select=select,
+                                      headers=tuple(parse_header(h, os.environ) for h in header),
+                                      default_excludes=not no_default_excludes))
+        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), crawl=list(crawl), max_pages=max_pages,
+                         now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
                          embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
-                         reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page,
+                         reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
                          max_embed_tokens=max_embed_tokens,
                          revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
         from ..core.policy import make_policy
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
+        cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         if not (sitemap or url or crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is

@@ -2,8 +2,9 @@
 
 Canonical URLs and ids (`ids`), the page record (`page`), content hashing (`hashing`),
 sitemap parsing and diff (`sitemaps`), revisit scheduling (`scheduler`, `policy`), the
-change decision (`decision`), fetch scope (`scope`), robots.txt rules (`robots`), a page's
-links and the crawl frontier (`links`), bounded decoding (`inflate`), the points check
+change decision (`decision`), fetch scope (`scope`), the per-site rules (`site_rules`:
+include/exclude, content selector, headers), robots.txt rules (`robots`), a page's links and
+the crawl frontier (`links`), bounded decoding (`inflate`), the points check
 (`points_check`), the run report (`report`), a point's `metadata` payload object (`payload`).
 
 Each function takes its inputs, the clock included, as arguments. Modules here import

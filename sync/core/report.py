@@ -66,6 +66,9 @@ class Report:
     pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text, over --max-chunks-per-page: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
     sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
     pages_out_of_scope: int = 0  # sitemap URLs on other hosts, other schemes, private addresses
+    # Sitemap URLs the site rules keep out (--include, --exclude, the default excludes):
+    # never fetched, and a tracked one leaves as if the sitemap no longer listed it.
+    pages_excluded: int = 0
     # Sitemap <url> entries whose <loc> is no absolute http(s) URL (relative, mailto:, ftp:,
     # empty, malformed): never tracked; counted in pages_skipped too, each in `skipped`.
     pages_invalid_loc: int = 0
@@ -127,6 +130,8 @@ class Report:
         # Due pages left for the next pass by --max-fetches: said only when there are some.
         deferred = f", {self.pages_deferred} deferred (--max-fetches)" if self.pages_deferred else ""
         # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
+        if self.pages_excluded:
+            deferred += f", {self.pages_excluded} excluded"
         if self.sitemap_errors:
             deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
         if self.embed_budget_reached:

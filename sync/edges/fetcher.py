@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Callable, Generic, Iterable, TypeVar
+from typing import Callable, Generic, Iterable, Mapping, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -296,7 +296,8 @@ class Fetcher:
     per Fetcher, i.e. per pass, and with a `cache` reused across passes for 24 h), its
     Crawl-delay kept (capped at `max_crawl_delay`), and a 429/503 with Retry-After backs
     the host off. `scope(url) -> reason | None` vets every URL and every redirect hop
-    before a request is sent. `now` is the pass clock that dates and ages cached answers
+    before a request is sent; `site_headers(url)` gives the extra headers of the URL's site
+    for every hop (robots.txt and sitemaps too). `now` is the pass clock that dates and ages cached answers
     (the real clock when None). Every answer (a page's, a sitemap's, robots.txt's), all of
     it, must arrive within `deadline` seconds (by default the client's read timeout).
     `ready_in(url)` says how long a page would wait on its host; `HostQueue` uses it to
@@ -317,6 +318,7 @@ class Fetcher:
         cache: FetchCache | None = None,
         now: datetime | None = None,
         deadline: float | None = None,
+        site_headers: Callable[[str], Mapping[str, str]] | None = None,
     ):
         self._client = client
         # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
@@ -327,6 +329,12 @@ class Fetcher:
         self._per_host = per_host
         self._max_bytes = max_bytes
         self.scope = scope
+        # url -> the extra request headers of its site (--header), {} for a URL of no site.
+        # Asked at every hop, so a header never follows a redirect to another host.
+        self.site_headers = site_headers
+        # url -> why the site rules keep it out (--exclude), or None: a redirect to such a
+        # page is not followed (a permanent one is answered as the move itself).
+        self.unwanted: Callable[[str], str | None] | None = None
         self._robots_on = respect_robots
         self._max_crawl_delay = max_crawl_delay
         self._max_retry_wait = max_retry_wait
@@ -336,7 +344,7 @@ class Fetcher:
         self.cache = cache
         # The scope and cache the caller chose: a pass fills in what is None with its own
         # (its sources' scope, its state) and the next pass with its own again.
-        self.given = {"scope": scope, "cache": cache}
+        self.given = {"scope": scope, "cache": cache, "site_headers": site_headers}
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
@@ -373,7 +381,11 @@ class Fetcher:
             # the same request, sent streaming, and the answer closed on every way out.
             # Accept-Encoding: only the codings `_read_bounded` decodes under the cap, whatever
             # the injected client would advertise by default.
-            request = self._client.build_request("GET", current, headers={**headers, "Accept-Encoding": ACCEPT_ENCODING})
+            # The site's own headers (--header) go to each hop by its host: a redirect to
+            # another host gets that host's, none off the sites (`site_headers`).
+            site = self.site_headers(current) if self.site_headers is not None else {}
+            request = self._client.build_request("GET", current,
+                                                 headers={**site, **headers, "Accept-Encoding": ACCEPT_ENCODING})
             resp = await self._client.send(request,
                                            follow_redirects=False, stream=True)
             try:
@@ -387,6 +399,13 @@ class Fetcher:
                     reason = self.scope(target) if self.scope else None
                     if reason:
                         raise _Refused(f"redirect to {target} not followed: {reason}")
+                    unwanted = self.unwanted(target) if self.unwanted is not None else None
+                    if unwanted and resp.status_code in (301, 308):
+                        # A permanent move to a page the site rules keep out: the move is
+                        # the answer (the old URL leaves), the target is never requested.
+                        return _Answer(resp, _header_fields(resp), b"", False, redirects, wire)
+                    if unwanted:
+                        raise _Refused(f"redirect to {target} not followed: {unwanted}")
                     seen.add(target)
                     current = target
                     if moved_headers is not None and resp.status_code in (301, 308):

@@ -49,6 +49,11 @@ READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED = "read", "304", "failed", 
 class CrawlStage:
     """The link crawl of a pass (a mixin of the pass)."""
 
+    def _wanted_link(self, url: str) -> bool:
+        """A link the site rules let in (--include, --exclude, the default excludes): the
+        crawl never fetches what the plan would refuse."""
+        return self._unwanted(url) is None
+
     def _init_crawl(self) -> None:
         """The crawl's rules (the pass's scope, the start pages' directories, the filter hook,
         the limits) and what the visits of this pass told it."""
@@ -56,7 +61,7 @@ class CrawlStage:
         self.crawl_on = bool(cfg.crawl) and not cfg.repair
         limits = replace(cfg.crawl_limits or CrawlLimits(), max_pages=cfg.max_pages)
         self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in cfg.crawl], in_scope=self.scope.check,
-                                      wanted=cfg.crawl_filter, limits=limits)
+                                      wanted=cfg.crawl_filter or self._wanted_link, limits=limits)
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
         # Links read this pass, when the state cannot keep them (a dry run, a state without

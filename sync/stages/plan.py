@@ -12,7 +12,7 @@ time (`_reschedule`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
@@ -21,6 +21,7 @@ from ..edges.httpcache import memo_parser
 from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.scope import all_out_of_scope, allow_host_flags, refused_by_host, some_out_of_scope, url_host
+from ..core.site_rules import unwanted_reason
 from ..core.policy import (
     BulkState,
     Candidate,
@@ -257,13 +258,15 @@ def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dic
 
 @dataclass
 class SitemapRead:
-    """What the pass read of its sitemaps: the collection as read, its entries in scope
-    (url -> lastmod), those out of scope (url -> why) and the state's entries before."""
+    """What the pass read of its sitemaps: the collection as read, its entries in scope and
+    wanted (url -> lastmod), those out of scope (url -> why), the state's entries before,
+    and those the site rules exclude (url -> why)."""
 
     collection: SitemapCollection
     entries: dict[str, str | None]
     out_of_scope: dict[str, str]
     before: dict[str, str | None]
+    excluded: dict[str, str] = field(default_factory=dict)  # listed, not wanted (--include/--exclude): url -> why
 
 
 @dataclass
@@ -327,6 +330,7 @@ class PlanStage:
         self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
         sitemap_now: dict[str, str | None] = {}
         out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why
+        excluded: dict[str, str] = {}  # listed, not wanted by the site rules: url -> why
         for url, lastmod in sm.entries.items():
             reason = self.scope.check(url)
             if reason:  # a hostile or sloppy sitemap: listed, never fetched
@@ -334,9 +338,12 @@ class PlanStage:
                 self.report.skip(url, f"out of scope: {reason}")
                 self.report.pages_out_of_scope += 1
                 self.report.pages_skipped += 1
+            elif (why := self._unwanted(url)) is not None:
+                excluded[url] = why  # as if the sitemap did not list it: a tracked one leaves
             else:
                 sitemap_now[url] = lastmod
-        refused = self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now))  # before any line about them
+        refused = self._judge_scope(sm.skipped, out_of_scope, bool(sitemap_now) or bool(excluded))
+        self._judge_excluded(excluded, bool(sitemap_now))
         for loc, reason in sm.invalid.items():  # listed, but no URL a page could have
             self.report.skip(loc, reason)
             self.report.pages_invalid_loc += 1
@@ -359,7 +366,24 @@ class PlanStage:
         self.report.sitemap_errors = len(sm.errors)
         for url, err in sm.errors:
             self.report.error(url, f"sitemap: {err}")
-        return SitemapRead(sm, sitemap_now, out_of_scope, before)
+        return SitemapRead(sm, sitemap_now, out_of_scope, before, excluded)
+
+    def _unwanted(self, url: str) -> str | None:
+        """Why the site rules (--include, --exclude, the default excludes) keep `url` out, or None."""
+        return unwanted_reason(url, self.cfg.site_rules.rules_for(url))
+
+    def _judge_excluded(self, excluded: dict[str, str], any_wanted: bool) -> None:
+        """Count the sitemap URLs the site rules keep out, and say so in one line. Sitemaps
+        whose every URL is excluded are a configuration error (an --include that matches
+        nothing), before anything is fetched or purged."""
+        self.report.pages_excluded += len(excluded)
+        if not excluded:
+            return
+        url, why = next(iter(excluded.items()))
+        if not any_wanted and self.cfg.sitemaps:
+            raise ConfigError(f"every URL the sitemaps list is excluded ({plural(len(excluded), 'URL')}, e.g. "
+                              f"{url}: {why}): check --include/--exclude; no page was fetched or purged")
+        log.info("excluded %s the sitemaps list, e.g. %s (%s)", plural(len(excluded), "URL"), url, why)
 
     def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
                      any_in_scope: bool) -> list[str]:
@@ -381,7 +405,8 @@ class PlanStage:
         what the sitemap says written to the state before any visit (`record_sitemap`)."""
         cfg, sm, sitemap_now, before = self.cfg, read.collection, read.entries, read.before
         self.tracked_before = self.state.tracked_count()
-        extra = [canonical_url(u) for u in cfg.urls]
+        # --url pages the site rules exclude are not tracked either (an exclude wins).
+        extra = [u for u in map(canonical_url, cfg.urls) if self._unwanted(u) is None]
         self.sitemap_now = sitemap_now
         self.feed_hosts = feed_hosts(sitemap_now)
         made_due = self._reschedule_on_switch()
@@ -411,6 +436,8 @@ class PlanStage:
                 1 for u in before.keys() - sitemap_now.keys()
                 if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra)
         visits += self._bulk_suspects(visits, known, sitemap_now)
+        visits, unwanted = self._wanted_only(visits, known, sm.complete and bool(cfg.sitemaps))
+        removals += unwanted
         self.reasons = {ev.url: ev.reason for ev in visits}
         self.report.pages_due = len(visits)
         visits = self._within_budget(visits, known)
@@ -426,6 +453,26 @@ class PlanStage:
         planned = [pages[ev.url] for ev in visits]
         self._crawl_prepare(planned)  # a crawl's pages with no kept links are read whole
         return Plan(visits, removals, planned, extra, known)
+
+    def _wanted_only(self, visits: list[ChangeEvent], known: dict[str, PageState],
+                     sitemap_complete: bool) -> tuple[list[ChangeEvent], list[ChangeEvent]]:
+        """The visits the site rules want, and removals for the tracked pages among the rest.
+
+        An excluded page is never fetched. A sitemap page leaves as a page that left the
+        sitemap does: `plan_events` made it a removal when every sitemap was read (the rules
+        took it out of the sitemap's entries), and a pass whose sitemap failed removes
+        nothing. A --url page (or a redirect's target) leaves here. Every removal goes
+        behind the mass-deletion guard."""
+        wanted: list[ChangeEvent] = []
+        removals: list[ChangeEvent] = []
+        for ev in visits:
+            if self._unwanted(ev.url) is None:
+                wanted.append(ev)
+                continue
+            page = known.get(ev.url)
+            if page is not None and (page.source == "url" or sitemap_complete):
+                removals.append(ChangeEvent(ev.url, "removed"))
+        return wanted, removals
 
     def _last_policy(self):
         """The policy the last recorded pass scheduled with, or None when it is not known."""

@@ -73,17 +73,18 @@ class SettleStage:
 
     def _queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
                         out_of_scope: dict[str, str]) -> None:
-        """Queue the pages that left the sitemap (`plan_events`' removals) for the purge."""
+        """Queue the pages that left the sitemap or the site rules (the plan's removals) for the purge."""
         for ev in removals:
             if ev.url in known:
                 page = known[ev.url]
                 if page.moved_to is not None:
                     self.unmoved.add(page.moved_to)
-                # Still listed but out of scope now (an --allow-host dropped): a fresh index
-                # would not hold it either, so it goes, under its real reason.
+                # Still listed but out of scope now (an --allow-host dropped) or excluded by
+                # the site rules: a fresh index would not hold it either, so it goes, under
+                # its real reason.
                 why = out_of_scope.get(ev.url)
-                self._queue_purge(page, left_sitemap=True,
-                                  reason=f"out of scope: {why}" if why else "left the sitemap")
+                reason = f"out of scope: {why}" if why else (self._unwanted(ev.url) or "left the sitemap")
+                self._queue_purge(page, left_sitemap=True, reason=reason)
 
     def _queue_purge(self, page: PageState, *, left_sitemap: bool, reason: str, moved_to: str | None = None) -> None:
         """Purges wait for the end of the pass, where the mass-deletion guard sees them all.
@@ -118,12 +119,16 @@ class SettleStage:
                              max_delete_share=cfg.max_delete_share)
 
     def _judge_guard(self) -> None:
-        """Once every page of the pass was seen: the live pages it would purge, and those
-        whose change looks like a broken deploy, against the mass-deletion guard."""
+        """Once every page of the pass was seen: the live pages it would purge (but those
+        that moved to a page indexed now), and those whose change looks like a broken
+        deploy, against the mass-deletion guard."""
         self.broken = broken_deploy({
             url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
             for url, (item, markdown) in self.suspects.items()})
-        live = sum(1 for page, *_ in self.purges.values() if page.status == LIVE)
+        # A 301/308 whose target holds the text now lost nothing: a site that moves every
+        # page (http -> https, www -> apex, a trailing slash) settles on the targets at once.
+        live = sum(1 for page, _, _, moved_to in self.purges.values()
+                   if page.status == LIVE and (moved_to is None or moved_to not in self.landed))
         scoped = [page.url for page, _, reason, _ in self.purges.values()
                   if page.status == LIVE and reason.startswith("out of scope")]
         self.guard = self._mass_delete_reason(live + len(self.broken), len(self.broken), scoped)

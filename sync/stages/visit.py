@@ -16,9 +16,13 @@ import asyncio
 import logging
 from typing import Sequence
 
+from chunking import EXTRACTOR_ID
+
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
 from ..edges.fetcher import FetchResult, HostQueue, Validators
+from ..core.hashing import pipeline_fingerprint
 from ..core.ids import canonical_url
+from ..core.site_rules import extractor_variant
 from ..core.points_check import MISSING_MARK, REBUILD_MARK, rewrite_reason
 from ..edges.state import GONE, NEW, PageState
 from .embed import _Pending
@@ -31,8 +35,21 @@ class VisitStage:
     `extract_page` and `content_hash` (attributes of the pass), the extractor and the hash rule."""
 
     def _init_visit(self) -> None:
-        """The urls visited this pass (a 301/308 target is not fetched twice)."""
+        """The urls visited this pass (a 301/308 target is not fetched twice), and the
+        pipeline fingerprint of each --select in use."""
         self.visiting: set[str] = set()
+        self.fingerprints: dict[str | None, str] = {None: self.fingerprint}
+
+    def _fingerprint_for(self, url: str) -> str:
+        """The pipeline fingerprint of `url`'s points: the pass's, with the selector its site
+        extracts with (`extractor_variant`). A page extracted under another selector is
+        re-read and rewritten (`decide`); its unchanged texts keep their vectors."""
+        select = self.cfg.site_rules.rules_for(url).select
+        fp = self.fingerprints.get(select)
+        if fp is None:
+            fp = self.fingerprints[select] = pipeline_fingerprint(
+                self.embedder.model_id, f"{EXTRACTOR_ID}{extractor_variant(select)}/{self.splitter.settings}")
+        return fp
 
     async def _visit(self, pages: Sequence[PageState]) -> None:
         if not pages:
@@ -91,7 +108,9 @@ class VisitStage:
         self._queue_purge(page, left_sitemap=False, reason=f"moved permanently to {target}", moved_to=target)
         # Purges come at the end of the pass: the old URL's points are still there to reuse.
         await self._remember_vectors(page)
-        if target in self.visiting:
+        if target in self.visiting or self._unwanted(target) is not None:
+            # Visited anyway; or a page the site rules keep out, not tracked (the Fetcher
+            # did not follow the move: `result` is the 301/308 itself).
             return
         self.visiting.add(target)
         known = self.state.get(target)
@@ -128,7 +147,7 @@ class VisitStage:
         if (self.cfg.repair or page.url in self.rebuild or not page.indexed or self._mark(page) is not None
                 or page.url in self.crawl_unread):
             return None
-        if needs_unconditional_fetch(page.fingerprint, self.fingerprint):
+        if needs_unconditional_fetch(page.fingerprint, self._fingerprint_for(page.url)):
             return None
         return Validators(page.etag, page.last_modified)
 
@@ -143,7 +162,9 @@ class VisitStage:
         """Decide one fetched page and carry out skips and purges; changes go to the embed queue."""
         if self.crawl_on and await self._crawl_note(page, result):
             return  # a crawl page not to be indexed (noindex, a canonical elsewhere): queued for the purge
-        if result.outcome is Outcome.ERROR:
+        # A 301/308 answered as such (its target is not followed: `Fetcher.unwanted`) is a move.
+        unfollowed_move = result.status in (301, 308) and result.moved_permanently
+        if result.outcome is Outcome.ERROR and not unfollowed_move:
             self._fail(page, result.error or "fetch failed", result.retry_after)
             return
         if result.outcome is Outcome.SKIPPED:
@@ -165,15 +186,18 @@ class VisitStage:
         new_hash = title = None
         chunks: list[str] = []
         if result.outcome is Outcome.OK:
+            select = self.cfg.site_rules.rules_for(page.url).select
+            given = {"select": select} if select is not None else {}  # an extractor without the option still fits
             try:
                 extracted = await asyncio.to_thread(self.extract_page, result.body, result.content_type, page.url,
-                                                    charset=result.charset)
+                                                    charset=result.charset, **given)
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self._fail(page, f"extraction failed: {exc}")
                 return
             new_hash, title = self.content_hash(extracted.markdown), extracted.title
         decision = decide(result.outcome, new_hash=new_hash, stored_hash=page.content_hash,
-                          stored_fingerprint=page.fingerprint, fingerprint=self.fingerprint, indexed=page.indexed,
+                          stored_fingerprint=page.fingerprint, fingerprint=self._fingerprint_for(page.url),
+                          indexed=page.indexed,
                           text_empty=result.outcome is Outcome.OK and not extracted.markdown)
         if decision.action is Action.PURGE:  # its text extracted to nothing: queued like a 404
             page.last_fetched_at = self.now

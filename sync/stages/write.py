@@ -35,6 +35,9 @@ _COUNTERS = {
     Action.SKIP_POLICY: "pages_skipped",
 }
 
+# The outcomes after which the collection holds the page's current text.
+_LANDED = frozenset({Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED, Action.ADD, Action.REPLACE})
+
 
 def build_points(
     url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
@@ -63,13 +66,17 @@ class WriteStage:
     """The pass's writes to the state and the store, and its report lines (a mixin of the pass)."""
 
     def _init_write(self) -> None:
-        """Skipped pages waiting for their state row (written in bulk)."""
+        """Skipped pages waiting for their state row (written in bulk), and the urls whose
+        text the collection holds as of this pass (`landed`: written, or found unchanged)."""
         self.skips: list[PageState] = []
+        self.landed: set[str] = set()
 
     def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
                 reused: int | None = None) -> None:
         r = self.report
         a = decision.action
+        if a in _LANDED:
+            self.landed.add(page.url)
         counter = _COUNTERS[a]
         setattr(r, counter, getattr(r, counter) + 1)
         if a in (Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED):
@@ -134,9 +141,10 @@ class WriteStage:
             p = item.page
             first = item.decision.action is Action.ADD or p.content_hash is None
             # Under a new pipeline the old hash says nothing about the text: no change seen.
-            same_pipeline = p.fingerprint == self.fingerprint
+            fingerprint = self._fingerprint_for(p.url)
+            same_pipeline = p.fingerprint == fingerprint
             self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
-            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, self.fingerprint, None
+            p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, fingerprint, None
             p.moved_to = None
             p.chunk_count, p.title = len(item.chunks), item.title
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
