@@ -52,7 +52,7 @@ def test_crawl_indexes_a_sitemapless_site_once_per_page(harness):
     build_docs(harness.site)
     rep = crawl(harness)
     assert rep.crawl_complete is True
-    expected = {f"/{p}.html" for p in DOCS} | {"/genindex.html", "/search.html"}
+    expected = {f"/{p}.html" for p in DOCS}  # genindex and search: Sphinx's, excluded by default
     assert urls(harness) == expected
     assert rep.pages_added == len(expected) and rep.pages_failed == 0
     # every page fetched once (plus robots.txt), fragments never requested
@@ -65,8 +65,8 @@ def test_second_pass_is_conditional_and_keeps_every_page(harness):
     crawl(harness)
     harness.site.clear_log()
     rep = crawl(harness, advance=timedelta(days=30))  # everything due: 304s, links from the state
-    assert rep.pages_not_modified == len(DOCS) + 2 and rep.pages_removed == 0
-    assert rep.crawl_complete is True and rep.pages_crawled == len(DOCS) + 2
+    assert rep.pages_not_modified == len(DOCS) and rep.pages_removed == 0
+    assert rep.crawl_complete is True and rep.pages_crawled == len(DOCS)
     assert all(status == 304 for _, path, status, _ in harness.site.requests if path != "/robots.txt")
     # nothing due: no page request at all, and still nothing removed
     harness.site.clear_log()
@@ -112,7 +112,7 @@ def test_mass_unlinking_is_held_by_the_guard(harness):
     build_docs(harness.site, pages=["index"], linked=["index"])  # the nav lost every link
     rep = crawl(harness, advance=timedelta(days=30))
     assert rep.crawl_complete is True and rep.mass_delete_blocked > 0
-    assert len(urls(harness)) == len(DOCS) + 2
+    assert len(urls(harness)) == len(DOCS)
 
 
 def test_robots_noindex_nofollow_and_canonical(harness):
@@ -201,7 +201,7 @@ def test_crawl_complements_a_sitemap(harness):
     for p in ("/options.html", "/commands.html", "/genindex.html", "/search.html"):
         site.resources[p].in_sitemap = False  # a sitemap that misses pages
     rep = harness.run(crawl=[site.server.url("/index.html")])
-    assert urls(harness) == {f"/{p}.html" for p in DOCS} | {"/genindex.html", "/search.html"}
+    assert urls(harness) == {f"/{p}.html" for p in DOCS}
     assert rep.pages_failed == 0
     # a page leaving the sitemap while still linked stays, as a crawl page
     site.resources["/api.html"].in_sitemap = False
@@ -215,9 +215,9 @@ def test_crawl_complements_a_sitemap(harness):
 def test_dry_run_crawl_says_what_it_would_add_and_writes_nothing(harness):
     build_docs(harness.site)
     rep = crawl(harness, dry_run=True)
-    assert rep.pages_added == len(DOCS) + 2 and rep.crawl_complete is True
+    assert rep.pages_added == len(DOCS) and rep.crawl_complete is True
     rep = crawl(harness)  # nothing was kept: the real pass adds them all
-    assert rep.pages_added == len(DOCS) + 2
+    assert rep.pages_added == len(DOCS)
 
 
 @pytest.mark.parametrize("harness", ["qdrant"], indirect=True)
@@ -225,7 +225,7 @@ def test_crawl_on_a_state_that_keeps_no_links(harness):
     """The Qdrant state keeps no links: each pass reads the crawl's pages whole, and still
     knows what is linked."""
     build_docs(harness.site)
-    assert crawl(harness).pages_added == len(DOCS) + 2
+    assert crawl(harness).pages_added == len(DOCS)
     rest = [p for p in DOCS if p != "api"]
     build_docs(harness.site, pages=rest, linked=rest)
     rep = crawl(harness, advance=timedelta(minutes=5))
@@ -239,7 +239,7 @@ def test_a_start_page_gone_purges_nothing_for_not_being_linked(harness):
     harness.site.remove("/index.html")
     rep = crawl(harness, advance=timedelta(days=30))
     assert rep.crawl_complete is False
-    assert urls(harness) == {"/a.html", "/b.html", "/genindex.html", "/search.html"}
+    assert urls(harness) == {"/a.html", "/b.html"}
 
 
 def test_the_filter_hook_keeps_pages_out_of_the_crawl(harness):
@@ -249,3 +249,25 @@ def test_the_filter_hook_keeps_pages_out_of_the_crawl(harness):
     assert urls(harness) == {f"/{p}.html" for p in DOCS}
     assert not {"/genindex.html", "/search.html"} & {p for _, p, _, _ in harness.site.requests}
     assert rep.crawl_refused["excluded"] > 0 and rep.crawl_complete is True
+
+
+def test_the_site_rules_keep_pages_out_of_the_crawl(harness):
+    """--exclude and the default excludes refuse links before any fetch; without the defaults,
+    Sphinx's index and search pages are crawled like any page."""
+    from sync.core.site_rules import SiteRules, SiteRuleSet
+
+    build_docs(harness.site)
+    rep = crawl(harness, site_rules=SiteRuleSet(SiteRules(exclude=("*/advanced/*",))))
+    assert urls(harness) == {f"/{p}.html" for p in DOCS if not p.startswith("advanced/")}
+    fetched = {p for _, p, _, _ in harness.site.requests}
+    assert not {"/genindex.html", "/search.html", "/advanced/testing.html"} & fetched
+    assert rep.crawl_refused["excluded"] > 0 and rep.crawl_complete is True
+
+
+def test_without_default_excludes_the_index_pages_are_crawled(harness):
+    from sync.core.site_rules import SiteRules, SiteRuleSet
+
+    build_docs(harness.site)
+    crawl(harness, site_rules=SiteRuleSet(SiteRules(default_excludes=False)))
+    assert "/genindex.html" in urls(harness)
+    assert {"/genindex.html", "/search.html"} <= {p for _, p, _, _ in harness.site.requests}
