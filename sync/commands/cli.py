@@ -40,8 +40,10 @@ log = logging.getLogger("pagesync")
 
 # -- shared options ------------------------------------------------------------------------
 CollectionOpt = typer.Option("pages", "--collection", help="Qdrant collection.")
-QdrantUrlOpt = typer.Option(None, "--qdrant-url", envvar="QDRANT_URL", help="A Qdrant server URL (env QDRANT_URL).")
-ApiKeyOpt = typer.Option(None, "--api-key", envvar="QDRANT_API_KEY", help="Qdrant API key (env QDRANT_API_KEY).")
+# QDRANT_URL and QDRANT_API_KEY are read with the PAGESYNC_* variables (sync.core.config), below
+# the configuration file: click's own envvar would rank them above it.
+QdrantUrlOpt = typer.Option(None, "--qdrant-url", help="A Qdrant server URL (env QDRANT_URL).")
+ApiKeyOpt = typer.Option(None, "--api-key", help="Qdrant API key (env QDRANT_API_KEY).")
 QdrantPathOpt = typer.Option(Path(".pagesync/qdrant"), "--qdrant-path", help="Embedded Qdrant directory, used when no server is named.")
 StateOpt = typer.Option(
     ".pagesync/state.db", "--state",
@@ -77,6 +79,24 @@ MaxEmbedTokensOpt = typer.Option(None, "--max-embed-tokens", min=0,
                                  help="Spending guard: send no batch that could take this pass past N tokens "
                                       "(counted offline as an upper bound before sending); the pages not embedded "
                                       "keep their points and are embedded by the next pass (exit 1).")
+
+
+def _config_callback(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
+    """Eager: the configuration file and PAGESYNC_* variables become the command's
+    defaults before any other option is read (a bad one: one line, exit 2)."""
+    from .config_file import load_config
+
+    try:
+        load_config(ctx, value)
+    except ConfigError as exc:
+        _fail(exc, exc.exit_code)
+    return value
+
+
+ConfigOpt = typer.Option(
+    None, "--config", envvar="PAGESYNC_CONFIG", is_eager=True, callback=_config_callback, dir_okay=False,
+    help="A TOML file of options (keys: long options, dashes as underscores; [[site]] tables for per-site ones). "
+         "Default: ./pagesync.toml when it exists. Flags override it; it overrides PAGESYNC_* variables.")
 QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
 NO_STATE = "no page state {where}: run 'pagesync run' first"
 
@@ -326,8 +346,27 @@ def _set_verbose(verbose: bool) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def version() -> str:
+    """The installed distribution's version (the wheel's metadata), else "unknown"."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("pagesync")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"pagesync {version()}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (also accepted after the command, e.g. run -v).")) -> None:
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (also accepted after the command, e.g. run -v)."),
+    show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version, help="Print pagesync's version and exit."),
+) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
     # the user as one line of ours instead.
@@ -344,6 +383,7 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every
 
 @app.command()
 def run(
+    ctx: typer.Context,
     sitemap: list[str] = typer.Option([], "--sitemap", help="A sitemap or sitemap index (.xml or .xml.gz); repeatable."),
     url: list[str] = typer.Option([], "--url", help="An extra page to track that no sitemap lists; repeatable."),
     crawl: list[str] = typer.Option([], "--crawl", help="A start page of a link crawl within scope (its directory, robots.txt, nofollow, noindex and rel=canonical honoured; no sitemap needed); repeatable."),
@@ -352,6 +392,7 @@ def run(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help=EMBEDDER_HELP),
@@ -386,6 +427,8 @@ def run(
     header: list[str] = typer.Option([], "--header", help="'Name: value' sent with every request to this run's sites, never to other hosts (repeatable); a value 'env:VAR' is read from the environment variable VAR and never shown."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
+    max_failed_share: float = typer.Option(0.0, "--max-failed-share", min=0.0, max=1.0, help="Exit 1 only when more than this share of the visited pages failed (default 0: any failed page); the summary names them either way. A sitemap error or a purge held back by the guard is exit 1 regardless."),
+    metrics: Optional[Path] = typer.Option(None, "--metrics", dir_okay=False, help="Write the run's numbers to this file in the Prometheus text format (pagesync_<report key> gauges and the status figures), atomically: for node_exporter's textfile collector or a Pushgateway."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
     _set_verbose(verbose)
@@ -398,18 +441,23 @@ def run(
         from ..engine import PassConfig, arun_pass
         from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
 
-        for s in sitemap:
+        from ..core.config import site_rules_of, sources
+
+        sites = _file_sites(ctx)
+        src = sources(sitemap=sitemap, url=url, crawl=crawl, allow_host=allow_host, sites=sites)
+        for s in src.sitemaps:
             _check_url(s, "--sitemap")
-        for u in url:
+        for u in src.urls:
             _check_url(u, "--url")
-        for u in crawl:
+        for u in src.crawl:
             _check_url(u, "--crawl")
         rules = SiteRuleSet(SiteRules(include=tuple(include), exclude=tuple(exclude), select=select,
                                       headers=tuple(parse_header(h, os.environ) for h in header),
-                                      default_excludes=not no_default_excludes))
-        cfg = PassConfig(sitemaps=list(sitemap), urls=list(url), crawl=list(crawl), max_pages=max_pages,
+                                      default_excludes=not no_default_excludes),
+                            sites=site_rules_of(sites, os.environ))
+        cfg = PassConfig(sitemaps=src.sitemaps, urls=src.urls, crawl=src.crawl, max_pages=max_pages,
                          now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
-                         embed_batch=embed_batch, workers=workers, allow_hosts=list(allow_host),
+                         embed_batch=embed_batch, workers=workers, allow_hosts=src.allow_hosts,
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
                          reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
@@ -420,10 +468,11 @@ def run(
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
-        if not (sitemap or url or crawl):
+        if not (src.sitemaps or src.urls or src.crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
-            raise ConfigError("nothing to sync: give --sitemap, --url or --crawl (the page state does not keep them)")
+            raise ConfigError("nothing to sync: give --sitemap, --url or --crawl, or a [[site]] in pagesync.toml "
+                              "(the page state does not keep them)")
         from .checks import check_runs
 
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
@@ -445,7 +494,9 @@ def run(
                                            embedder=emb, splitter=Splitter(), on_progress=progress)
 
             rep = asyncio.run(go())
-        data = rep.to_dict()
+            data = rep.to_dict()
+            if metrics:  # while the state is open: the freshness figures are read from it
+                _write_metrics(metrics, data, st, cfg.now, collection)
         if report:
             report.parent.mkdir(parents=True, exist_ok=True)
             report.write_text(json.dumps(data, indent=2) + "\n")
@@ -457,10 +508,30 @@ def run(
         failed = {c["url"] for c in rep.changes if c["action"] == "failed"} if dry_run else set()
         for e in rep.errors:
             log.warning("%s", _error_line(e, failed))
-        typer.echo(("dry run: " if dry_run else "") + rep.summary(), err=True)
-        return 0 if rep.ok else 1
+        ok = rep.ok_within(max_failed_share)
+        budget = (f" (within --max-failed-share {max_failed_share:g}: {rep.pages_failed_share:.1%} of "
+                  f"{plural(rep.pages_visited, 'visited page')})") if ok and rep.pages_failed else ""
+        typer.echo(("dry run: " if dry_run else "") + rep.summary() + budget, err=True)
+        return 0 if ok else 1
 
     _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
+
+
+def _file_sites(ctx: typer.Context) -> list:
+    """The configuration file's [[site]] tables, unless --sitemap, --url or --crawl is on the
+    command line (flags override the file: then its sites are not synced)."""
+    from .config_file import sites_of
+
+    given = any(ctx.get_parameter_source(n).name == "COMMANDLINE" for n in ("sitemap", "url", "crawl"))
+    return [] if given else sites_of(ctx)
+
+
+def _write_metrics(path: Path, data: dict, st, now: datetime, collection: str) -> None:
+    """--metrics: the report's numbers and the state's freshness figures, as status has them."""
+    from ..core.freshness import freshness
+    from ..edges.metrics import write_metrics
+
+    write_metrics(path, data, freshness(st.all_pages(), len(st.due_urls(now)), now), collection)
 
 
 @app.command(short_help="Compare the collection with the page state (--fix repairs); exit 1 when anything is found.")
@@ -469,6 +540,7 @@ def audit(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -514,6 +586,7 @@ def status(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     now: Optional[str] = typer.Option(None, "--now", help="Clock for 'due' (ISO 8601)."),
     pages: bool = typer.Option(False, "--pages", help="List every tracked page with its interval and due time."),
@@ -545,6 +618,7 @@ def export(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     with_vectors: bool = typer.Option(False, "--with-vectors", help="Include each point's vector."),
 ) -> None:
@@ -574,6 +648,7 @@ def import_(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
 ) -> None:
     """Upsert JSON-lines points, as export writes them, from a file or stdin, as given."""
@@ -603,6 +678,7 @@ def search(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
@@ -645,6 +721,7 @@ def state_export(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     file: Optional[Path] = typer.Option(None, "--file", help="Write here instead of stdout."),
 ) -> None:
@@ -681,6 +758,7 @@ def state_import(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     file: Optional[Path] = typer.Option(None, "--file", help="Read from here instead of stdin."),
     replace: bool = typer.Option(False, "--replace", help="Forget the target state's pages, hosts and runs first (else it must be empty)."),
@@ -722,6 +800,7 @@ def reindex(
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
+    config: Optional[Path] = ConfigOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2; any --embedder name `run` takes, e.g. st:NAME_OR_PATH or openai:MODEL)."),

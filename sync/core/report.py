@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .budget import failed_share, within_budget
 from .plural import plural
 
 __all__ = ["Report"]
@@ -62,6 +63,8 @@ class Report:
     pages_rescheduled: int = 0
     pages_tracked: int = 0
     pages_due: int = 0
+    # Pages whose fetch this pass got to (answered or not): the base of pages_failed_share.
+    pages_visited: int = 0
     pages_deferred: int = 0  # due, but past --max-fetches: next pass
     pages_skipped: int = 0  # robots.txt, out of scope (sitemap entries included), too large, not text, over --max-chunks-per-page: not fetched (a fetched page skipped keeps its points; an indexed page out of scope now is purged)
     sitemaps_skipped: int = 0  # child sitemaps not read (out of scope); pages_skipped + this = len(skipped)
@@ -115,8 +118,19 @@ class Report:
         return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
                 and not self.embed_budget_reached)
 
+    @property
+    def pages_failed_share(self) -> float:
+        """pages_failed over pages_visited (what --max-failed-share bounds)."""
+        return failed_share(self.pages_failed, self.pages_visited)
+
+    def ok_within(self, max_failed_share: float) -> bool:
+        """`ok`, but with up to `max_failed_share` of the visited pages failed allowed."""
+        return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
+                             sitemap_errors=self.sitemap_errors, mass_delete_blocked=self.mass_delete_blocked,
+                             max_failed_share=max_failed_share)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "pages_failed_share": self.pages_failed_share}
 
     def summary(self) -> str:
         verb = "would " if self.dry_run else ""

@@ -153,6 +153,7 @@ class VisitStage:
 
     async def _handle(self, page: PageState, result: FetchResult) -> None:
         r = self.report
+        r.pages_visited += 1
         if result.answered:
             r.pages_fetched += 1
         r.bytes_downloaded += result.bytes_downloaded

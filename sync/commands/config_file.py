@@ -1,0 +1,106 @@
+"""`--config FILE`: the configuration file and the `PAGESYNC_*` environment, at the command edge.
+
+Every command takes `--config` as an eager option: its callback reads the file (given, or
+`./pagesync.toml` when it exists) and the environment, merges them (`sync.core.config`) and
+hands the result to click as the command's `default_map`, so click applies flags on top
+and converts every value as it would a flag's. The keys are the options of the click
+commands themselves: a new option is a new key, with nothing to list here. (Typer ships
+its own copy of click: its objects are used by their attributes, not their classes.)
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Iterator
+
+import typer
+
+from ..core.config import FLAG, LIST, VALUE, FileConfig, Option, merge, parse_env, parse_file
+from ..errors import ConfigError
+
+__all__ = ["DEFAULT_FILE", "CONFIG_ENV", "load_config", "options_of", "known_keys", "sites_of", "file_of"]
+
+DEFAULT_FILE = "pagesync.toml"  # read from the working directory when no --config is given
+CONFIG_ENV = "PAGESYNC_CONFIG"
+_NOT_KEYS = frozenset({"config", "help"})  # options that cannot come from the file
+_SITES, _FILE = "pagesync.sites", "pagesync.config_file"  # where the callback leaves them in ctx.meta
+
+
+def _kind(p: Any) -> str:
+    if p.multiple:
+        return LIST
+    return FLAG if getattr(p, "is_flag", False) else VALUE
+
+
+def options_of(cmd: Any) -> list[Option]:
+    """A command's options as file keys: each long option, dashes as underscores."""
+    out = []
+    for p in cmd.params:
+        longs = [o for o in p.opts if o.startswith("--")] if p.param_type_name == "option" else []
+        if longs and p.name not in _NOT_KEYS:
+            out.append(Option(longs[0][2:].replace("-", "_"), p.name, _kind(p)))
+    return out
+
+
+def _commands(group: Any) -> Iterator[Any]:
+    yield group
+    for sub in getattr(group, "commands", {}).values():
+        yield from _commands(sub)
+
+
+def known_keys(root: Any) -> dict[str, str]:
+    """Every key any command takes (key -> kind): a file shared by all commands may hold them."""
+    return {o.key: o.kind for cmd in _commands(root) for o in options_of(cmd)}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+
+
+def _check(ctx: typer.Context, params: dict[str, Any], name: str, value: Any, where: str) -> None:
+    """A value the file or environment gives, converted as click would convert the flag
+    (type, bounds), so a bad one is named by where it came from, not as a flag."""
+    try:
+        params[name].process_value(ctx, value)
+    except typer.BadParameter as exc:
+        raise ConfigError(f"{where}: {exc.message}") from None
+
+
+def load_config(ctx: typer.Context, given: str | os.PathLike | None) -> None:
+    """Read the configuration for the command of `ctx` and set it as its `default_map`
+    (flags still win). Raises ConfigError for an unreadable file, an unknown key or a
+    value of the wrong kind."""
+    path = Path(given) if given else (Path(DEFAULT_FILE) if Path(DEFAULT_FILE).is_file() else None)
+    file = FileConfig()
+    if path is not None:
+        file = parse_file(_read(path), known_keys(ctx.find_root().command), str(path))
+    options = options_of(ctx.command)
+    values = merge(file, parse_env(os.environ, options), options, str(path))
+    params = {p.name: p for p in ctx.command.params}
+    by_key = {o.key: o.name for o in options}
+    defaults = {}
+    for key, (value, where) in values.items():
+        _check(ctx, params, by_key[key], value, where)
+        defaults[by_key[key]] = value
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta[_SITES] = file.sites
+    ctx.meta[_FILE] = path
+
+
+def sites_of(ctx: typer.Context) -> list:
+    """The `[[site]]` tables of the configuration file the command read (SiteConfig list)."""
+    return list(ctx.meta.get(_SITES, []))
+
+
+def file_of(ctx: typer.Context) -> Path | None:
+    return ctx.meta.get(_FILE)

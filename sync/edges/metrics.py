@@ -1,0 +1,63 @@
+"""`--metrics PATH`: a pass's numbers in the Prometheus text format.
+
+For node_exporter's textfile collector (point `--collector.textfile.directory` at the
+file's directory) or a Pushgateway (`curl --data-binary @PATH URL/metrics/job/pagesync`).
+Every numeric key of the run report is a gauge `pagesync_<key>` (booleans as 0 or 1), and
+the freshness figures `status` reports after the pass are `pagesync_status_<key>`. Each
+gauge has a `collection` label. The file is written whole to a temporary name and renamed
+(prometheus_client's `write_to_textfile`), so a scrape never reads half of it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["registry_for", "write_metrics", "PREFIX"]
+
+PREFIX = "pagesync_"
+
+
+def _numeric(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _timestamp(stamp: Any) -> float | None:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collection: str):
+    """A registry holding one gauge per numeric figure of `report` and `status`."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    registry = CollectorRegistry()
+
+    def gauge(name: str, doc: str, value: float) -> None:
+        Gauge(PREFIX + name, doc, ["collection"], registry=registry).labels(collection=collection).set(value)
+
+    for key, value in report.items():
+        if (number := _numeric(value)) is not None:
+            gauge(key, f"run report: {key}", number)
+    finished = _timestamp(report.get("finished_at"))
+    if finished is not None:
+        gauge("finished_at_timestamp_seconds", "when the pass finished (Unix time)", finished)
+    for key, value in status.items():
+        if (number := _numeric(value)) is not None:
+            gauge(f"status_{key}", f"after the pass, as `pagesync status` reports it: {key}", number)
+    return registry
+
+
+def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str) -> None:
+    """Write the figures to `path` atomically (a temporary file beside it, then a rename)."""
+    from prometheus_client import write_to_textfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_to_textfile(str(path), registry_for(report, status, collection))
