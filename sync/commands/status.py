@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import StoreHeldError, StoreReadOnlyError
+from ..core.freshness import freshness
 from ..core.plural import plural
 from ..core.points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
 from ..core.policy import host_lastmod_trust, lastmod_makes_due
@@ -59,6 +60,8 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         ],
         "chunks_recorded": sum(p.chunk_count for p in live),
         "next_due_at": next_due.isoformat() if next_due else None,
+        # The page least recently visited: how stale the collection may be at worst.
+        **{k: v for k, v in freshness(live, len(due), now).items() if k.startswith("oldest_")},
         "interval_min": _fmt_interval(intervals[0]) if intervals else None,
         "interval_median": _fmt_interval(intervals[len(intervals) // 2]) if intervals else None,
         "interval_max": _fmt_interval(intervals[-1]) if intervals else None,
