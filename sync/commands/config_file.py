@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_FILE", "CONFIG_ENV", "load_config", "options_of", "known_key
 
 DEFAULT_FILE = "pagesync.toml"  # read from the working directory when no --config is given
 CONFIG_ENV = "PAGESYNC_CONFIG"
-_NOT_KEYS = frozenset({"config", "help"})  # options that cannot come from the file
+_NOT_KEYS = frozenset({"config", "help", "version"})  # options that cannot come from the file
 _SITES, _FILE = "pagesync.sites", "pagesync.config_file"  # where the callback leaves them in ctx.meta
 
 
