@@ -2,8 +2,9 @@
 
 `cli` (the typer app: it builds objects, calls one function and maps errors to one line
 and an exit code), `audit`, `status`, `reindex`, `transfer` (export / import), `read`
-(open a collection and search it: `pagesync search`, and apps), and `checks` (what a
-command verifies before it reads or writes anything).
+(open a collection and search it: `pagesync search`, and apps), `checks` (what a
+command verifies before it reads or writes anything), and `config_file` (`--config` and
+`./pagesync.toml`, read into every command's defaults).
 
 Commands may import every other layer; no layer of a pass imports a command (only the
 framework adapters in `sync.integrations` build on `read`).
