@@ -95,7 +95,8 @@ def _config_callback(ctx: typer.Context, value: Optional[Path]) -> Optional[Path
 
 ConfigOpt = typer.Option(
     None, "--config", envvar="PAGESYNC_CONFIG", is_eager=True, callback=_config_callback, dir_okay=False,
-    help="A TOML file of options (keys: long options, dashes as underscores; [[site]] tables for per-site ones). "
+    # No square brackets in the text: rich reads them as markup.
+    help="A TOML file of options (keys: long options, dashes as underscores; per-site ones in 'site' tables). "
          "Default: ./pagesync.toml when it exists. Flags override it; it overrides PAGESYNC_* variables.")
 QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
 NO_STATE = "no page state {where}: run 'pagesync run' first"
