@@ -428,7 +428,7 @@ def run(
     header: list[str] = typer.Option([], "--header", help="'Name: value' sent with every request to this run's sites, never to other hosts (repeatable); a value 'env:VAR' is read from the environment variable VAR and never shown."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary line."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
-    max_failed_share: float = typer.Option(0.0, "--max-failed-share", min=0.0, max=1.0, help="Exit 1 only when more than this share of the visited pages failed (default 0: any failed page); the summary names them either way. A sitemap error or a purge held back by the guard is exit 1 regardless."),
+    max_failed_share: float = typer.Option(0.0, "--max-failed-share", min=0.0, max=1.0, help="Exit 1 only when more than this share of the visited pages failed (default 0: any failed page); the summary names them either way. A sitemap error, a purge held back by the guard or pages left by --max-embed-tokens are exit 1 regardless."),
     metrics: Optional[Path] = typer.Option(None, "--metrics", dir_okay=False, help="Write the run's numbers to this file in the Prometheus text format (pagesync_<report key> gauges and the status figures), atomically: for node_exporter's textfile collector or a Pushgateway."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""

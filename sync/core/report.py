@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .budget import failed_share, within_budget
@@ -124,10 +124,10 @@ class Report:
         return failed_share(self.pages_failed, self.pages_visited)
 
     def ok_within(self, max_failed_share: float) -> bool:
-        """`ok`, but with up to `max_failed_share` of the visited pages failed allowed."""
+        """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
+        other reason `ok` has to fail a pass still does."""
         return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
-                             sitemap_errors=self.sitemap_errors, mass_delete_blocked=self.mass_delete_blocked,
-                             max_failed_share=max_failed_share)
+                             otherwise_ok=replace(self, pages_failed=0).ok, max_failed_share=max_failed_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pages_failed_share": self.pages_failed_share}
