@@ -130,3 +130,22 @@ def test_a_run_and_the_commands_after_it_need_no_flags(site, cwd):
     r = invoke("run", "--url", site.server.url("/extra.html"), "--report", "r2.json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(Path("r2.json").read_text())["pages_in_sitemaps"] == 0
+
+
+def test_a_crawl_and_its_site_rules_come_from_the_file(site, cwd):
+    """A Sphinx-like site with no sitemap, driven by pagesync.toml alone: the crawl starts
+    where the [[site]] says, its exclude keeps a page out, the default excludes keep the
+    index and search pages out, and a top-level key (max_pages) bounds it."""
+    from tests.integration.test_crawl import DOCS, build_docs
+
+    build_docs(site)
+    (cwd / "pagesync.toml").write_text(
+        'qdrant_path = "store"\nstate = "state.db"\nembedder = "fake"\nmax_pages = 100\n'
+        f'[[site]]\ncrawl = ["{site.server.url("/index.html")}"]\nexclude = ["*/changes.html"]\n')
+    r = invoke("run", "--report", "r.json")
+    assert r.exit_code == 0, r.stderr
+    rep = json.loads(Path("r.json").read_text())
+    assert rep["crawl_complete"] is True
+    assert rep["pages_added"] == len(DOCS) - 1  # every content page but the excluded one
+    urls = {p["url"] for p in json.loads(invoke("status", "--pages", "--json").stdout)["page_list"]}
+    assert urls == {site.server.url(f"/{p}.html") for p in DOCS if p != "changes"}

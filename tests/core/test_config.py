@@ -128,3 +128,38 @@ def test_the_file_wins_over_the_environment_key_by_key(file, env):
             assert (value, where) == (file[k], f"p.toml: {k}")
         else:
             assert (value, where) == (env[k], "PAGESYNC_" + k.upper())
+
+
+# -- [[site]] tables into the pass ---------------------------------------------------------------
+from sync.core.config import site_rules_of, sources  # noqa: E402
+from sync.core.site_rules import SiteRules  # noqa: E402
+
+
+def test_sources_join_the_options_and_every_site_in_order_once():
+    sites = [SiteConfig(sitemap=["https://a/s.xml"], allow_host=["cdn.a"]),
+             SiteConfig(crawl=["https://b/"], url=["https://b/x", "https://a/extra"])]
+    got = sources(sitemap=["https://a/s.xml", "https://c/s.xml"], url=[], crawl=[], allow_host=[], sites=sites)
+    assert got.sitemaps == ["https://a/s.xml", "https://c/s.xml"]
+    assert got.urls == ["https://b/x", "https://a/extra"] and got.crawl == ["https://b/"]
+    assert got.allow_hosts == ["cdn.a"]
+
+
+def test_site_rules_are_keyed_by_every_site_a_table_names():
+    sites = [
+        SiteConfig(sitemap=["https://docs.a.com/sitemap.xml"], allow_host=["cdn.a.com"], exclude=["*/genindex.html"],
+                   select="div.body", header=["X-Token: env:TOKEN"]),
+        SiteConfig(crawl=["http://b.org:8080/start"], include=["*/guide/*"]),
+        SiteConfig(url=["https://plain.example/"]),  # no rules of its own: not listed
+        SiteConfig(url=["https://docs.a.com/extra"], exclude=["*/old/*"], select="main"),  # adds up with the first
+    ]
+    got = dict(site_rules_of(sites, {"TOKEN": "t0k"}))
+    assert set(got) == {"docs.a.com", "cdn.a.com", "b.org:8080"}
+    assert got["cdn.a.com"] == SiteRules(exclude=("*/genindex.html",), select="div.body", headers=(("X-Token", "t0k"),))
+    assert got["docs.a.com"] == SiteRules(exclude=("*/genindex.html", "*/old/*"), select="main",
+                                          headers=(("X-Token", "t0k"),))
+    assert got["b.org:8080"] == SiteRules(include=("*/guide/*",))
+
+
+def test_a_site_header_from_an_unset_variable_is_a_config_error():
+    with pytest.raises(ConfigError, match="environment variable TOKEN is not set"):
+        site_rules_of([SiteConfig(url=["https://a/"], header=["X-Token: env:TOKEN"])], {})
