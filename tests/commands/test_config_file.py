@@ -149,3 +149,19 @@ def test_a_crawl_and_its_site_rules_come_from_the_file(site, cwd):
     assert rep["pages_added"] == len(DOCS) - 1  # every content page but the excluded one
     urls = {p["url"] for p in json.loads(invoke("status", "--pages", "--json").stdout)["page_list"]}
     assert urls == {site.server.url(f"/{p}.html") for p in DOCS if p != "changes"}
+
+
+@pytest.mark.parametrize("doc", ["docs/configuration.md", "docs/tasks/nightly-ci.md"])
+def test_the_documented_config_files_hold_only_known_keys(doc):
+    import re
+    import tomllib
+
+    import typer.main
+
+    from sync.commands.config_file import known_keys
+    from sync.core.config import parse_file
+
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    cfg = parse_file(tomllib.loads(block), known_keys(typer.main.get_command(app)), doc)
+    assert cfg.sites
