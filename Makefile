@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
+.PHONY: install infinity demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# infinity-emb, a real OpenAI-compatible embeddings server, for the tests and the bench of
+# `--embedder openai:MODEL` (demo/infinity_server.py). Its own venv: it pins typer, click and
+# numpy below what pagesync uses. torch first, the same CPU build as above (~1 min from the
+# local wheel). Without this venv those tests skip, saying so.
+INFINITY_VENV  := .venv-infinity
+INFINITY_STAMP := $(INFINITY_VENV)/.installed-stamp
+$(INFINITY_STAMP): Makefile
+	$(PY) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install -q --upgrade pip
+	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0
+	$(INFINITY_VENV)/bin/pip install -q 'infinity-emb[server,torch]==0.0.78'
+	touch $(INFINITY_STAMP)
+
+infinity: $(INFINITY_STAMP)
+
 demo: install
 	$(BIN)/python demo/run_demo.py
 
@@ -33,7 +48,9 @@ docs: install
 demo-docs: install
 	$(BIN)/python demo/run_demo.py --docs
 
+# infinity-emb is built when it can be (the tests against it skip when it could not).
 test: install
+	-$(MAKE) --no-print-directory infinity
 	$(BIN)/python -m pytest -q
 
 # The edit-run loop (under 2 minutes): the pure and unit tests. No real model, no nginx,
@@ -43,7 +60,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not model and not nginx and not slow and not integration"
 
 clean:
-	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis site
+	rm -rf $(VENV) $(INFINITY_VENV) .pagesync demo/.work .pytest_cache .hypothesis site
 
 # The five benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
 # replace/audit scale), each against a baseline measured in the same run; the table is
