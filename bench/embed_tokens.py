@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "bench"))
 
 from demo.embed_proxy import EmbedProxy  # noqa: E402
+from embedders.openai_api import PROBE_TEXT  # noqa: E402
 from demo.infinity_server import InfinityServer, model_dir, unavailable  # noqa: E402
 from replay_docs_history import DEFAULT_GIT_DIR, NGINX, Git, Lastmods, Nginx, Renderer, write_site, write_sitemap  # noqa: E402
 
@@ -185,15 +186,16 @@ def main(argv: list[str] | None = None) -> int:
                 proxy.clear()
                 now = datetime(day.year, day.month, day.day, 23, 59, 59, tzinfo=timezone.utc)
                 rep = pagesync_pass(work, nginx.base + "/sitemap.xml", now, env, args.embed_concurrency)
-                sent = proxy.texts_sent()
+                work_ex = [e for e in proxy.served() if e.inputs != [PROBE_TEXT]]  # not the vector-size probe
+                sent = [t for e in work_ex for t in e.inputs]
                 chunks = chunks_by_url(work)
                 all_texts = [t for u in sorted(chunks) for t in chunks[u]]
                 full_counts = counter.counts(all_texts)
                 rec = {
                     "day": day.isoformat(), "commit": commit[:10], "pages": len(pages),
-                    "pagesync": {"tokens_server": proxy.tokens(), "tokens_report": rep.get("tokens_embedded"),
+                    "pagesync": {"tokens_server": sum(e.tokens for e in work_ex), "tokens_report": rep.get("tokens_embedded"),
                                  "tokens_local": sum(counter.counts(sent)), "texts_sent": len(sent),
-                                 "requests": len(proxy.served()), "retried": len(proxy.exchanges) - len(proxy.served()),
+                                 "requests": len(work_ex), "retried": len(proxy.exchanges) - len(proxy.served()),
                                  **{k: rep.get(k) for k in ("chunks_embedded", "chunks_reused", "pages_fetched",
                                                             "pages_changed", "pages_added", "pages_removed",
                                                             "pages_failed", "seconds", "exit_code")}},

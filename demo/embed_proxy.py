@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -39,6 +40,7 @@ class Exchange:
 class _Fault:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    match: Callable[[list[str]], bool] | None = None  # None: any embeddings request
 
 
 class EmbedProxy:
@@ -62,10 +64,12 @@ class EmbedProxy:
         return self.root_url + path
 
     # -- what tests ask ----------------------------------------------------------------------
-    def fail_next(self, n: int, status: int = 429, headers: dict[str, str] | None = None) -> None:
-        """Answer the next `n` embeddings requests with `status` (and `headers`) instead of forwarding them."""
+    def fail_next(self, n: int, status: int = 429, headers: dict[str, str] | None = None,
+                  match: Callable[[list[str]], bool] | None = None) -> None:
+        """Answer the next `n` embeddings requests (those whose inputs `match`, when given) with
+        `status` and `headers` instead of forwarding them."""
         with self._lock:
-            self._faults.extend(_Fault(status, dict(headers or {})) for _ in range(n))
+            self._faults.extend(_Fault(status, dict(headers or {}), match) for _ in range(n))
 
     def clear(self) -> None:
         with self._lock:
@@ -85,9 +89,12 @@ class EmbedProxy:
         return sum(e.tokens for e in self.served())
 
     # -- serving -----------------------------------------------------------------------------
-    def _take_fault(self) -> _Fault | None:
+    def _take_fault(self, inputs: list[str]) -> _Fault | None:
         with self._lock:
-            return self._faults.pop(0) if self._faults else None
+            for i, fault in enumerate(self._faults):
+                if fault.match is None or fault.match(inputs):
+                    return self._faults.pop(i)
+            return None
 
     def _record(self, ex: Exchange) -> None:
         with self._lock:
@@ -123,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
             with self.proxy._lock:
                 self.proxy.other_requests.append(self.path)
         inputs = _inputs(body) if is_embed else []
-        fault = self.proxy._take_fault() if is_embed else None
+        fault = self.proxy._take_fault(inputs) if is_embed else None
         if fault is not None:
             payload = json.dumps({"error": {"message": f"injected {fault.status}", "type": "injected"}}).encode()
             self._reply(fault.status, {"content-type": "application/json", **fault.headers}, payload)

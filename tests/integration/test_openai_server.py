@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from embedders.openai_api import PROBE_TEXT
 from sync.edges.store import EdgeStore
 from tests.helpers import page_html, para
 
@@ -42,9 +43,25 @@ def run(site, work: Path, *extra: str, env: dict[str, str]) -> dict:
     return {**json.loads((work / "report.json").read_text()), "exit": r.returncode, "stderr": r.stderr}
 
 
-def through(server_or_proxy, key: str) -> dict[str, str]:
+def through(server_or_proxy, key: str, cache: Path) -> dict[str, str]:
+    """The environment of a pass embedding at this server with this key. Its own cache
+    directory: the first pass asks the model's vector size (a one-text probe), the next
+    ones read it from there."""
     return {"OPENAI_BASE_URL": server_or_proxy.url("/v1") if hasattr(server_or_proxy, "url")
-            else server_or_proxy.base_url, "OPENAI_API_KEY": key}
+            else server_or_proxy.base_url, "OPENAI_API_KEY": key, "PAGESYNC_CACHE_DIR": str(cache)}
+
+
+def sent(proxy) -> list[str]:
+    """The texts pagesync sent to be embedded (the vector-size probe left out)."""
+    return [t for t in proxy.texts_sent() if t != PROBE_TEXT]
+
+
+def tokens(proxy) -> int:
+    return sum(e.tokens for e in proxy.served() if e.inputs != [PROBE_TEXT])
+
+
+def not_the_probe(inputs: list[str]) -> bool:
+    return PROBE_TEXT not in inputs
 
 
 def points(work: Path) -> dict[str, tuple[dict, list[float]]]:
@@ -62,12 +79,12 @@ def build(site, pages: int = 3, sections: int = 3) -> None:
 
 def test_a_pass_through_the_server_equals_a_pass_with_the_bundled_model(site, tmp_path, infinity, embed_proxy):
     build(site)
-    remote = run(site, tmp_path / "remote", "--embedder", f"openai:{MODEL}", env=through(embed_proxy, infinity.api_key))
+    remote = run(site, tmp_path / "remote", "--embedder", f"openai:{MODEL}", env=through(embed_proxy, infinity.api_key, tmp_path / "cache"))
     local = run(site, tmp_path / "local", env={})
     assert remote["exit"] == local["exit"] == 0
     assert remote["pages_failed"] == 0 and remote["chunks_embedded"] == local["chunks_embedded"] > 3
     # the tokens the report gives are the ones the server counted
-    assert remote["tokens_embedded"] == embed_proxy.tokens() > 0
+    assert remote["tokens_embedded"] == tokens(embed_proxy) > 0
     got, want = points(tmp_path / "remote"), points(tmp_path / "local")
     assert got.keys() == want.keys()
     for cid, (payload, vector) in got.items():
@@ -79,10 +96,10 @@ def test_a_pass_through_the_server_equals_a_pass_with_the_bundled_model(site, tm
 def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_texts(site, tmp_path, infinity,
                                                                                       embed_proxy):
     build(site)
-    env = through(embed_proxy, infinity.api_key)
+    env = through(embed_proxy, infinity.api_key, tmp_path / "cache")
     work = tmp_path / "w"
     first = run(site, work, "--embedder", f"openai:{MODEL}", env=env)
-    assert first["exit"] == 0 and embed_proxy.texts_sent()
+    assert first["exit"] == 0 and sent(embed_proxy)
     before = {p["text"] for p, _ in points(work).values()}
 
     embed_proxy.clear()
@@ -103,8 +120,9 @@ def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_
 
 def test_429s_with_retry_after_cost_no_page(site, tmp_path, infinity, embed_proxy):
     build(site)
-    embed_proxy.fail_next(2, 429, {"Retry-After": "1"})
-    rep = run(site, tmp_path / "w", "--embedder", f"openai:{MODEL}", env=through(embed_proxy, infinity.api_key))
+    embed_proxy.fail_next(2, 429, {"Retry-After": "1"}, match=not_the_probe)
+    rep = run(site, tmp_path / "w", "--embedder", f"openai:{MODEL}",
+              env=through(embed_proxy, infinity.api_key, tmp_path / "cache"))
     assert rep["exit"] == 0 and rep["pages_failed"] == 0 and rep["errors"] == []
     stored = points(tmp_path / "w")
     assert {p["url"] for p, _ in stored.values()} == {site.server.url(f"/p{i}.html") for i in range(3)}
@@ -115,7 +133,7 @@ def test_429s_with_retry_after_cost_no_page(site, tmp_path, infinity, embed_prox
     for e in refused:
         retry = next(x for x in embed_proxy.served() if x.started > e.ended and set(x.inputs) & set(e.inputs))
         assert retry.started - e.ended >= 1.0
-    assert sorted(embed_proxy.texts_sent()) == sorted(p["text"] for p, _ in stored.values())
+    assert sorted(sent(embed_proxy)) == sorted({p["text"] for p, _ in stored.values()})
 
 
 def test_a_wrong_key_is_exit_2_before_any_page_is_fetched(site, tmp_path, infinity):
@@ -124,7 +142,7 @@ def test_a_wrong_key_is_exit_2_before_any_page_is_fetched(site, tmp_path, infini
     work.mkdir()
     wrong = "sk-wrong-" + "x" * 12
     r = pagesync(work, "run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-                 "--embedder", f"openai:{MODEL}", env=through(infinity, wrong))
+                 "--embedder", f"openai:{MODEL}", env=through(infinity, wrong, tmp_path / "cache"))
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("pagesync: error:") and "Traceback" not in r.stderr
