@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install infinity demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
+.PHONY: install infinity demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders bench-openai replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -62,10 +62,11 @@ test-fast: install
 clean:
 	rm -rf $(VENV) $(INFINITY_VENV) .pagesync demo/.work .pytest_cache .hypothesis site
 
-# The five benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
-# replace/audit scale), each against a baseline measured in the same run; the table is
-# printed at the end and kept in bench/results/bench.md (about 30-40 min on 2 cores).
-# The throughput and reuse rows need a FastAPI clone (REPLAY_GIT_DIR; on a machine with
+# The benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
+# replace/audit scale; against infinity-emb, a real OpenAI-compatible server: embedding
+# throughput and tokens per week), each against a baseline measured in the same run; the
+# table is printed at the end and kept in bench/results/bench.md (about 40-50 min on 2 cores).
+# The throughput, reuse and tokens-per-week rows need a FastAPI clone (REPLAY_GIT_DIR; on a machine with
 # GitHub access: git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
 # the no-op and fetch-bound pass rows need nginx (apt-get install nginx-light).
 BENCH_RESULTS := bench/results
@@ -79,6 +80,9 @@ bench: install
 	$(BIN)/python bench/scale_passes.py --pages 20000
 	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000,1000000 --json $(BENCH_RESULTS)/store_replace.json
 	$(BIN)/python bench/audit_scale.py --points 10000,100000,1000000 --json $(BENCH_RESULTS)/audit_scale.json
+	-$(MAKE) --no-print-directory infinity
+	-$(BIN)/python bench/embed_throughput.py
+	-$(BIN)/python bench/embed_tokens.py
 	$(BIN)/python bench/summary.py --since $(BENCH_T0)
 
 # qdrant-client's local mode beside the embedded store (why Edge is the default).
@@ -89,6 +93,14 @@ bench-local: install
 # busy 2-core machine; bench/results/embedders.md).
 bench-embedders: install
 	$(BIN)/python bench/embedder_speed.py
+
+# The two rows against infinity-emb, a real OpenAI-compatible server: a pass's embedding
+# throughput vs a plain client loop, and tokens per week on FastAPI's docs history vs a
+# nightly full re-embed and LangChain index() (needs the FastAPI clone: REPLAY_GIT_DIR=...).
+bench-openai: install infinity
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/embed_throughput.py
+	$(BIN)/python bench/embed_tokens.py
 
 # Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
 bench-audit: install
