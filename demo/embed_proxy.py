@@ -133,8 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.proxy._take_fault(inputs) if is_embed else None
         if fault is not None:
             payload = json.dumps({"error": {"message": f"injected {fault.status}", "type": "injected"}}).encode()
-            self._reply(fault.status, {"content-type": "application/json", **fault.headers}, payload)
+            # `ended` is taken before the answer goes out: the client cannot have it earlier
             self.proxy._record(Exchange(inputs, fault.status, started, time.monotonic(), injected=True))
+            self._reply(fault.status, {"content-type": "application/json", **fault.headers}, payload)
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _SKIP}
         try:
@@ -144,10 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(502, {"content-type": "text/plain"}, f"upstream: {e}".encode())
             return
         out = {k: v for k, v in r.headers.items() if k.lower() not in _SKIP | {"content-encoding"}}
-        self._reply(r.status_code, out, r.content)
         if is_embed:
             self.proxy._record(Exchange(inputs, r.status_code, started, time.monotonic(),
                                         tokens=_tokens(r) if r.status_code == 200 else 0))
+        self._reply(r.status_code, out, r.content)
 
     def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:
         self.send_response(status)
