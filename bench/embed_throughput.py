@@ -29,6 +29,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/embed_throughput.md")
     args = ap.parse_args(argv)
+    # a SIGTERM unwinds like Ctrl-C, so the servers this script started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if reason := unavailable():
         raise SystemExit(reason)
     command = shlex.join([".venv/bin/python", "bench/embed_throughput.py", *(sys.argv[1:] if argv is None else argv)])

@@ -31,6 +31,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/embed_tokens.md")
     args = ap.parse_args(argv)
+    # a SIGTERM unwinds like Ctrl-C, so the servers this script started are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not Path(args.git_dir).exists():
         raise SystemExit(f"no git repo at {args.git_dir}: clone https://github.com/fastapi/fastapi and pass --git-dir")
     if not (os.path.isfile(NGINX) and os.access(NGINX, os.X_OK)):

@@ -57,6 +57,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the process that started it dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so a killed test run or bench leaves no server behind."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() is the only way out
+
+
 class InfinityServer:
     """`with InfinityServer(api_key) as srv:` starts infinity_emb, waits for `/health`, stops it.
 
@@ -94,7 +105,7 @@ class InfinityServer:
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self._wait_ready()
         except BaseException:
