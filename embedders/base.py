@@ -13,7 +13,14 @@ class Embedder(Protocol):
 
     `model_id` goes into every point's `embedder` payload and into the pipeline
     fingerprint, so changing models re-embeds every page. `dimension` must be known
-    without loading the model: a pass with nothing to embed never loads it.
+    without loading the model: a pass with nothing to embed never loads it (a remote
+    model may ask its server once, in `check()`).
+
+    Optional, read with getattr by the pass: `check()`, called before the first request
+    (a model not installed, a server refusing the key: an exit-2 error); `tokens_embedded`,
+    the tokens sent so far as the provider counted them; `token_bound(text)`, an upper
+    bound counted offline (`embedders.limits.token_bound` otherwise). `embed` may raise
+    `sync.errors.EmbedBatchError` when only some texts failed.
     """
 
     model_id: str

@@ -118,6 +118,10 @@ class PassConfig:
     # A page cut into more chunks than this is skipped (its old points kept, the reason in the
     # report's `skipped`): one huge page must not flood the collection. None: no cap.
     max_chunks_per_page: int | None = 2000
+    # The spending guard: the pass sends no batch that could take the tokens it embedded past
+    # this (counted offline as an upper bound before sending, `embedders.limits.token_bound`;
+    # what was sent, as the provider counted it). None: no guard.
+    max_embed_tokens: int | None = None
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -130,6 +134,8 @@ class PassConfig:
                 raise ConfigError(f"{u!r} must be an http(s) URL")
         if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
             raise ConfigError("workers, embed_batch, write_batch and max_sitemap_urls must be at least 1")
+        if self.max_embed_tokens is not None and self.max_embed_tokens < 0:
+            raise ConfigError("max_embed_tokens must be at least 0 (None: no guard)")
         if self.max_chunks_per_page is not None and self.max_chunks_per_page < 1:
             raise ConfigError("max_chunks_per_page must be at least 1 (None: no cap)")
         if not 0.0 <= self.max_delete_share <= 1.0:
@@ -217,6 +223,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, EmbedStage, WriteStage, Settl
         self.report.pages_tracked = self.state.tracked_count()
         self.report.finished_at = datetime.now(timezone.utc).isoformat()
         self.report.seconds = round(time.monotonic() - t0, 3)
+        self._count_tokens()
         if self.cfg.bulk_edits:
             self.report.bulk_edits = self._bulk_update()
         if not self.cfg.dry_run:

@@ -23,6 +23,7 @@ __all__ = [
     "FetchError",
     "EmbedderError",
     "EmbedderUnavailableError",
+    "EmbedBatchError",
     "SitemapError",
     "NotASitemapError",
     "StoreFullError",
@@ -118,6 +119,17 @@ class NotASitemapError(SitemapError):
 
 class EmbedderError(PagesyncError):
     """The embedder could not be loaded or failed on a batch."""
+
+
+class EmbedBatchError(EmbedderError):
+    """Part of one embed call failed (a remote embedder's request that kept failing):
+    `vectors` holds every text's vector, None where its request failed, and `errors` the
+    failed texts' messages by index. The pass writes the pages whose texts all have a
+    vector and fails only the others (their old points kept, retried next pass)."""
+
+    def __init__(self, message: str, vectors: list, errors: dict[int, str]):
+        super().__init__(message)
+        self.vectors, self.errors = vectors, errors
 
 
 class EmbedderUnavailableError(EmbedderError, ConfigError):

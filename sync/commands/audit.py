@@ -211,7 +211,8 @@ def _has_gaps_or_dupes(indexes: dict[int, int]) -> bool:
 
 
 async def fix_collection(store: Store, state: State, report: AuditReport, *, fetcher: Any, embedder: Any,
-                         include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0) -> Any:
+                         include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0,
+                         max_embed_tokens: int | None = None) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
     asked), then re-index broken and missing pages with a repair pass (fetched again and
     rewritten as a unit). Returns that pass's run report, or None when nothing needed it."""
@@ -225,19 +226,21 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     if not report.reindex_urls:
         return None
     cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
-                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock)
+                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock, max_embed_tokens=max_embed_tokens)
     return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
 
 
 def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign: bool = False,
               embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5,
-              wait_lock: float = 0.0, now: Any = None) -> tuple[dict, bool, str]:
+              wait_lock: float = 0.0, now: Any = None, embed_dimensions: int | None = None,
+              embed_concurrency: int | None = None, max_embed_tokens: int | None = None) -> tuple[dict, bool, str]:
     """What `pagesync audit` does: audit; with `fix`, repair and audit again.
 
     Holds the state lock throughout (a fix writes, and even a read-only audit must not
     race a pass), handing it to the repair pass while that runs. Returns the JSON
     document, whether the final audit is clean, and the human rendering. `wait_lock`:
-    seconds to wait for another pass's lock before refusing.
+    seconds to wait for another pass's lock before refusing. `embed_dimensions`,
+    `embed_concurrency` (a remote embedder's) and `max_embed_tokens` go to the repair pass.
     """
     import asyncio
 
@@ -252,13 +255,14 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
 
         # Before anything is deleted: an embedder that cannot fill this collection is exit 2
         # with nothing written. Without --embedder: the one the points name, when known.
-        embedder = choose_embedder(embedder_name, store, why="audit --fix")
+        embedder = choose_embedder(embedder_name, store, why="audit --fix", dimensions=embed_dimensions,
+                                   concurrency=embed_concurrency)
 
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:
                 return await fix_collection(store, state, first, fetcher=Fetcher(client),
                                             embedder=embedder, include_foreign=include_foreign,
-                                            now=now, wait_lock=wait_lock)
+                                            now=now, wait_lock=wait_lock, max_embed_tokens=max_embed_tokens)
 
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())

@@ -21,7 +21,7 @@ from ..errors import CollectionMismatchError, CollectionNotFoundError
 from ..edges.state_protocol import State
 from ..edges.store import Store
 
-__all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits"]
+__all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits", "check_runs"]
 
 log = logging.getLogger("pagesync")
 _SAMPLE = 256  # points read to learn the collection's embedder
@@ -60,9 +60,19 @@ def check_embedder_fits(store: Store, embedder: Any) -> None:
             f"{embedder.model_id!r} makes {embedder.dimension}; give --embedder with the one it was built with")
 
 
-def choose_embedder(name: str | None, store: Store, *, why: str) -> Any:
+def check_runs(embedder: Any) -> None:
+    """The embedder's own `check()`, when it has one: a model that is not installed, a
+    remote server that does not answer or refuses the key, is exit 2 before anything else."""
+    check = getattr(embedder, "check", None)
+    if callable(check):
+        check()
+
+
+def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int | None = None,
+                    concurrency: int | None = None) -> Any:
     """The embedder for a command that embeds for this existing collection (see module doc),
-    checked to fit it. `why` names the command in the info line."""
+    checked to run here (`check()`: a remote server's key) and to fit it. `why` names the
+    command in the info line; `dimensions` and `concurrency` are a remote embedder's."""
     from embedders import DEFAULT_NAMES, make_embedder, name_for_model_id
 
     if name is None and store.exists():
@@ -72,6 +82,7 @@ def choose_embedder(name: str | None, store: Store, *, why: str) -> Any:
             log.info("%s: using embedder %r, the one the collection's points name (--embedder to choose)",
                      why, model_id)
             name = guessed
-    emb = make_embedder(name)
+    emb = make_embedder(name, dimensions=dimensions, concurrency=concurrency)
+    check_runs(emb)
     check_embedder_fits(store, emb)
     return emb

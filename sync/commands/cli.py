@@ -49,6 +49,18 @@ StateOpt = typer.Option(
          "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.")
 WaitLockOpt = typer.Option(0.0, "--wait-lock", min=0.0,
                            help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).")
+EMBEDDER_HELP = ("Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; "
+                 "force one with 'minilm-onnx' or 'minilm-torch'), 'openai:MODEL' (OpenAI's embeddings API or any "
+                 "server speaking it, at env OPENAI_BASE_URL, key from env OPENAI_API_KEY) or 'fake' (tests).")
+EmbedDimensionsOpt = typer.Option(None, "--embed-dimensions", min=1,
+                                  help="Remote embedders: the vector size to ask for (sent as `dimensions`; "
+                                       "text-embedding-3 models take it). Part of the model id.")
+EmbedConcurrencyOpt = typer.Option(None, "--embed-concurrency", min=1,
+                                   help="Remote embedders: embedding requests in flight at once (default 4).")
+MaxEmbedTokensOpt = typer.Option(None, "--max-embed-tokens", min=0,
+                                 help="Spending guard: send no batch that could take this pass past N tokens "
+                                      "(counted offline as an upper bound before sending); the pages not embedded "
+                                      "keep their points and are embedded by the next pass (exit 1).")
 QDRANT_STATE = "qdrant"  # the --state value that selects the Qdrant state
 NO_STATE = "no page state {where}: run 'pagesync run' first"
 
@@ -321,7 +333,10 @@ def run(
     qdrant_path: Path = QdrantPathOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; force one with 'minilm-onnx' or 'minilm-torch') or 'fake' (tests)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help=EMBEDDER_HELP),
+    embed_dimensions: Optional[int] = EmbedDimensionsOpt,
+    embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
+    max_embed_tokens: Optional[int] = MaxEmbedTokensOpt,
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="The collection is missing or empty while the state records pages: rebuild it (without this flag such a run exits 2 and writes nothing)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
@@ -365,15 +380,19 @@ def run(
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
                          reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page,
+                         max_embed_tokens=max_embed_tokens,
                          revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
         from ..core.policy import make_policy
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
-        emb = make_embedder(embedder)
+        emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         if not (sitemap or url):
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
             raise ConfigError("nothing to sync: give --sitemap or --url (the page state does not keep them)")
+        from .checks import check_runs
+
+        check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
         with ExitStack() as stack:
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
@@ -422,6 +441,9 @@ def audit(
     fix: bool = typer.Option(False, "--fix", help="Delete orphans and stale generations, re-index broken and missing pages, then audit again."),
     include_foreign: bool = typer.Option(False, "--include-foreign", help="With --fix, also delete points that have no url payload."),
     embedder: Optional[str] = typer.Option(None, "--embedder", help="With --fix: the embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2). Checked before anything is written."),
+    embed_dimensions: Optional[int] = EmbedDimensionsOpt,
+    embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
+    max_embed_tokens: Optional[int] = MaxEmbedTokensOpt,
     examples: int = typer.Option(5, "--examples", min=0, help="Examples listed per category."),
     timeout: float = typer.Option(30.0, "--timeout", min=1.0, help="With --fix: seconds before a request is abandoned."),
     now: Optional[str] = typer.Option(None, "--now", help="With --fix: the repair pass's clock, ISO 8601, as run's --now (replays, backfills); default the wall clock."),
@@ -442,7 +464,8 @@ def audit(
                     _check_clock(st, clock, now)
                 out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
                                           embedder_name=embedder, timeout=timeout, examples=examples,
-                                          wait_lock=wait_lock, now=clock)
+                                          wait_lock=wait_lock, now=clock, embed_dimensions=embed_dimensions,
+                                          embed_concurrency=embed_concurrency, max_embed_tokens=max_embed_tokens)
         finally:
             store.close()
         typer.echo(json.dumps(out, indent=2) if as_json else text)
@@ -547,6 +570,8 @@ def search(
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
+    embed_dimensions: Optional[int] = EmbedDimensionsOpt,
+    embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
@@ -559,7 +584,8 @@ def search(
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)
         try:
             require_collection(store)
-            emb = choose_embedder(embedder, store, why="search")
+            emb = choose_embedder(embedder, store, why="search", dimensions=embed_dimensions,
+                                  concurrency=embed_concurrency)
             hits = store.search(emb.embed([query])[0], limit=limit)
         finally:
             store.close()
@@ -667,7 +693,9 @@ def reindex(
     qdrant_path: Path = QdrantPathOpt,
     state: str = StateOpt,
     wait_lock: float = WaitLockOpt,
-    embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2)."),
+    embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2; 'openai:MODEL' as in run)."),
+    embed_dimensions: Optional[int] = EmbedDimensionsOpt,
+    embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
     alias: Optional[str] = typer.Option(None, "--alias", help="The alias to create or switch, when not --collection (e.g. the first time on a server, where --collection is a plain collection that is to stay)."),
     drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous collection after a successful switch (on a server the first time: right before the alias is created)."),
     drop_failed: bool = typer.Option(False, "--drop-failed", help="Delete the new collection when it fails to build or verify (default: keep it for inspection)."),
@@ -692,7 +720,10 @@ def reindex(
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
         from ..edges.store import ClientStore
 
-        emb = make_embedder(embedder)
+        from .checks import check_runs
+
+        emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
+        check_runs(emb)  # a remote server's key and the model's size, before anything is opened
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
                             embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live

@@ -119,6 +119,7 @@ class ReindexReport:
     chunks_embedded: int = 0
     chunks_written: int = 0
     bytes_downloaded: int = 0
+    tokens_embedded: int = 0  # as a remote embedder's provider counted them (0 with a local model)
     errors: list[dict[str, str]] = field(default_factory=list)
     verify: dict[str, Any] | None = None
     drop_old: bool = False
@@ -135,7 +136,8 @@ class ReindexReport:
                       started_at=self.started_at, finished_at=self.finished_at, pages_fetched=self.pages_fetched,
                       pages_changed=self.pages_changed, pages_failed=self.pages_failed,
                       chunks_embedded=self.chunks_embedded, chunks_written=self.chunks_written,
-                      bytes_downloaded=self.bytes_downloaded, seconds=self.seconds).to_dict()
+                      bytes_downloaded=self.bytes_downloaded, tokens_embedded=self.tokens_embedded,
+                      seconds=self.seconds).to_dict()
         base.update(dataclasses.asdict(self))
         base["kind"] = "reindex"
         return base
@@ -265,6 +267,7 @@ class _Reindex:
                  cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
         self.catalog, self.collection, self.state = catalog, collection, state
         self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
+        self.tokens_base = getattr(embedder, "tokens_embedded", None)  # a remote embedder's count so far
         self.fetcher, self.client_factory = fetcher, client_factory
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
@@ -424,6 +427,9 @@ class _Reindex:
         else:
             vectors = []
         self.report.chunks_embedded += len(texts)
+        counted = getattr(self.embedder, "tokens_embedded", None)
+        if isinstance(counted, int) and isinstance(self.tokens_base, int):
+            self.report.tokens_embedded = counted - self.tokens_base
         points, pos = [], 0
         for item in batch:
             vecs = vectors[pos : pos + len(item.chunks)]

@@ -26,6 +26,9 @@ class Report:
     chunks_deleted: int = 0
     chunks_written: int = 0
     bytes_downloaded: int = 0
+    # Tokens the embedder sent, as its provider counted them (a remote embedder's `usage`);
+    # 0 when nothing was sent, and for the local models, which bill nothing.
+    tokens_embedded: int = 0
     errors: list[dict[str, str]] = field(default_factory=list)
     # beyond the contract
     # Chunks of changed/added pages that got a vector without being a model input of their
@@ -38,6 +41,16 @@ class Report:
     # reused chunks a real pass would have had (0 in a real pass).
     chunks_would_embed: int = 0
     chunks_would_reuse: int = 0
+    # Estimates of the tokens a re-embed of every visited page would have sent on top:
+    # the chunks of unchanged pages (304, same hash) and the reused chunks, each at this
+    # pass's tokens per embedded chunk (else the last such pass's, else chunk size / 4).
+    tokens_saved_by_skip: int = 0
+    tokens_saved_by_reuse: int = 0
+    tokens_per_chunk: float | None = None  # tokens_embedded / chunks_embedded when tokens were counted
+    # --max-embed-tokens: the pass stopped before a batch would have passed it; the pages it
+    # did not embed (pages_over_token_budget) keep their points and state, due next pass.
+    embed_budget_reached: bool = False
+    pages_over_token_budget: int = 0
     dry_run: bool = False
     now: str = ""
     collection: str = ""
@@ -90,7 +103,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
+        return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
+                and not self.embed_budget_reached)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +123,10 @@ class Report:
         # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
         if self.sitemap_errors:
             deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
+        if self.embed_budget_reached:
+            deferred += f", {self.pages_over_token_budget} left by --max-embed-tokens"
+        if self.tokens_embedded:  # said only when an embedder counts tokens (a remote one)
+            chunks += f", {plural(self.tokens_embedded, 'token')}"
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "

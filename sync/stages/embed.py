@@ -13,7 +13,15 @@ written page has texts its own points and the cache lack: their reuse keys (no v
 within `reuse_leaving_chunks`), then the vectors of just the pages holding such a text
 (`_leaving_vectors`). A text queued for the model before its leaving page was known (a 404
 or 301 met later) is looked up again when its batch starts (`_late_reuse`). If the batch in
-flight that a chunk waited on fails, the waiting batch embeds the text itself.
+flight that a chunk waited on fails, the waiting batch embeds the text itself. A remote
+embedder whose call failed in part (`EmbedBatchError`) fails only the pages lacking a vector.
+
+Tokens: `tokens_embedded` is what the embedder's provider counted (its `tokens_embedded`
+counter across the pass). With `max_embed_tokens`, each batch is cut, before it is sent, to
+the pages whose new texts fit what is left, counted offline as an upper bound
+(`embedders.limits.token_bound`); the first page that does not fit stops the embedding: it
+and every page after it keep their points and state (due next pass) and the pass visits no
+more pages (`_within_token_budget`).
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from embedders.limits import token_bound
+
 from ..core.decision import Decision
-from ..errors import PagesyncError
+from ..errors import EmbedBatchError, PagesyncError
 from ..edges.fetcher import FetchResult
 from ..core.hashing import reuse_key
 from ..edges.state import PageState
@@ -107,6 +117,12 @@ class EmbedStage:
         self.leaving_over = 0  # leaving pages past the budget: not reuse sources
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
         self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
+        # Tokens: the embedder's own counter (a remote embedder's `usage`) as the pass began.
+        self.tokens_base = self._tokens_counted()
+        self.bound_sent = 0  # offline bounds of the texts sent: the spend of an embedder that counts none
+        self.token_bound = getattr(self.embedder, "token_bound", None) or token_bound
+        self.budget_stopped = False  # --max-embed-tokens reached: nothing more is sent or visited
+        self.chunks_skipped = 0  # chunks of the pages skipped unchanged (304, same hash)
 
     async def _enqueue(self, item: _Pending, markdown: str) -> None:
         """Queue a decided change for its vectors and write: its stored vectors read first
@@ -285,7 +301,11 @@ class EmbedStage:
                             item.reused -= 1
                         else:
                             item.vectors[i] = known
+        if self.budget_stopped or self.cfg.max_embed_tokens is not None:
+            batch, to_embed = self._within_token_budget(batch, to_embed)
         texts = list(to_embed.values())
+        if self.cfg.max_embed_tokens is not None:
+            self.bound_sent += sum(map(self.token_bound, texts))
         # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
         # for the model to finish the batch (`sync.edges.threads`).
         call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
@@ -293,33 +313,132 @@ class EmbedStage:
 
     async def _drain(self) -> None:
         """Finish the batch in flight: wait for its vectors, then write its pages (steps 2-4 of
-        the write order in `sync.engine`, in queue order)."""
+        the write order in `sync.engine`, in queue order). A call that failed in part fails
+        only the pages one of whose texts got no vector."""
         if self.inflight is None:
             return
         batch, to_embed, call = self.inflight
         self.inflight, self.inflight_keys, self.last_fresh = None, {}, {}
-        texts = list(to_embed.values())
+        keys = list(to_embed)
+        failed: dict[str, str] = {}  # reuse key -> why its text got no vector
         try:
             vectors = await call if call is not None else []
-            if len(vectors) != len(texts):
-                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
+            if len(vectors) != len(keys):
+                raise PagesyncError(f"embedder returned {len(vectors)} vectors for {len(keys)} texts")
+        except EmbedBatchError as exc:
+            vectors, failed = list(exc.vectors), {keys[i]: msg for i, msg in exc.errors.items()}
         except Exception as exc:
+            self._note_tokens()  # tokens a failed call spent are spent all the same
             # Nothing was deleted yet: every page keeps its old points and is retried.
             for item in batch:
                 self._fail(item.page, f"embedding failed: {exc}")
             return
-        self.report.chunks_embedded += len(texts)
-        self.report.chunks_reused += sum(item.reused for item in batch)
-        fresh = dict(zip(to_embed, vectors))
+        self._note_tokens()
+        fresh = {k: v for k, v in zip(keys, vectors) if k not in failed}
+        self.report.chunks_embedded += len(fresh)
         for key, vec in fresh.items():
             self.cache.put(key, vec)
         self.last_fresh = fresh if self.cfg.reuse_vectors else {}
+        ready: list[_Pending] = []
         pos = 0
         for item in batch:
             if self.cfg.reuse_vectors:
-                item.vectors = [fresh[k] if v is None else v for k, v in zip(item.keys, item.vectors)]
+                mine = [k for k, v in zip(item.keys, item.vectors) if v is None]
             else:  # every chunk was an input of its own, in queue order
-                item.vectors = list(vectors[pos : pos + len(item.chunks)])
+                mine = keys[pos : pos + len(item.chunks)]
                 pos += len(item.chunks)
-        for i in range(0, len(batch), self.cfg.write_batch):
-            await self._write(batch[i : i + self.cfg.write_batch])
+            why = next((failed[k] for k in mine if k in failed), None)
+            if why is not None:  # old points and state kept: retried by a later pass
+                self._fail(item.page, f"embedding failed: {why}")
+                continue
+            if self.cfg.reuse_vectors:
+                item.vectors = [fresh[k] if v is None else v for k, v in zip(item.keys, item.vectors)]
+            else:
+                item.vectors = [fresh[k] for k in mine]
+            ready.append(item)
+        self.report.chunks_reused += sum(item.reused for item in ready)
+        for i in range(0, len(ready), self.cfg.write_batch):
+            await self._write(ready[i : i + self.cfg.write_batch])
+
+    # -- tokens: what was sent, the spending guard, what skip and reuse saved ------------------
+    def _tokens_counted(self) -> int | None:
+        """The embedder's count of tokens sent so far (its provider's), None if it keeps none."""
+        n = getattr(self.embedder, "tokens_embedded", None)
+        return n if isinstance(n, int) else None
+
+    def _note_tokens(self) -> None:
+        now = self._tokens_counted()
+        if now is not None and self.tokens_base is not None:
+            self.report.tokens_embedded = now - self.tokens_base
+
+    def _tokens_spent(self) -> int:
+        """Tokens this pass sent: as the provider counted them, else the offline bounds."""
+        now = self._tokens_counted()
+        if now is not None and self.tokens_base is not None:
+            return now - self.tokens_base
+        return self.bound_sent
+
+    def _within_token_budget(self, batch: list[_Pending], to_embed: dict[str, str]) -> tuple[list[_Pending], dict[str, str]]:
+        """The batch's pages whose new texts fit what --max-embed-tokens leaves (each text's
+        offline upper bound), in queue order, with just their model inputs. The first page
+        that does not fit stops the embedding for the pass (`_stop_embedding`): it and every
+        later page that needs a model input are left as they were; pages needing none (all
+        their chunks reused) are still written."""
+        limit = self.cfg.max_embed_tokens
+        stopped = self.budget_stopped or limit is None
+        left_over = 0 if stopped else limit - self._tokens_spent()
+        keys = list(to_embed)
+        taken: set[str] = set()
+        kept: list[_Pending] = []
+        left: list[_Pending] = []
+        cost = pos = need = 0
+        for item in batch:
+            if self.cfg.reuse_vectors:
+                mine = [k for k, v in zip(item.keys, item.vectors) if v is None and k in to_embed and k not in taken]
+            else:  # every chunk an input of its own, in queue order
+                mine = keys[pos : pos + len(item.chunks)]
+                pos += len(item.chunks)
+            extra = sum(self.token_bound(to_embed[k]) for k in mine)
+            if extra and (stopped or cost + extra > left_over):
+                if not stopped:
+                    stopped, need = True, extra
+                left.append(item)
+                continue
+            kept.append(item)
+            taken.update(mine)
+            cost += extra
+        if left:
+            self._stop_embedding(left, need, left_over - cost)
+        return kept, {k: t for k, t in to_embed.items() if k in taken}
+
+    def _stop_embedding(self, left: list[_Pending], need: int, left_over: int | None) -> None:
+        """--max-embed-tokens reached: the pass sends nothing more and visits no more pages;
+        the pages `left` keep their old points and state (due again) for the next pass. One
+        line in the report's errors says so (exit 1). `need`: the first left page's bound,
+        `left_over`: what the budget had left for it."""
+        self.report.pages_over_token_budget += len(left)
+        if self.budget_stopped:
+            return
+        self.budget_stopped = True
+        self.report.embed_budget_reached = True
+        self.report.error("(pass)", (
+            f"token budget reached (--max-embed-tokens {self.cfg.max_embed_tokens}): the next page's new texts may "
+            f"take up to {need} tokens (counted offline, an upper bound) and {max(0, left_over or 0)} are left; "
+            f"pages not embedded keep their points and are embedded by the next pass"))
+
+    def _count_tokens(self) -> None:
+        """At the pass's end: `tokens_embedded`, and the estimates of what skip and reuse saved,
+        at this pass's tokens per embedded chunk (else the last pass's, else chunk size / 4:
+        about 4 characters a token). 0 for an embedder that counts no tokens (a local model)."""
+        r = self.report
+        self._note_tokens()
+        if self._tokens_counted() is None:
+            return
+        if r.tokens_embedded and r.chunks_embedded:
+            r.tokens_per_chunk = round(r.tokens_embedded / r.chunks_embedded, 2)
+        last = self.last_report.get("tokens_per_chunk")
+        per_chunk = r.tokens_per_chunk or (last if isinstance(last, (int, float)) and last > 0 else None)
+        if per_chunk is None:
+            per_chunk = getattr(self.splitter, "chunk_size", 1000) / 4
+        r.tokens_saved_by_skip = round(self.chunks_skipped * per_chunk)
+        r.tokens_saved_by_reuse = round(r.chunks_reused * per_chunk)

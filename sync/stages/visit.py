@@ -62,6 +62,8 @@ class VisitStage:
                 await self._handle(page, result)
                 if len(self.to_embed) >= self.cfg.embed_batch or self.queued_chunks >= self.max_queued_chunks:
                     await self._flush()  # returns while the model works on the batch
+                    if self.budget_stopped:  # --max-embed-tokens: the pages not visited stay due
+                        break
             await self._flush()
             await self._drain()
         finally:

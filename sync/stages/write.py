@@ -69,6 +69,8 @@ class WriteStage:
         a = decision.action
         counter = _COUNTERS[a]
         setattr(r, counter, getattr(r, counter) + 1)
+        if a in (Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED):
+            self.chunks_skipped += page.chunk_count  # tokens_saved_by_skip (`EmbedStage._count_tokens`)
         if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
             entry = {"url": page.url, "action": a.value, "reason": decision.reason}
             if chunks is not None:

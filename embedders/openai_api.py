@@ -1,0 +1,388 @@
+"""`--embedder openai:MODEL`: OpenAI's embeddings API, or any server that speaks it.
+
+The server is `OPENAI_BASE_URL` (default `https://api.openai.com/v1`), the key
+`OPENAI_API_KEY`: the variables OpenAI's own SDK reads. The key goes into the
+Authorization header and nowhere else: no message, log line or report holds it
+(`_scrub` takes it, and any `sk-...` the server echoes, out of what a server says).
+
+Requests go through httpx, which pagesync already uses for the site, so that retries are
+pagesync's own and testable: a 429 or 5xx (or a dropped connection) is retried after the
+server's `Retry-After`, else after a bounded exponential backoff (`limits.retry_wait`); a
+request that still fails fails only the texts it held (`EmbedBatchError`), so only their
+pages fail. One call's texts are spread over up to `concurrency` requests in flight, each
+within the provider's inputs and tokens per request (`limits.plan_requests`).
+
+The vector size comes from the model: OpenAI's known models and `dimensions` say it;
+another model is asked once with a one-text probe, whose answer is kept in the cache
+directory, so a later process sends nothing to learn it. `check()`, before a pass fetches
+anything, asks the server's model list (no tokens): a wrong key or a server that does not
+answer is exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import random
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import httpx
+
+from sync.errors import ConfigError, EmbedBatchError, EmbedderError, EmbedderUnavailableError
+
+from .limits import MAX_INPUTS_PER_REQUEST, MAX_TOKENS_PER_REQUEST, limits_for, plan_requests, retry_wait, token_bound
+
+__all__ = ["OpenAIEmbedder", "PREFIX", "DEFAULT_BASE_URL", "DEFAULT_CONCURRENCY", "parse_model_id"]
+
+log = logging.getLogger("pagesync.embedders")
+
+PREFIX = "openai:"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_CONCURRENCY = 4  # requests in flight: well inside a hosted API's rate limits, enough to hide latency
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+PROBE_TEXT = "pagesync dimension probe"
+_KEYLIKE = re.compile(r"\b(?:sk|pk|key)-[A-Za-z0-9_\-*.]{4,}")
+
+
+def parse_model_id(name: str) -> tuple[str, int | None]:
+    """`openai:MODEL` or `openai:MODEL@DIMENSIONS` (the model id of points made with
+    `dimensions`) -> (MODEL, DIMENSIONS or None); `ConfigError` for anything else."""
+    rest = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    model, at, dims = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    if not model.strip():
+        raise ConfigError(f"--embedder {name!r}: give the model, e.g. openai:text-embedding-3-small")
+    if at and not (dims.isdigit() and int(dims) > 0):
+        raise ConfigError(f"--embedder {name!r}: after '@' the vector size, a positive number")
+    return model, int(dims) if at else None
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint as an `Embedder`.
+
+    `model_id` is `openai:MODEL`, `openai:MODEL@N` with `dimensions=N`: another model or
+    size is another embedder (no reuse across them, a collection mismatch is exit 2).
+    `tokens_embedded` counts what the server billed (`usage`), the probe excluded.
+    `transport`, `sleep` and `jitter` are for tests (httpx.MockTransport, no real waits).
+    """
+
+    def __init__(self, model: str, *, dimensions: int | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+                 base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0,
+                 max_retries: int = 6, max_inputs: int = MAX_INPUTS_PER_REQUEST,
+                 max_tokens: int = MAX_TOKENS_PER_REQUEST, max_input_tokens: int | None = None,
+                 transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
+                 jitter: Callable[[], float] = lambda: 0.5 + random.random() / 2,
+                 cache_dimensions: bool = True):
+        if dimensions is not None and dimensions < 1:
+            raise ConfigError(f"--embed-dimensions {dimensions}: a vector size is at least 1")
+        if concurrency < 1:
+            raise ConfigError(f"--embed-concurrency {concurrency}: at least 1 request in flight")
+        known = limits_for(model)
+        if dimensions is not None and known.dimension is not None and not known.takes_dimensions:
+            raise ConfigError(f"{model} takes no dimensions (it always makes {known.dimension}): "
+                              f"leave out --embed-dimensions")
+        self.model, self.dimensions, self.concurrency = model, dimensions, concurrency
+        self.model_id = PREFIX + model + (f"@{dimensions}" if dimensions is not None else "")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.__key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        self.max_retries, self.max_inputs, self.max_tokens = max_retries, max_inputs, max_tokens
+        self.max_input_tokens = max_input_tokens or known.max_input_tokens
+        self._dimension = dimensions or known.dimension
+        self._sleep, self._jitter = sleep, jitter
+        self._cache_dimensions = cache_dimensions
+        self._checked = False
+        self._lock = threading.Lock()
+        self.tokens_embedded = 0  # as the server counted them (its `usage`), every request but the probe
+        self.requests_sent = 0  # embedding requests, retries and the probe included
+        self.texts_embedded = 0
+        headers = {"Authorization": f"Bearer {self.__key}"} if self.__key else {}
+        self._client = httpx.Client(base_url=self.base_url + "/", headers=headers, timeout=timeout,
+                                    transport=transport, follow_redirects=False,
+                                    limits=httpx.Limits(max_connections=max(10, concurrency)))
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAIEmbedder({self.model_id!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- what the server says, scrubbed ------------------------------------------------------
+    def _scrub(self, text: str) -> str:
+        """`text` without the API key, or anything that looks like a key (a server echoes
+        a masked one: "Incorrect API key provided: sk-ab***yz")."""
+        if self.__key:
+            text = text.replace(self.__key, "***")
+        return _KEYLIKE.sub("***", text)
+
+    def _said(self, r: httpx.Response) -> str:
+        """The server's error message (OpenAI's `{"error": {"message"}}`, else the body), short."""
+        try:
+            body = r.json()
+            err = body.get("error", body) if isinstance(body, dict) else body
+            if isinstance(err, dict):
+                msg = err.get("message") or err.get("detail") or json.dumps(err)
+            else:
+                msg = str(err)
+        except ValueError:
+            msg = r.text
+        msg = " ".join(str(msg).split())
+        return self._scrub(msg[:300])
+
+    # -- the checks before a pass ------------------------------------------------------------
+    def check(self) -> None:
+        """Before any page is fetched: the server answers and takes the key, the model is
+        served, the vector size is known (`EmbedderUnavailableError`, exit 2, otherwise).
+        Asks the model list (no tokens); only when that cannot tell does it probe. Once it
+        passed, a second call (the command's, then the pass's) asks nothing."""
+        if self._checked:
+            return
+        if not self.__key and self.base_url == DEFAULT_BASE_URL:
+            raise EmbedderUnavailableError("OPENAI_API_KEY is not set: the key of the OpenAI API (or set "
+                                           "OPENAI_BASE_URL to a server that needs none)")
+        try:
+            r = self._client.get("models")
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        if r.status_code in (401, 403):
+            raise self._refused(r)
+        served: list[str] = []
+        if r.status_code == 200:
+            try:
+                data = r.json().get("data") or []
+                served = [m.get("id") for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            except (ValueError, AttributeError):
+                served = []
+        if r.status_code == 200 and served and self.model not in served:
+            # Some servers list aliases only: the probe decides, and names what is served if it fails.
+            self._probe(served=served)
+        _ = self.dimension  # known, cached or probed: before the collection is opened
+        self._checked = True
+
+    def _unreachable(self, exc: BaseException) -> EmbedderUnavailableError:
+        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} does not answer "
+                                        f"({type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}); "
+                                        f"check OPENAI_BASE_URL")
+
+    def _refused(self, r: httpx.Response) -> EmbedderUnavailableError:
+        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} refused the API key "
+                                        f"(HTTP {r.status_code}: {self._said(r)}); check OPENAI_API_KEY")
+
+    # -- the vector size ---------------------------------------------------------------------
+    @property
+    def dimension(self) -> int:
+        """The model's vector size: `dimensions`, the known model's, the cached answer of an
+        earlier probe, else one probe now (an `EmbedderError` when the server cannot tell)."""
+        if self._dimension is None:
+            cached = self._cached_dimension()
+            self._dimension = cached if cached is not None else self._probe()
+        return self._dimension
+
+    def _probe(self, served: Sequence[str] = ()) -> int:
+        """Embed one short text to learn the vector size (its tokens are not `tokens_embedded`)."""
+        try:
+            vectors, _ = self._post([PROBE_TEXT], probe=True)
+        except EmbedderError as exc:
+            also = f" (it serves: {', '.join(list(served)[:10])})" if served else ""
+            raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url}: {exc}{also}") from None
+        dim = len(vectors[0])
+        if self.dimensions is not None and dim != self.dimensions:
+            raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url} made {dim}-dimensional vectors "
+                                           f"when asked for {self.dimensions} (--embed-dimensions)")
+        self._dimension = dim
+        self._store_dimension(dim)
+        return dim
+
+    def _cache_file(self) -> Path | None:
+        if not self._cache_dimensions:
+            return None
+        from .onnx_backend import cache_dir
+
+        try:
+            return cache_dir() / "remote-dimensions.json"
+        except (OSError, RuntimeError):  # no home directory
+            return None
+
+    def _cache_key(self) -> str:
+        return f"{self.base_url} {self.model_id}"
+
+    def _cached_dimension(self) -> int | None:
+        path = self._cache_file()
+        try:
+            value = json.loads(path.read_text()).get(self._cache_key()) if path else None
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, int) and value > 0 else None
+
+    def _store_dimension(self, dim: int) -> None:
+        path = self._cache_file()
+        if path is None:
+            return
+        try:
+            try:
+                known = json.loads(path.read_text())
+            except (OSError, ValueError):
+                known = {}
+            known = known if isinstance(known, dict) else {}
+            known[self._cache_key()] = dim
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache only: the next process probes again
+
+    # -- embedding ---------------------------------------------------------------------------
+    def token_bound(self, text: str) -> int:
+        """The offline upper bound of `text`'s tokens (`limits.token_bound`)."""
+        return token_bound(text)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of `texts`, in order, from up to `concurrency` requests in flight.
+        `EmbedBatchError` when some requests failed for good (the others' vectors in it)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        plan = plan_requests([token_bound(t) for t in texts], parts=self.concurrency, max_inputs=self.max_inputs,
+                             max_tokens=self.max_tokens, max_input_tokens=self.max_input_tokens)
+        out: list[list[float] | None] = [None] * len(texts)
+        errors: dict[int, str] = {}
+
+        def one(indices: list[int]) -> None:
+            try:
+                vectors, _ = self._post([texts[i] for i in indices])
+            except EmbedderError as exc:
+                msg = str(exc)
+                if len(indices) == 1 and self._too_long(texts[indices[0]]):
+                    msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
+                           f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
+                           f"pagesync does not cut chunks: use a smaller chunk size")
+                for i in indices:
+                    errors[i] = msg
+                return
+            for i, v in zip(indices, vectors):
+                out[i] = v
+
+        _bounded(one, plan, self.concurrency)
+        if errors:
+            first = errors[min(errors)]
+            raise EmbedBatchError(f"{len(errors)} of {len(texts)} texts not embedded: {first}", out, errors)
+        return out  # type: ignore[return-value]
+
+    def _too_long(self, text: str) -> bool:
+        return self.max_input_tokens is not None and token_bound(text) > self.max_input_tokens
+
+    def _post(self, inputs: list[str], probe: bool = False) -> tuple[list[list[float]], int]:
+        """One embeddings request, retried on 429/5xx/connection errors: its vectors (unit
+        length, in input order) and the tokens the server counted."""
+        payload: dict[str, Any] = {"model": self.model, "input": inputs}
+        if self.dimensions is not None:
+            payload["dimensions"] = self.dimensions
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after: float | None = None
+            with self._lock:
+                self.requests_sent += 1
+            try:
+                r = self._client.post("embeddings", json=payload)
+            except httpx.HTTPError as exc:
+                problem = f"{type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}"
+            else:
+                if r.status_code < 400:
+                    return self._parse(r, inputs, probe)
+                if r.status_code in (401, 403):
+                    raise self._refused(r)
+                problem = f"HTTP {r.status_code}: {self._said(r)}"
+                if r.status_code not in RETRY_STATUSES:
+                    raise EmbedderError(f"the embeddings server refused the request ({problem})")
+                from sync.edges.fetcher import parse_retry_after
+
+                retry_after = _retry_after_ms(r) or parse_retry_after(r.headers.get("retry-after"))
+            wait = retry_wait(attempt, retry_after, jitter=self._jitter()) if attempt <= self.max_retries else None
+            if wait is None:
+                asked = f"; it asks to retry in {retry_after:.0f} s" if retry_after is not None else ""
+                raise EmbedderError(f"the embeddings server failed {attempt} time(s) ({problem}{asked})")
+            log.debug("embeddings request: %s; retry %d in %.1f s", problem, attempt, wait)
+            self._sleep(wait)
+
+    def _parse(self, r: httpx.Response, inputs: list[str], probe: bool) -> tuple[list[list[float]], int]:
+        try:
+            body = r.json()
+            data = sorted(body["data"], key=lambda d: d.get("index", 0))
+            vectors = [[float(x) for x in d["embedding"]] for d in data]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise EmbedderError(f"the embeddings server's answer is not an embeddings list ({type(exc).__name__})") from None
+        if len(vectors) != len(inputs):
+            raise EmbedderError(f"the embeddings server returned {len(vectors)} vectors for {len(inputs)} texts")
+        want = self._dimension
+        for v in vectors:
+            if not v or (want is not None and len(v) != want):
+                raise EmbedderError(f"the embeddings server returned a {len(v)}-dimensional vector, "
+                                    f"{self.model_id} makes {want}")
+        usage = body.get("usage") if isinstance(body, dict) else None
+        counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
+        # A server that counts nothing is charged the offline bound, so the budget guard holds.
+        tokens = int(counted) if isinstance(counted, (int, float)) else sum(token_bound(t) for t in inputs)
+        if not probe:
+            with self._lock:
+                self.tokens_embedded += tokens
+                self.texts_embedded += len(inputs)
+        return [_unit(v) for v in vectors], tokens
+
+
+def _retry_after_ms(r: httpx.Response) -> float | None:
+    """OpenAI's `retry-after-ms`, in seconds."""
+    raw = r.headers.get("retry-after-ms")
+    try:
+        value = float(raw) / 1000 if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+def _unit(v: list[float]) -> list[float]:
+    """`v` at unit length (the Embedder protocol's promise); as given when it already is."""
+    norm = math.sqrt(sum(x * x for x in v))
+    if norm == 0 or abs(norm - 1.0) < 1e-6:
+        return v
+    return [x / norm for x in v]
+
+
+def _bounded(fn: Callable[[list[int]], None], jobs: list[list[int]], limit: int) -> None:
+    """`fn(job)` for every job, at most `limit` at once, in daemon threads (a pass stopped by
+    Ctrl-C does not wait for requests in flight: `sync.edges.threads`). `fn` catches its own
+    errors; anything else it raises is raised here once every job is done."""
+    if len(jobs) <= 1 or limit <= 1:
+        for job in jobs:
+            fn(job)
+        return
+    todo: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+    for job in jobs:
+        todo.put(job)
+    raised: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            try:
+                job = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn(job)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                raised.append(exc)
+
+    threads = [threading.Thread(target=worker, name="pagesync-embed-request", daemon=True)
+               for _ in range(min(limit, len(jobs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if raised:
+        raise raised[0]
