@@ -114,6 +114,10 @@ def rows(results: Path, since: float | None = None) -> list[str]:
     return out
 
 
+def _ratio(x: float | None) -> str:
+    return "n/a (pagesync sent nothing)" if x is None else f"{x:.1f}x"
+
+
 def remote_rows(results: Path, since: float | None) -> list[str]:
     """Rows 6-7: `--embedder openai:MODEL` against a real server (infinity-emb on 127.0.0.1)."""
     out = []
@@ -137,8 +141,8 @@ def remote_rows(results: Path, since: float | None) -> list[str]:
                    f"{_kept(results / 'embed_tokens.json', since)} | pagesync {w['pagesync']:,.0f} "
                    f"(${s['usd_per_week']['pagesync']:.4f}/week at ${price:g}/M, assumed) | nightly full re-embed "
                    f"{w['full']:,.0f} (${s['usd_per_week']['full']:.4f}); LangChain index() {w['langchain']:,.0f} "
-                   f"(${s['usd_per_week']['langchain']:.4f}) | full/pagesync {s['ratio_full_to_pagesync']:.1f}x, "
-                   f"LangChain/pagesync {s['ratio_langchain_to_pagesync']:.1f}x | fewer |")
+                   f"(${s['usd_per_week']['langchain']:.4f}) | full/pagesync {_ratio(s['ratio_full_to_pagesync'])}, "
+                   f"LangChain/pagesync {_ratio(s['ratio_langchain_to_pagesync'])} | fewer |")
     else:
         out.append("| 7 | tokens sent per week | not run (needs a FastAPI clone and `make infinity`) | | | |")
     return out
