@@ -120,7 +120,7 @@ def _day(ps: int, full: int, lc: int, report: int | None = None) -> dict:
             "pagesync": {"tokens_server": ps, "tokens_report": ps if report is None else report, "tokens_local": ps,
                          "texts_sent": 1, "pages_failed": 0},
             "full": {"texts": 9, "tokens": full, "chunks_over_model_input": 0},
-            "langchain": {"texts": 2, "tokens": lc}}
+            "langchain": {"texts": 2, "tokens": lc}, "langchain_one_batch": {"texts": 1, "tokens": ps}}
 
 
 def test_embed_tokens_summary_scales_days_after_the_initial_index_to_a_week():
@@ -128,7 +128,8 @@ def test_embed_tokens_summary_scales_days_after_the_initial_index_to_a_week():
     embed_tokens = _bench_module("embed_tokens")
     s = embed_tokens.summarise([_day(10_000, 12_000, 10_000)] + [_day(100, 1_000, 400)] * 14, price=0.02)
     assert s["initial_tokens"] == 10_000 and s["days_after_initial"] == 14
-    assert s["tokens_per_week"] == {"pagesync": 700, "full": 7_000, "langchain": 2_800}
+    assert s["tokens_per_week"] == {"pagesync": 700, "full": 7_000, "langchain": 2_800, "langchain_one_batch": 700}
+    assert s["ratio_langchain_one_batch_to_pagesync"] == 1
     assert s["ratio_full_to_pagesync"] == 10 and s["ratio_langchain_to_pagesync"] == 4
     assert abs(s["usd_per_week"]["full"] - 7_000 * 0.02 / 1e6) < 1e-12
     assert s["report_equals_server"] and s["local_equals_server"]
@@ -160,6 +161,7 @@ def test_summary_rows_6_and_7_from_the_real_server_results(tmp_path):
     seven = next(line for line in table if line.startswith("| 7 |"))
     assert "7.0 texts/s" in six and "| 1.00 (rounds: 0.90, 1.00, 1.10) | >= 0.9 |" in six
     assert "pagesync 700" in seven and "full/pagesync 10.0x" in seven and "LangChain/pagesync 4.0x" in seven
+    assert "in one batch 700" in seven
     since = 2_000_000_000.0
     os.utime(tmp_path / "embed_tokens.json", (since - 60, since - 60))
     os.utime(tmp_path / "embed_throughput.json", (since + 60, since + 60))
