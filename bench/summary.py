@@ -143,7 +143,7 @@ def remote_rows(results: Path, since: float | None) -> list[str]:
                    f"{w['full']:,.0f} (${s['usd_per_week']['full']:.4f}); LangChain index() {w['langchain']:,.0f} "
                    f"(${s['usd_per_week']['langchain']:.4f})"
                    + (f", in one batch {w['langchain_one_batch']:,.0f}" if "langchain_one_batch" in w else "")
-                   + " | full/pagesync {_ratio(s['ratio_full_to_pagesync'])}, "
+                   + f" | full/pagesync {_ratio(s['ratio_full_to_pagesync'])}, "
                    f"LangChain/pagesync {_ratio(s['ratio_langchain_to_pagesync'])} | fewer |")
     else:
         out.append("| 7 | tokens sent per week | not run (needs a FastAPI clone and `make infinity`) | | | |")
