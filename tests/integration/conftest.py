@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end tests against real servers on 127.0.0.1.
 
 `infinity`: infinity-emb, an OpenAI-compatible embeddings server nobody here wrote,
-serving the bundled model from disk (started once per session, stopped at the end; the
+serving the bundled model from disk (started once for the whole test run, stopped at the end; the
 tests that take it skip with the reason when its venv is missing: `make infinity`).
 `embed_proxy`: a recording, fault-injecting proxy in front of it, new for each test.
 """
