@@ -123,13 +123,18 @@ def remote_rows(results: Path, since: float | None) -> list[str]:
     out = []
     thr = _load(results / "embed_throughput.json")
     if thr:
-        m = thr["median"]
+        m, b = thr["median"], thr.get("best")
         p, q = m["pass"], m["plain"]
+        if b:  # each side's fastest round (results from 2026-12-02 on)
+            fig, base, ratio = b["pass_texts_per_s"], b["plain_texts_per_s"], b["ratio"]
+            how = f"best of {len(thr['rounds'])} rounds"
+        else:
+            fig, base, ratio = p["texts"] / p["seconds"], q["texts"] / q["seconds"], m["ratio"]
+            how = f"median of {len(thr['rounds'])} rounds"
         out.append(f"| 6 | embedding throughput, `openai:` embedder against infinity-emb, {p['texts']:,} texts, "
                    f"concurrency {thr['concurrency']}{_kept(results / 'embed_throughput.json', since)} | "
-                   f"{p['texts'] / p['seconds']:.1f} texts/s (median of {len(thr['rounds'])} rounds) | plain httpx loop, "
-                   f"same requests: {q['texts'] / q['seconds']:.1f} texts/s | {m['ratio']:.2f} (rounds: "
-                   f"{', '.join(f'{r:.2f}' for r in thr['ratios'])}) | >= 0.9 |")
+                   f"{fig:.1f} texts/s ({how}) | plain httpx loop, same requests: {base:.1f} texts/s | {ratio:.2f} "
+                   f"(each round: {', '.join(f'{r:.2f}' for r in thr['ratios'])}) | >= 0.9 |")
     else:
         out.append("| 6 | embedding throughput against a real server | not run (needs `make infinity`) | | | |")
     tok = _load(results / "embed_tokens.json")
