@@ -9,7 +9,8 @@ Requests go through httpx, which pagesync already uses for the site, so that ret
 pagesync's own and testable: a 429 or 5xx (or a dropped connection) is retried after the
 server's `Retry-After`, else after a bounded exponential backoff (`limits.retry_wait`); a
 request that still fails fails only the texts it held (`EmbedBatchError`), so only their
-pages fail. One call's texts are spread over up to `concurrency` requests in flight, each
+pages fail, and one the server refuses for its content (400) is split to find the texts it
+refuses. One call's texts are spread over up to `concurrency` requests in flight, each
 within the provider's inputs and tokens per request (`limits.plan_requests`).
 
 The vector size comes from the model: OpenAI's known models and `dimensions` say it;
@@ -97,6 +98,7 @@ class OpenAIEmbedder:
         self._sleep, self._jitter = sleep, jitter
         self._cache_dimensions = cache_dimensions
         self._checked = False
+        self._from_cache = False  # the vector size is an earlier probe's, read from the cache file
         self._lock = threading.Lock()
         self.tokens_embedded = 0  # as the server counted them (its `usage`), every request but the probe
         self.requests_sent = 0  # embedding requests, retries and the probe included
@@ -138,7 +140,8 @@ class OpenAIEmbedder:
     def check(self) -> None:
         """Before any page is fetched: the server answers and takes the key, the model is
         served, the vector size is known (`EmbedderUnavailableError`, exit 2, otherwise).
-        Asks the model list (no tokens); only when that cannot tell does it probe. Once it
+        Asks the model list (no tokens); only when that cannot tell (no list, the model not
+        in it, the vector size unknown) does it embed one short probe text. Once it
         passed, a second call (the command's, then the pass's) asks nothing."""
         if self._checked:
             return
@@ -158,20 +161,23 @@ class OpenAIEmbedder:
                 served = [m.get("id") for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
             except (ValueError, AttributeError):
                 served = []
-        if r.status_code == 200 and served and self.model not in served:
+        if r.status_code != 200:
+            # No model list here (a server without GET /models): one probe checks the key and the model.
+            self._probe()
+        elif served and self.model not in served:
             # Some servers list aliases only: the probe decides, and names what is served if it fails.
             self._probe(served=served)
         _ = self.dimension  # known, cached or probed: before the collection is opened
         self._checked = True
 
     def _unreachable(self, exc: BaseException) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} does not answer "
-                                        f"({type(exc).__name__}: {self._scrub(str(exc)) or 'no answer'}); "
-                                        f"check OPENAI_BASE_URL")
+        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.base_url} does not answer "
+                                                    f"({type(exc).__name__}: {exc or 'no answer'}); "
+                                                    f"check OPENAI_BASE_URL"))
 
     def _refused(self, r: httpx.Response) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(f"the embeddings server at {self.base_url} refused the API key "
-                                        f"(HTTP {r.status_code}: {self._said(r)}); check OPENAI_API_KEY")
+        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.base_url} refused the API key "
+                                                    f"(HTTP {r.status_code}: {self._said(r)}); check OPENAI_API_KEY"))
 
     # -- the vector size ---------------------------------------------------------------------
     @property
@@ -180,7 +186,10 @@ class OpenAIEmbedder:
         earlier probe, else one probe now (an `EmbedderError` when the server cannot tell)."""
         if self._dimension is None:
             cached = self._cached_dimension()
-            self._dimension = cached if cached is not None else self._probe()
+            if cached is not None:
+                self._dimension, self._from_cache = cached, True
+            else:
+                self._dimension = self._probe()
         return self._dimension
 
     def _probe(self, served: Sequence[str] = ()) -> int:
@@ -189,7 +198,7 @@ class OpenAIEmbedder:
             vectors, _ = self._post([PROBE_TEXT], probe=True)
         except EmbedderError as exc:
             also = f" (it serves: {', '.join(list(served)[:10])})" if served else ""
-            raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url}: {exc}{also}") from None
+            raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.base_url}: {exc}{also}")) from None
         dim = len(vectors[0])
         if self.dimensions is not None and dim != self.dimensions:
             raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url} made {dim}-dimensional vectors "
@@ -253,20 +262,47 @@ class OpenAIEmbedder:
         out: list[list[float] | None] = [None] * len(texts)
         errors: dict[int, str] = {}
 
-        def one(indices: list[int]) -> None:
+        def attempt(indices: list[int]) -> EmbedderError | None:
+            """One request for `indices`: their vectors into `out`, or the error."""
             try:
                 vectors, _ = self._post([texts[i] for i in indices])
             except EmbedderError as exc:
-                msg = str(exc)
-                if len(indices) == 1 and self._too_long(texts[indices[0]]):
-                    msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
-                           f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
-                           f"pagesync does not cut chunks: use a smaller chunk size")
-                for i in indices:
-                    errors[i] = msg
-                return
+                return exc
             for i, v in zip(indices, vectors):
                 out[i] = v
+            return None
+
+        def fail(indices: list[int], exc: EmbedderError) -> None:
+            msg = str(exc)
+            if len(indices) == 1 and self._too_long(texts[indices[0]]):
+                msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
+                       f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
+                       f"pagesync does not cut chunks: use a smaller chunk size")
+            for i in indices:
+                errors[i] = msg
+
+        def isolate(indices: list[int], exc: EmbedderError) -> None:
+            """A request the server refused for its content (400, 413, 422): its halves are sent
+            apart, and only a half refused while the other was taken is split again, so one
+            bad text fails alone; both halves refused (the request as such) fail as they are."""
+            if not (isinstance(exc, _Refused) and len(indices) > 1):
+                fail(indices, exc)
+                return
+            halves = [indices[: len(indices) // 2], indices[len(indices) // 2:]]
+            outcomes = [attempt(h) for h in halves]
+            both = all(e is not None for e in outcomes)
+            for half, e in zip(halves, outcomes):
+                if e is None:
+                    continue
+                if both:
+                    fail(half, e)
+                else:
+                    isolate(half, e)
+
+        def one(indices: list[int]) -> None:
+            exc = attempt(indices)
+            if exc is not None:
+                isolate(indices, exc)
 
         _bounded(one, plan, self.concurrency)
         if errors:
@@ -300,7 +336,7 @@ class OpenAIEmbedder:
                     raise self._refused(r)
                 problem = f"HTTP {r.status_code}: {self._said(r)}"
                 if r.status_code not in RETRY_STATUSES:
-                    raise EmbedderError(f"the embeddings server refused the request ({problem})")
+                    raise _Refused(f"the embeddings server refused the request ({problem})")
                 from sync.edges.fetcher import parse_retry_after
 
                 retry_after = _retry_after_ms(r) or parse_retry_after(r.headers.get("retry-after"))
@@ -323,8 +359,10 @@ class OpenAIEmbedder:
         want = self._dimension
         for v in vectors:
             if not v or (want is not None and len(v) != want):
+                why = (f" (as an earlier probe found, remembered in {self._cache_file()}: delete it if the "
+                       f"server's model changed)" if self._from_cache else "")
                 raise EmbedderError(f"the embeddings server returned a {len(v)}-dimensional vector, "
-                                    f"{self.model_id} makes {want}")
+                                    f"{self.model_id} makes {want}{why}")
         usage = body.get("usage") if isinstance(body, dict) else None
         counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
         # A server that counts nothing is charged the offline bound, so the budget guard holds.
@@ -334,6 +372,11 @@ class OpenAIEmbedder:
                 self.tokens_embedded += tokens
                 self.texts_embedded += len(inputs)
         return [_unit(v) for v in vectors], tokens
+
+
+class _Refused(EmbedderError):
+    """The server refused a request for what it holds (a 4xx other than the key's): not
+    retried as it is; split, so that only the texts it refuses fail (`embed`)."""
 
 
 def _retry_after_ms(r: httpx.Response) -> float | None:

@@ -29,7 +29,7 @@ T0 = "2026-01-01T00:00:00Z"
 REPORT_KEYS = {
     "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
     "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
-    "chunks_written", "bytes_downloaded", "errors",
+    "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
 }
 PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder"}
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port

@@ -17,7 +17,7 @@ from tests.helpers import page_html, para
 REPORT_KEYS = {
     "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
     "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
-    "chunks_written", "bytes_downloaded", "errors",
+    "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
 }
 
 

@@ -31,8 +31,10 @@ class FakeOpenAI:
     request otherwise (None: answer normally)."""
 
     def __init__(self, dimension: int = 8, key: str | None = KEY, models: tuple[str, ...] = ("m",),
-                 script: Callable[[int, list[str]], httpx.Response | None] | None = None, usage: bool = True):
+                 script: Callable[[int, list[str]], httpx.Response | None] | None = None, usage: bool = True,
+                 list_models: bool = True):
         self.dimension, self.key, self.models, self.script, self.usage = dimension, key, models, script, usage
+        self.list_models = list_models  # False: no GET /models (404), as some servers have none
         self.embedder = HashEmbedder(dimension)
         self.requests: list[tuple[str, str, dict | None]] = []  # (method, path, json body)
         self.batches: list[list[str]] = []  # the inputs of each embeddings request answered 200
@@ -50,6 +52,8 @@ class FakeOpenAI:
         with self.lock:
             self.requests.append((request.method, request.url.path, body))
             n = len(self.embedding_requests)
+        if request.url.path.endswith("/models") and not self.list_models:
+            return httpx.Response(404, json={"detail": "Not Found"})
         if self.key is not None and request.headers.get("authorization") != f"Bearer {self.key}":
             given = request.headers.get("authorization", "")[-6:]
             return httpx.Response(401, json={"error": {"message": f"Incorrect API key provided: sk-***{given}",

@@ -174,17 +174,39 @@ def test_a_retry_after_longer_than_a_minute_is_not_waited_for():
 
 
 def test_a_request_that_fails_for_good_fails_only_its_texts():
-    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(400, json={"error": {"message": "bad input"}})
+    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(500, json={"error": {"message": "broken"}})
                       if "text number 3" in inputs else None)
-    emb, _ = make(fake, concurrency=5)
+    emb, _ = make(fake, concurrency=5, max_retries=1)
     emb._dimension = 8
     with pytest.raises(EmbedBatchError) as info:
         emb.embed(texts(10))
     err = info.value
     assert set(err.errors) == {2, 3}  # the request of texts 2 and 3
-    assert "bad input" in err.errors[3]
+    assert "broken" in err.errors[3]
     good = [i for i in range(10) if i not in err.errors]
     assert [err.vectors[i] for i in good] == fake.embedder.embed([texts(10)[i] for i in good])
+
+
+def test_a_request_refused_for_its_content_is_split_until_the_refused_text_fails_alone():
+    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(400, json={"error": {"message": "bad input"}})
+                      if "text number 5" in inputs else None)
+    emb, _ = make(fake, concurrency=1)
+    emb._dimension = 8
+    with pytest.raises(EmbedBatchError) as info:
+        emb.embed(texts(8))
+    assert info.value.errors == {5: info.value.errors[5]} and "bad input" in info.value.errors[5]
+    assert len(fake.embedding_requests) == 7  # 8 texts; then 4+4, 2+2, 1+1
+    assert all(info.value.vectors[i] is not None for i in range(8) if i != 5)
+
+
+def test_a_request_refused_as_such_is_not_split_further():
+    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(400, json={"error": {"message": "bad dimensions"}}))
+    emb, _ = make(fake, concurrency=1)
+    emb._dimension = 8
+    with pytest.raises(EmbedBatchError) as info:
+        emb.embed(texts(8))
+    assert set(info.value.errors) == set(range(8))
+    assert len(fake.embedding_requests) == 3  # the request, then both halves refused: no further split
 
 
 def test_a_chunk_longer_than_the_models_input_goes_alone_and_its_refusal_says_why():
@@ -274,3 +296,22 @@ def test_tokens_are_the_servers_count_else_the_offline_bound():
     emb2._dimension = 8
     emb2.embed(["one two three"])
     assert emb2.tokens_embedded == token_bound("one two three") == len("one two three") + TOKEN_OVERHEAD
+
+
+def test_a_remembered_size_the_server_no_longer_makes_says_where_it_is_kept():
+    emb, _ = make(FakeOpenAI(dimension=12))
+    emb.check()
+    changed, _ = make(FakeOpenAI(dimension=6))  # the same name now serves another model
+    assert changed.dimension == 12
+    with pytest.raises(EmbedBatchError, match=r"remembered in .*remote-dimensions.json: delete it"):
+        changed.embed(["a"])
+
+
+def test_without_a_model_list_the_check_probes_so_a_wrong_key_is_still_refused():
+    fake = FakeOpenAI(list_models=False, models=("text-embedding-3-small",))
+    good, _ = make(fake, "text-embedding-3-small", dimensions=8)  # a known size: no probe needed for it
+    good.check()
+    assert [m for m, _, _ in fake.requests] == ["GET", "POST"]
+    bad, _ = make(fake, "text-embedding-3-small", dimensions=8, api_key="sk-nope-000000")
+    with pytest.raises(EmbedderUnavailableError, match="refused the API key"):
+        bad.check()

@@ -49,7 +49,7 @@ def test_a_request_failing_for_good_fails_only_its_pages_and_keeps_their_points(
         return None
 
     fake = FakeOpenAI(script=refuse_p1)
-    rep = harness.run(embedder=remote(fake, concurrency=8, max_inputs=1), full=True)
+    rep = harness.run(embedder=remote(fake, concurrency=1), full=True)  # one request: split to find p1's texts
     assert rep.pages_changed == 2 and rep.pages_failed == 1
     assert [e["url"] for e in rep.errors] == [url1] and "this input is refused" in rep.errors[0]["error"]
     after = harness.points()
@@ -159,3 +159,39 @@ def test_under_the_guard_a_page_needing_no_new_text_is_still_written(site, harne
     assert fake.embedding_requests == [] and rep.chunks_reused > 0
     texts = texts_of(harness.points(), site.server.url("/p0.html"))
     assert " ".join(texts).index("p0-b") < " ".join(texts).index("p0-a")  # written in its new order
+
+
+def test_the_key_is_in_no_log_line_and_no_report_of_a_pass_with_retries_and_failures(site, harness, caplog):
+    import json
+    import logging
+
+    site.set("/p0.html", page_html("Page 0", [para("p0")]))
+    site.set("/p1.html", page_html("Page 1", [para("p1")]))
+
+    def trouble(n, inputs):
+        if n == 1:
+            return httpx.Response(429, headers={"retry-after": "1"}, json={"error": {"message": f"slow, {KEY}"}})
+        if any("p1" in t for t in inputs):
+            return httpx.Response(400, json={"error": {"message": f"Incorrect input for key {KEY[:12]}***"}})
+        return None
+
+    caplog.set_level(logging.DEBUG)
+    rep = harness.run(embedder=remote(FakeOpenAI(dimension=8, script=trouble), dimensions=8, concurrency=4,
+                                      max_inputs=1))
+    assert rep.pages_failed == 1 and rep.pages_added == 1
+    text = caplog.text + json.dumps(rep.to_dict())
+    assert KEY not in text and KEY[:12] not in text and KEY[-6:] not in text
+
+
+def test_the_guard_counts_by_the_bound_for_an_embedder_that_counts_no_tokens(site, harness):
+    from embedders import HashEmbedder
+
+    html = {i: page_html(f"Page {i}", [f"p{i} " + "delta epsilon " * 25]) for i in range(3)}
+    for i in range(3):
+        site.set(f"/p{i}.html", html[i])
+    bound = page_bound(html[0], site.server.url("/p0.html"), harness.splitter)
+    emb = HashEmbedder(16)
+    rep = harness.run(embedder=emb, max_embed_tokens=2 * bound + 1, embed_batch=1, workers=1)
+    assert rep.pages_added == 2 and rep.embed_budget_reached
+    assert emb.texts_embedded == rep.chunks_embedded
+    assert rep.tokens_embedded == 0 and rep.tokens_saved_by_skip == 0  # a local model bills nothing
