@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 TORCH_INDEX ?=
 
-.PHONY: install demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders replay replay-policies notebooks clean
+.PHONY: install infinity demo demo-docs docs test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders bench-openai replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# infinity-emb, a real OpenAI-compatible embeddings server, for the tests and the bench of
+# `--embedder openai:MODEL` (demo/infinity_server.py). Its own venv: it pins typer, click and
+# numpy below what pagesync uses. torch first, the same CPU build as above (~1 min from the
+# local wheel). Without this venv those tests skip, saying so.
+INFINITY_VENV  := .venv-infinity
+INFINITY_STAMP := $(INFINITY_VENV)/.installed-stamp
+$(INFINITY_STAMP): Makefile
+	$(PY) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install -q --upgrade pip
+	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0
+	$(INFINITY_VENV)/bin/pip install -q 'infinity-emb[server,torch]==0.0.78'
+	touch $(INFINITY_STAMP)
+
+infinity: $(INFINITY_STAMP)
+
 demo: install
 	$(BIN)/python demo/run_demo.py
 
@@ -36,7 +51,9 @@ docs: install
 demo-docs: install
 	$(BIN)/python demo/run_demo.py --docs
 
+# infinity-emb is built when it can be (the tests against it skip when it could not).
 test: install
+	-$(MAKE) --no-print-directory infinity
 	$(BIN)/python -m pytest -q
 
 # The edit-run loop (under 2 minutes): the pure and unit tests. No real model, no nginx,
@@ -46,12 +63,13 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not model and not nginx and not slow and not integration"
 
 clean:
-	rm -rf $(VENV) .pagesync demo/.work .pytest_cache .hypothesis site
+	rm -rf $(VENV) $(INFINITY_VENV) .pagesync demo/.work .pytest_cache .hypothesis site
 
-# The five benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
-# replace/audit scale), each against a baseline measured in the same run; the table is
-# printed at the end and kept in bench/results/bench.md (about 30-40 min on 2 cores).
-# The throughput and reuse rows need a FastAPI clone (REPLAY_GIT_DIR; on a machine with
+# The benchmark rows (pass throughput, reuse, no-op pass, fetch-bound pass, store
+# replace/audit scale; against infinity-emb, a real OpenAI-compatible server: embedding
+# throughput and tokens per week), each against a baseline measured in the same run; the
+# table is printed at the end and kept in bench/results/bench.md (about 40-50 min on 2 cores).
+# The throughput, reuse and tokens-per-week rows need a FastAPI clone (REPLAY_GIT_DIR; on a machine with
 # GitHub access: git clone --bare https://github.com/fastapi/fastapi /some/dir) and are skipped without it;
 # the no-op and fetch-bound pass rows need nginx (apt-get install nginx-light).
 BENCH_RESULTS := bench/results
@@ -65,6 +83,9 @@ bench: install
 	$(BIN)/python bench/scale_passes.py --pages 20000
 	$(BIN)/python bench/store_replace.py --backends edge --sizes 10000,100000,1000000 --json $(BENCH_RESULTS)/store_replace.json
 	$(BIN)/python bench/audit_scale.py --points 10000,100000,1000000 --json $(BENCH_RESULTS)/audit_scale.json
+	-$(MAKE) --no-print-directory infinity
+	-$(BIN)/python bench/embed_throughput.py
+	-$(BIN)/python bench/embed_tokens.py
 	$(BIN)/python bench/summary.py --since $(BENCH_T0)
 
 # qdrant-client's local mode beside the embedded store (why Edge is the default).
@@ -75,6 +96,14 @@ bench-local: install
 # busy 2-core machine; bench/results/embedders.md).
 bench-embedders: install
 	$(BIN)/python bench/embedder_speed.py
+
+# The two rows against infinity-emb, a real OpenAI-compatible server: a pass's embedding
+# throughput vs a plain client loop, and tokens per week on FastAPI's docs history vs a
+# nightly full re-embed and LangChain index() (needs the FastAPI clone: REPLAY_GIT_DIR=...).
+bench-openai: install infinity
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/embed_throughput.py
+	$(BIN)/python bench/embed_tokens.py
 
 # Audit time and peak memory at a million points (builds a 1M-point collection first, ~10 min).
 bench-audit: install

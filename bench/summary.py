@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""`make bench`'s table: the five benchmark rows (pass throughput, reuse, no-op pass,
-fetch-bound pass, store replace/audit scale), each a ratio against a baseline measured in
+"""`make bench`'s table: the benchmark rows (pass throughput, reuse, no-op pass, fetch-bound
+pass, store replace/audit scale, and against a real embeddings server: throughput and
+tokens per week), each a ratio against a baseline measured in
 the same run, read from the JSON files the row scripts wrote in bench/results/.
 
     .venv/bin/python bench/summary.py [--results bench/results] [--since EPOCH]
@@ -109,6 +110,48 @@ def rows(results: Path, since: float | None = None) -> list[str]:
                    "(~1 per point) |")
     if not (store or audit):
         out.append("| 5 | store replace and audit | not run | | | |")
+    out += remote_rows(results, since)
+    return out
+
+
+def _ratio(x: float | None) -> str:
+    return "n/a (pagesync sent nothing)" if x is None else f"{x:.1f}x"
+
+
+def remote_rows(results: Path, since: float | None) -> list[str]:
+    """Rows 6-7: `--embedder openai:MODEL` against a real server (infinity-emb on 127.0.0.1)."""
+    out = []
+    thr = _load(results / "embed_throughput.json")
+    if thr:
+        m, b = thr["median"], thr.get("best")
+        p, q = m["pass"], m["plain"]
+        if b:  # each side's fastest round (results from 2026-12-02 on)
+            fig, base, ratio = b["pass_texts_per_s"], b["plain_texts_per_s"], b["ratio"]
+            how = f"best of {len(thr['rounds'])} rounds"
+        else:
+            fig, base, ratio = p["texts"] / p["seconds"], q["texts"] / q["seconds"], m["ratio"]
+            how = f"median of {len(thr['rounds'])} rounds"
+        out.append(f"| 6 | embedding throughput, `openai:` embedder against infinity-emb, {p['texts']:,} texts, "
+                   f"concurrency {thr['concurrency']}{_kept(results / 'embed_throughput.json', since)} | "
+                   f"{fig:.1f} texts/s ({how}) | plain httpx loop, same requests: {base:.1f} texts/s | {ratio:.2f} "
+                   f"(each round: {', '.join(f'{r:.2f}' for r in thr['ratios'])}) | >= 0.9 |")
+    else:
+        out.append("| 6 | embedding throughput against a real server | not run (needs `make infinity`) | | | |")
+    tok = _load(results / "embed_tokens.json")
+    if tok:
+        s = tok["summary"]
+        w = s["tokens_per_week"]
+        price = float(tok["args"]["price"])
+        out.append(f"| 7 | tokens sent per week, FastAPI docs, {s['days_after_initial']} days after the initial index"
+                   f"{_kept(results / 'embed_tokens.json', since)} | pagesync {w['pagesync']:,.0f} "
+                   f"(${s['usd_per_week']['pagesync']:.4f}/week at ${price:g}/M, assumed) | nightly full re-embed "
+                   f"{w['full']:,.0f} (${s['usd_per_week']['full']:.4f}); LangChain index() {w['langchain']:,.0f} "
+                   f"(${s['usd_per_week']['langchain']:.4f})"
+                   + (f", in one batch {w['langchain_one_batch']:,.0f}" if "langchain_one_batch" in w else "")
+                   + f" | full/pagesync {_ratio(s['ratio_full_to_pagesync'])}, "
+                   f"LangChain/pagesync {_ratio(s['ratio_langchain_to_pagesync'])} | fewer |")
+    else:
+        out.append("| 7 | tokens sent per week | not run (needs a FastAPI clone and `make infinity`) | | | |")
     return out
 
 
@@ -120,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     table = rows(args.results, args.since)
     (args.results / "bench.md").write_text("# make bench\n\n" + "\n".join(table) + "\n\nDetails: pipeline.md, "
-                                           "scale_passes.md, store_replace.json, audit_scale.json.\n")
+                                           "scale_passes.md, store_replace.json, audit_scale.json, embed_throughput.md, "
+                                           "embed_tokens.md.\n")
     print("\n".join(table))
     return 0
 
