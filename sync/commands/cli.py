@@ -472,8 +472,8 @@ def run(
         if not (src.sitemaps or src.urls or src.crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
-            raise ConfigError("nothing to sync: give --sitemap, --url or --crawl, or a [[site]] in pagesync.toml "
-                              "(the page state does not keep them)")
+            raise ConfigError("nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
+                              "pagesync.toml; the page state does not keep them)")
         from .checks import check_runs
 
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
