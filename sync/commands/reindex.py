@@ -675,6 +675,17 @@ class _Reindex:
         return r
 
 
+def _check_selectors(rules: SiteRuleSet) -> None:
+    """ConfigError for a configured selector that is no CSS selector (before any page is read)."""
+    from chunking.extract import SelectorError, compile_selector
+
+    for css in rules.selectors:
+        try:
+            compile_selector(css)
+        except SelectorError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
                        splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
                        client_factory: Callable[[], Any] | None = None) -> ReindexReport:
@@ -682,6 +693,7 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
     job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
+    _check_selectors(job.cfg.site_rules)  # a selector no CSS parser reads: exit 2, nothing read
     check = getattr(embedder, "check", None)
     if callable(check):
         check()  # a model that cannot run here is exit 2 before the lock, like a pass's preflight

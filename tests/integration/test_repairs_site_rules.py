@@ -197,3 +197,14 @@ def test_audit_fix_and_reindex_take_the_rules_of_pagesync_toml(site, work):
             assert audit_collection(store, st).ok
     finally:
         store.close()
+
+
+def test_a_reindex_with_a_selector_no_css_parser_reads_is_a_config_error_reading_nothing(site, harness):
+    from sync.errors import ConfigError
+
+    site.set("/p0.html", themed("Page 0", para("content 0", 80)))
+    harness.run()
+    site.clear_log()
+    with pytest.raises(ConfigError, match="not a CSS selector"):
+        reindex(harness, EMB32, site_rules=SiteRuleSet(SiteRules(select="div[")))
+    assert site.requests == [] and [p.name for p in harness.store_path.iterdir()] == ["pages"]
