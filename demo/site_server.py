@@ -2,7 +2,8 @@
 
 It behaves like a static host: strong ETags (hash of the body), Last-Modified, 304 for
 matching If-None-Match / If-Modified-Since, gzip-encoded responses when asked, plus
-what tests need to provoke: 404, 410, redirects, 5xx, slow and trickled answers, a generated
+what tests need to provoke: 404, 410, redirects, 5xx, slow and trickled answers, a private
+site answering 401 without the headers it requires (`required_headers`), a generated
 sitemap (or sitemap index, or .xml.gz). Sitemap files behave like static files too: their
 ETag and Last-Modified move only when their bytes change, so they answer 304 to a
 conditional GET. Every request is logged for assertions.
@@ -73,6 +74,9 @@ class Site:
         # Pages no resource holds, made per request from the path with its query (a calendar
         # or an endless pager for the crawl tests): None for a 404.
         self.dynamic: Callable[[str], Resource | None] | None = None
+        # A private site: request headers every answer needs (name -> value, names in any case);
+        # a request without them gets 401 (robots.txt and sitemaps too). Empty: a public site.
+        self.required_headers: dict[str, str] = {}
 
     # -- content ----------------------------------------------------------------------
     def set(self, path: str, body: str | bytes, content_type: str = "text/html; charset=utf-8", **kw) -> None:
@@ -223,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
             if res is None and site.dynamic is not None:  # generated pages (a link trap), by path and query
                 res = site.dynamic(self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
+        if any(headers.get(k.lower()) != v for k, v in site.required_headers.items()):
+            self._send(401, b"unauthorized", "text/plain", {"WWW-Authenticate": "Bearer"}, path, headers)
+            return
         if res is None:
             self._send(404, b"not found", "text/plain", {}, path, headers)
             return

@@ -54,7 +54,7 @@ from .edges.httpcache import FetchCache, ReadOnlyCache
 from .core.policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
 from .core.report import Report
 from .core.scope import Scope
-from .core.site_rules import SiteRuleSet
+from .core.site_rules import SiteRuleSet, headers_in_scope
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
 from .stages.embed import EmbedStage, _Pending, _VectorCache  # noqa: F401 (re-exported)
 from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engine as before)
@@ -207,10 +207,7 @@ class _Pass(PreflightStage, PlanStage, VisitStage, CrawlStage, EmbedStage, Write
     def _site_headers(self, url: str) -> dict[str, str]:
         """The --header fields for a request to `url`: its site's, and only for this pass's
         sites (the scope's hosts), whatever scope the caller gave the Fetcher."""
-        rules = self.cfg.site_rules.rules_for(url)
-        if not rules.headers or self.scope.check(url) is not None:
-            return {}
-        return dict(rules.headers)
+        return headers_in_scope(self.cfg.site_rules, url, self.scope.check)
 
     def _bind_cache(self, fetcher: Fetcher, cache: FetchCache | None) -> None:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.

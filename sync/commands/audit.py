@@ -251,11 +251,13 @@ def restore_metadata(store: Store, urls: Sequence[str], *, batch: int = 1024) ->
 
 async def fix_collection(store: Store, state: State, report: AuditReport, *, fetcher: Any, embedder: Any,
                          include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0,
-                         max_embed_tokens: int | None = None) -> Any:
+                         max_embed_tokens: int | None = None, site_rules: Any = None) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
     asked), set the `metadata` of points lacking it in place, then re-index broken and
-    missing pages with a repair pass (fetched again and rewritten as a unit). Returns that
-    pass's run report, or None when nothing needed it."""
+    missing pages with a repair pass (fetched again and rewritten as a unit). `site_rules`
+    (a `SiteRuleSet`: the ones `run` uses) make the repair read pages as a pass does: each
+    site's selector and its headers. Returns that pass's run report, or None when nothing
+    needed it."""
     from datetime import datetime, timezone
 
     from ..engine import PassConfig, arun_pass
@@ -266,22 +268,26 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     restore_metadata(store, report.metadata_urls)
     if not report.reindex_urls:
         return None
+    rules = {"site_rules": site_rules} if site_rules is not None else {}
     cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
-                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock, max_embed_tokens=max_embed_tokens)
+                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock, max_embed_tokens=max_embed_tokens,
+                     **rules)
     return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
 
 
 def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign: bool = False,
               embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5,
               wait_lock: float = 0.0, now: Any = None, embed_dimensions: int | None = None,
-              embed_concurrency: int | None = None, max_embed_tokens: int | None = None) -> tuple[dict, bool, str]:
+              embed_concurrency: int | None = None, max_embed_tokens: int | None = None,
+              site_rules: Any = None) -> tuple[dict, bool, str]:
     """What `pagesync audit` does: audit; with `fix`, repair and audit again.
 
     Holds the state lock throughout (a fix writes, and even a read-only audit must not
     race a pass), handing it to the repair pass while that runs. Returns the JSON
     document, whether the final audit is clean, and the human rendering. `wait_lock`:
     seconds to wait for another pass's lock before refusing. `embed_dimensions`,
-    `embed_concurrency` (a remote embedder's) and `max_embed_tokens` go to the repair pass.
+    `embed_concurrency` (a remote embedder's), `max_embed_tokens` and `site_rules` (the
+    configuration's `SiteRuleSet`, as `run` builds it) go to the repair pass.
     """
     import asyncio
 
@@ -305,7 +311,8 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
             async with make_client(timeout=timeout) as client:
                 return await fix_collection(store, state, first, fetcher=Fetcher(client),
                                             embedder=embedder, include_foreign=include_foreign,
-                                            now=now, wait_lock=wait_lock, max_embed_tokens=max_embed_tokens)
+                                            now=now, wait_lock=wait_lock, max_embed_tokens=max_embed_tokens,
+                                            site_rules=site_rules)
 
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())

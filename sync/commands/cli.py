@@ -438,11 +438,10 @@ def run(
         from chunking import Splitter
         from embedders import make_embedder
 
-        from ..core.site_rules import SiteRules, SiteRuleSet, parse_header
         from ..engine import PassConfig, arun_pass
         from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
 
-        from ..core.config import site_rules_of, sources
+        from ..core.config import rule_set, sources
 
         sites = _file_sites(ctx)
         src = sources(sitemap=sitemap, url=url, crawl=crawl, allow_host=allow_host, sites=sites)
@@ -452,10 +451,9 @@ def run(
             _check_url(u, "--url")
         for u in src.crawl:
             _check_url(u, "--crawl")
-        rules = SiteRuleSet(SiteRules(include=tuple(include), exclude=tuple(exclude), select=select,
-                                      headers=tuple(parse_header(h, os.environ) for h in header),
-                                      default_excludes=not no_default_excludes),
-                            sites=site_rules_of(sites, os.environ))
+        # Flags over the file over the environment: click merged them (`load_config`).
+        rules = rule_set({"include": include, "exclude": exclude, "select": select, "header": header,
+                          "no_default_excludes": no_default_excludes}, sites, os.environ)
         cfg = PassConfig(sitemaps=src.sitemaps, urls=src.urls, crawl=src.crawl, max_pages=max_pages,
                          now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
                          embed_batch=embed_batch, workers=workers, allow_hosts=src.allow_hosts,
@@ -518,6 +516,13 @@ def run(
     _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
 
 
+def _check_selectors(rules) -> None:
+    """ConfigError (exit 2, nothing opened) for a configured selector that is no CSS selector."""
+    from ..engine import PassConfig
+
+    PassConfig(site_rules=rules).check_rules()
+
+
 def _file_sites(ctx: typer.Context) -> list:
     """The configuration file's [[site]] tables, unless --sitemap, --url or --crawl is on the
     command line (flags override the file: then its sites are not synced)."""
@@ -537,6 +542,7 @@ def _write_metrics(path: Path, data: dict, st, now: datetime, collection: str) -
 
 @app.command(short_help="Compare the collection with the page state (--fix repairs); exit 1 when anything is found.")
 def audit(
+    ctx: typer.Context,
     collection: str = CollectionOpt,
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
@@ -561,7 +567,13 @@ def audit(
     def body() -> int:
         from .audit import run_audit
         from .checks import require_collection
+        from .config_file import rules_of
 
+        # A repair re-reads pages as run does: the site rules of the configuration file and
+        # the environment (selector, headers, [[site]] tables). Only --fix fetches anything.
+        rules = rules_of(ctx) if fix else None
+        if rules is not None:
+            _check_selectors(rules)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path, reading=not fix)
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
@@ -572,7 +584,8 @@ def audit(
                 out, ok, text = run_audit(store, st, fix=fix, include_foreign=include_foreign,
                                           embedder_name=embedder, timeout=timeout, examples=examples,
                                           wait_lock=wait_lock, now=clock, embed_dimensions=embed_dimensions,
-                                          embed_concurrency=embed_concurrency, max_embed_tokens=max_embed_tokens)
+                                          embed_concurrency=embed_concurrency, max_embed_tokens=max_embed_tokens,
+                                          site_rules=rules)
         finally:
             store.close()
         typer.echo(json.dumps(out, indent=2) if as_json else text)
@@ -797,6 +810,7 @@ def state_import(
 
 @app.command(short_help="Rebuild the collection beside the live one (e.g. a new embedder) and switch an alias to it.")
 def reindex(
+    ctx: typer.Context,
     collection: str = typer.Option("pages", "--collection", help="The alias readers query (or, the first time, the plain collection to replace)."),
     qdrant_url: Optional[str] = QdrantUrlOpt,
     api_key: Optional[str] = ApiKeyOpt,
@@ -832,11 +846,15 @@ def reindex(
         from ..edges.store import ClientStore
 
         from .checks import check_runs
+        from .config_file import rules_of
 
+        # Re-fetched pages are read as run reads them: the configuration's site rules.
+        rules = rules_of(ctx)
+        _check_selectors(rules)
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         check_runs(emb)  # a remote server's key and the model's size, before anything is opened
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
-                            embed_batch=embed_batch, workers=workers, wait_lock=wait_lock)
+                            embed_batch=embed_batch, workers=workers, wait_lock=wait_lock, site_rules=rules)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
         catalog = (ClientCatalog.of(store) if isinstance(store, ClientStore)
                    else EdgeCatalog(qdrant_path, lock_wait=_store_wait()))

@@ -17,15 +17,17 @@ from typing import Any, Iterator
 
 import typer
 
-from ..core.config import FLAG, LIST, VALUE, FileConfig, Option, merge, parse_env, parse_file
+from ..core.config import FLAG, LIST, VALUE, FileConfig, Option, merge, parse_env, parse_file, rule_options, rule_set
 from ..errors import ConfigError
 
-__all__ = ["DEFAULT_FILE", "CONFIG_ENV", "load_config", "options_of", "known_keys", "sites_of", "file_of"]
+__all__ = ["DEFAULT_FILE", "CONFIG_ENV", "load_config", "options_of", "known_keys", "sites_of", "file_of", "rules_of"]
 
 DEFAULT_FILE = "pagesync.toml"  # read from the working directory when no --config is given
 CONFIG_ENV = "PAGESYNC_CONFIG"
 _NOT_KEYS = frozenset({"config", "help", "version"})  # options that cannot come from the file
-_SITES, _FILE = "pagesync.sites", "pagesync.config_file"  # where the callback leaves them in ctx.meta
+# Where the callback leaves them in ctx.meta: the [[site]] tables, the file's path, and the
+# site-rule values of the file and the environment (for a command without the rule flags).
+_SITES, _FILE, _RULES = "pagesync.sites", "pagesync.config_file", "pagesync.rules"
 
 
 def _kind(p: Any) -> str:
@@ -95,6 +97,10 @@ def load_config(ctx: typer.Context, given: str | os.PathLike | None) -> None:
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta[_SITES] = file.sites
     ctx.meta[_FILE] = path
+    # The site rules as run would read them (file over environment), kept for audit --fix
+    # and reindex, which re-read pages and have no flags of their own for them.
+    ctx.meta[_RULES] = {k: v for k, (v, _where) in merge(file, parse_env(os.environ, rule_options()),
+                                                         rule_options(), str(path)).items()}
 
 
 def sites_of(ctx: typer.Context) -> list:
@@ -104,3 +110,12 @@ def sites_of(ctx: typer.Context) -> list:
 
 def file_of(ctx: typer.Context) -> Path | None:
     return ctx.meta.get(_FILE)
+
+
+def rules_of(ctx: typer.Context, given: dict[str, Any] | None = None) -> Any:
+    """The site rules (`SiteRuleSet`) of the command of `ctx`: the rule values `given` (run's
+    flags, which click already merged over the file and the environment), else those the
+    configuration file and the `PAGESYNC_*` environment hold (audit --fix, reindex), with the
+    file's `[[site]]` tables. ConfigError for a header variable not set."""
+    values = given if given is not None else ctx.meta.get(_RULES, {})
+    return rule_set(values, sites_of(ctx), os.environ)

@@ -8,12 +8,14 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
    at is the *source*. The new physical collection is `<alias>__<UTC yyyymmddThhmmss>`.
    Each live page's text comes from, in order of preference:
    - `state`: the extracted markdown the state kept when the page was last written
-     (only while its hash is the page's), split with the current chunker;
+     (only while its hash is the page's, and not extracted under another selector than
+     the page's site rules name now), split with the current chunker;
    - `points`: the source collection's chunk texts of that page, ordered by `chunk_index`
-     and used as they are, when they were cut by the current extractor and chunker (the
-     page's pipeline fingerprint is `pipeline_fingerprint(<their embedder>, <current
-     chunker>)`) and form exactly the page's current generation;
-   - `fetch`: one unconditional GET through the Fetcher (the site's text as of now).
+     and used as they are, when they were cut by the current extractor (with the page's
+     selector) and chunker (the page's fingerprint is `page_fingerprint(<their embedder>,
+     ...)`) and form exactly the page's current generation;
+   - `fetch`: one unconditional GET through the Fetcher (the site's text as of now), with
+     the site's headers, extracted with its selector (`ReindexConfig.site_rules`).
 2. Build: embed in batches that span pages, each distinct chunk text once in the whole
    reindex (the same text on many pages is one model input, `VectorMemo`), and upsert
    into the new collection (ids and payload exactly as a pass writes them).
@@ -23,8 +25,9 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
    size is the embedder's, and a stored vector finds its own point.
 4. Switch the alias atomically. Any failure before this point leaves the alias where it
    was; the half-built collection is kept for inspection (or dropped with `drop_failed`).
-5. Update the state: every page's pipeline fingerprint becomes the new one (the next
-   `pagesync run` with the new `--embedder` embeds nothing), re-fetched pages whose
+5. Update the state: every page's pipeline fingerprint becomes the new one, with its
+   site's selector (the next `pagesync run` with the new `--embedder` and the same site
+   rules embeds nothing and fetches conditionally), re-fetched pages whose
    text had changed take their new hash, and the reindex is recorded in the run history.
 6. With `drop_old`, delete the previous physical collection (never before the switch).
 
@@ -56,11 +59,12 @@ from ..edges.catalog import Catalog
 from ..core.decision import Outcome
 from ..engine import build_points
 from ..errors import ConfigError, PagesyncError
-from ..core.hashing import content_hash, pipeline_fingerprint
+from ..core.hashing import content_hash
 from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.report import Report
 from ..core.scope import Scope
+from ..core.site_rules import SiteRuleSet, headers_in_scope, page_fingerprint
 from ..edges.state import PageState
 from ..edges.state_protocol import State
 from ..edges.store import Store
@@ -94,6 +98,12 @@ class ReindexConfig:
     workers: int = 8  # concurrent re-fetches
     now: datetime | None = None  # the clock: new collection's name, fetched_at of changed pages
     wait_lock: float = 0.0  # seconds to wait for another pass holding the state lock
+    # The site rules `run` reads pages with (selector, headers; `sync.core.site_rules`): a
+    # re-fetched page is extracted with its site's selector and fetched with its headers, and
+    # every page's fingerprint names its selector, as a pass records it. Includes and
+    # excludes select nothing here: every live page is rebuilt, and the next pass purges
+    # the pages the rules now exclude.
+    site_rules: SiteRuleSet = field(default_factory=SiteRuleSet)
 
 
 @dataclass
@@ -245,9 +255,10 @@ class _Harvest:
             self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)", rows)
             self.db.execute("COMMIT")
 
-    def page(self, page: PageState, chunker: str) -> tuple[list[str], str | None] | None:
+    def page(self, page: PageState, fingerprint: Callable[[str], str]) -> tuple[list[str], str | None] | None:
         """The page's chunk texts and fetched_at when its points are exactly its current
-        generation, cut by `chunker`; else None."""
+        generation, cut by the current extractor (with the page's selector) and chunker:
+        `fingerprint(embedder)` is then the page's for one embedder seen; else None."""
         rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text FROM chunks WHERE url = ? ORDER BY idx",
                                (page.url,)).fetchall()
         if len(rows) != page.chunk_count:
@@ -256,10 +267,10 @@ class _Harvest:
             return None
         if any(r[1] != page.content_hash or not isinstance(r[4], str) for r in rows):
             return None
-        # Which embedder made them does not matter, only that the chunker was the current one:
-        # the page's fingerprint must be (some embedder seen, the current chunker).
+        # Which embedder made them does not matter, only that the extractor and the chunker
+        # were the current ones: the page's fingerprint must be (some embedder seen, them).
         made_by = {r[2] for r in rows} if rows else self.embedders
-        if not any(isinstance(e, str) and pipeline_fingerprint(e, chunker) == page.fingerprint for e in made_by):
+        if not any(isinstance(e, str) and fingerprint(e) == page.fingerprint for e in made_by):
             return None
         return [r[4] for r in rows], (rows[0][3] if rows else None)
 
@@ -276,8 +287,7 @@ class _Reindex:
         self.fetcher, self.client_factory = fetcher, client_factory
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
-        self.chunker = f"{EXTRACTOR_ID}/{splitter.settings}"
-        self.fingerprint = pipeline_fingerprint(embedder.model_id, self.chunker)
+        self.rules = cfg.site_rules
         self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
                                     embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
         self.t0 = time.monotonic()
@@ -287,6 +297,35 @@ class _Reindex:
         self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
         self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
         self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
+        self.by_url: dict[str, PageState] = {}  # the live pages (set in `run`)
+        self.embedders_seen: set[str] = {embedder.model_id}  # who made the pages' fingerprints (`_text_is_current`)
+
+    # -- the pipeline, per page ------------------------------------------------------------------
+    def _select(self, url: str) -> str | None:
+        return self.rules.rules_for(url).select
+
+    def _fingerprint_of(self, embedder_id: str, url: str, select: Any = ...) -> str:
+        """The fingerprint of `url` by `embedder_id`, the current extractor with the page's
+        selector (or `select`) and the current chunker: the formula a pass records."""
+        return page_fingerprint(embedder_id, EXTRACTOR_ID, self.splitter.settings,
+                                self._select(url) if select is ... else select)
+
+    def _fingerprint_for(self, url: str) -> str:
+        """What the state records for `url` after the switch (the next pass compares with it)."""
+        return self._fingerprint_of(self.embedder.model_id, url)
+
+    def _text_is_current(self, page: PageState) -> bool:
+        """False when the page's fingerprint shows its kept text was extracted under another
+        selector than its site's rules name now (none, or another configured one), for an
+        embedder seen: that text is read again. Unknown (a new chunker too): the kept text
+        is taken as the last pass left it."""
+        url = page.url
+        select = self._select(url)
+        if any(self._fingerprint_of(e, url) == page.fingerprint for e in self.embedders_seen):
+            return True
+        others = {None, *self.rules.selectors} - {select}
+        return not any(self._fingerprint_of(e, url, other) == page.fingerprint
+                       for e in self.embedders_seen for other in others)
 
     # -- plan ---------------------------------------------------------------------------------
     def _plan_names(self) -> tuple[str, str, bool]:
@@ -314,7 +353,12 @@ class _Reindex:
         return source, target, replace and not self.catalog.alias_may_shadow
 
     def _plan_sources(self, pages: list[PageState], source: str, tmpdir: str) -> tuple[list[tuple[PageState, str]], _Harvest | None]:
+        last = self.state.last_run()
+        if isinstance(last, dict) and isinstance(last.get("embedder"), str):
+            self.embedders_seen.add(last["embedder"])
         kept = self.state.text_hashes() if hasattr(self.state, "text_hashes") else {}
+        # A kept text extracted under another selector than the page's now is no text to use.
+        kept = {u: h for u, h in kept.items() if u not in self.by_url or self._text_is_current(self.by_url[u])}
         plan: list[tuple[PageState, str]] = []
         need = [p for p in pages if kept.get(p.url) != p.content_hash]
         harvest = None
@@ -325,26 +369,29 @@ class _Reindex:
                 harvest.fill(store, {p.url for p in need})
             finally:
                 store.close()  # embedded: other processes may open the source again at once
+            self.embedders_seen |= harvest.embedders
         for p in pages:
             if kept.get(p.url) == p.content_hash:
                 plan.append((p, "state"))
             else:
-                plan.append((p, "points" if harvest.page(p, self.chunker) is not None else "fetch"))
+                usable = harvest.page(p, lambda e, u=p.url: self._fingerprint_of(e, u)) is not None
+                plan.append((p, "points" if usable else "fetch"))
         return plan, harvest
 
     # -- build ---------------------------------------------------------------------------------
     async def _text_of(self, page: PageState, source: str, kept: dict[str, tuple[str, str]],
                        harvest: _Harvest | None, sem: asyncio.Semaphore) -> _Item | None:
-        after = dataclasses.replace(page, fingerprint=self.fingerprint)
+        after = dataclasses.replace(page, fingerprint=self._fingerprint_for(page.url))
         if source == "state":
             h, md = kept.get(page.url, (None, ""))
-            if h == page.content_hash and content_hash(md) == page.content_hash:
+            if h == page.content_hash and content_hash(md) == page.content_hash and self._text_is_current(page):
                 chunks = await asyncio.to_thread(self.splitter.split, md)
                 stamp = page.last_changed_at.isoformat() if page.last_changed_at else self.now_iso
                 return _Item(after, "state", chunks, stamp)
             source = "fetch"  # damaged or changed meanwhile: read the page again
         if source == "points":
-            got = harvest.page(page, self.chunker) if harvest is not None else None
+            got = (harvest.page(page, lambda e: self._fingerprint_of(e, page.url))
+                   if harvest is not None else None)
             if got is not None:
                 chunks, stamp = got
                 return _Item(after, "points", chunks, stamp or self.now_iso)
@@ -383,7 +430,9 @@ class _Reindex:
         return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash)
 
     def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[str]]:
-        ex = extract_page(body, ctype, url, charset=charset)
+        """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
+        select = self._select(url)
+        ex = extract_page(body, ctype, url, charset=charset, **({"select": select} if select is not None else {}))
         return ex.markdown, ex.title or "", self.splitter.split(ex.markdown)
 
     async def _build(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None, store: Store) -> None:
@@ -478,6 +527,7 @@ class _Reindex:
         r.started_at = datetime.now(timezone.utc).isoformat()
         source, target, replace = self._plan_names()
         pages = [p for p in self.state.all_pages() if p.indexed]
+        self.by_url = {p.url: p for p in pages}
         if not pages:
             raise ConfigError("the page state records no indexed pages: nothing to reindex "
                               "(is --state the one this collection was built with?)")
@@ -584,7 +634,9 @@ class _Reindex:
         scope = Scope.from_urls([p.url for p in self.state.all_pages() if p.indexed])
         cache = self.state if hasattr(self.state, "cached_robots") else None
         async with (self.client_factory() if self.client_factory else make_client()) as client:
-            self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now)
+            # Each site's --header goes to its own hosts only, as in a pass (`headers_in_scope`).
+            self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,
+                                   site_headers=lambda url: headers_in_scope(self.rules, url, scope.check))
             try:
                 return await body()
             finally:
@@ -623,6 +675,17 @@ class _Reindex:
         return r
 
 
+def _check_selectors(rules: SiteRuleSet) -> None:
+    """ConfigError for a configured selector that is no CSS selector (before any page is read)."""
+    from chunking.extract import SelectorError, compile_selector
+
+    for css in rules.selectors:
+        try:
+            compile_selector(css)
+        except SelectorError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
                        splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
                        client_factory: Callable[[], Any] | None = None) -> ReindexReport:
@@ -630,6 +693,7 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
     job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
+    _check_selectors(job.cfg.site_rules)  # a selector no CSS parser reads: exit 2, nothing read
     check = getattr(embedder, "check", None)
     if callable(check):
         check()  # a model that cannot run here is exit 2 before the lock, like a pass's preflight

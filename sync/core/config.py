@@ -16,11 +16,11 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import ConfigError
 from .scope import _site_of as site_of  # the site (host[:port]) of a URL or an --allow-host value
-from .site_rules import SiteRules, parse_header
+from .site_rules import SiteRules, SiteRuleSet, parse_header
 
 __all__ = [
     "LIST", "FLAG", "VALUE", "Option", "SiteConfig", "FileConfig", "SITE_KEYS", "SITE_TABLE",
-    "SOURCE_KEYS", "Sources", "sources", "site_rules_of", "ENV_PREFIX", "ENV_ALIASES", "LINE_LISTS", "env_names", "parse_file", "parse_env", "merge", "nearest_hint",
+    "SOURCE_KEYS", "Sources", "sources", "site_rules_of", "RULE_KEYS", "rule_options", "rule_set", "ENV_PREFIX", "ENV_ALIASES", "LINE_LISTS", "env_names", "parse_file", "parse_env", "merge", "nearest_hint",
 ]
 
 LIST, FLAG, VALUE = "list", "flag", "value"  # repeatable option, on/off flag, one value
@@ -40,6 +40,11 @@ SITE_KEYS: dict[str, str] = {
 }
 # The keys that say where a site's pages come from: a [[site]] needs one.
 SOURCE_KEYS = ("sitemap", "crawl", "url")
+# The top-level keys of the site rules (run's --include, --exclude, --no-default-excludes,
+# --select, --header), with their kinds: the commands that repair or rebuild pages (audit
+# --fix, reindex) read them from the file and the environment as run does.
+RULE_KEYS: dict[str, str] = {"include": LIST, "exclude": LIST, "no_default_excludes": FLAG, "select": VALUE,
+                             "header": LIST}
 
 
 @dataclass(frozen=True)
@@ -210,3 +215,21 @@ def site_rules_of(sites: list[SiteConfig], environ: Mapping[str, str]) -> tuple[
             if key:
                 out[key] = out[key].merged(rules) if key in out else rules
     return tuple(out.items())
+
+
+def rule_options() -> list[Option]:
+    """The site-rule keys as options (their parameter names are the keys), for `parse_env`
+    and `merge` by a command that has no flags of its own for them."""
+    return [Option(k, k, kind) for k, kind in RULE_KEYS.items()]
+
+
+def rule_set(values: Mapping[str, Any], sites: list[SiteConfig], environ: Mapping[str, str]) -> SiteRuleSet:
+    """The site rules of a pass, a repair or a reindex: the global ones from the rule keys'
+    `values` (`RULE_KEYS`; a missing one at its default: no globs, the default excludes on,
+    no selector, no header) and each `[[site]]` table's own (`site_rules_of`). Header values
+    `env:VAR` are read from `environ` (`ConfigError` naming a variable not set)."""
+    base = SiteRules(include=tuple(values.get("include") or ()), exclude=tuple(values.get("exclude") or ()),
+                     select=values.get("select"),
+                     headers=tuple(parse_header(h, environ) for h in values.get("header") or ()),
+                     default_excludes=not values.get("no_default_excludes", False))
+    return SiteRuleSet(base, sites=site_rules_of(sites, environ))

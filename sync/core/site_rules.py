@@ -17,14 +17,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from .hashing import pipeline_fingerprint
 from .scope import site_key
 
 __all__ = ["SiteRules", "SiteRuleSet", "DEFAULT_EXCLUDES", "url_wanted", "unwanted_reason", "parse_header",
-           "extractor_variant"]
+           "extractor_variant", "page_fingerprint", "headers_in_scope"]
 
 # The non-content pages documentation generators write: index, search and 404 pages, and
 # copies of the sources. Each was seen in a real build (Sphinx 8 html and dirhtml with
@@ -156,3 +157,21 @@ def extractor_variant(select: str | None) -> str:
     one (today's pages keep their fingerprint), else the selector, so that a page extracted
     under another selector is read and extracted again (its unchanged texts keep their vectors)."""
     return "" if select is None else f"+select={select}"
+
+
+def page_fingerprint(embedder_id: str, extractor_id: str, splitter_settings: str, select: str | None) -> str:
+    """The pipeline fingerprint of a page extracted with `select` (its site's selector or
+    None), chunked with `splitter_settings` and embedded by `embedder_id`: what a pass
+    records for the page and compares with, and what a reindex leaves behind, so that a
+    pass after it under the same rules reads nothing again."""
+    return pipeline_fingerprint(embedder_id, f"{extractor_id}{extractor_variant(select)}/{splitter_settings}")
+
+
+def headers_in_scope(rules: SiteRuleSet, url: str, scope_check: Callable[[str], str | None]) -> dict[str, str]:
+    """The --header fields a request to `url` carries: its site's (`rules_for`), and only
+    when `url` is in scope (`scope_check(url)` is None: one of the sites being synced),
+    never for a host a redirect leads off to."""
+    rules_ = rules.rules_for(url)
+    if not rules_.headers or scope_check(url) is not None:
+        return {}
+    return dict(rules_.headers)

@@ -20,9 +20,8 @@ from chunking import EXTRACTOR_ID
 
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
 from ..edges.fetcher import FetchResult, HostQueue, Validators
-from ..core.hashing import pipeline_fingerprint
 from ..core.ids import canonical_url
-from ..core.site_rules import extractor_variant
+from ..core.site_rules import page_fingerprint
 from ..core.points_check import MISSING_MARK, REBUILD_MARK, rewrite_reason
 from ..edges.state import GONE, NEW, PageState
 from .embed import _Pending
@@ -47,8 +46,8 @@ class VisitStage:
         select = self.cfg.site_rules.rules_for(url).select
         fp = self.fingerprints.get(select)
         if fp is None:
-            fp = self.fingerprints[select] = pipeline_fingerprint(
-                self.embedder.model_id, f"{EXTRACTOR_ID}{extractor_variant(select)}/{self.splitter.settings}")
+            fp = self.fingerprints[select] = page_fingerprint(self.embedder.model_id, EXTRACTOR_ID,
+                                                              self.splitter.settings, select)
         return fp
 
     async def _visit(self, pages: Sequence[PageState]) -> None:

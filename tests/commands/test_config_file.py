@@ -165,3 +165,29 @@ def test_the_documented_config_files_hold_only_known_keys(doc):
     block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
     cfg = parse_file(tomllib.loads(block), known_keys(typer.main.get_command(app)), doc)
     assert cfg.sites
+
+
+@pytest.mark.parametrize("where", ["file", "site", "env"])
+def test_audit_fix_and_reindex_read_the_site_rules_of_the_file_and_the_environment(cwd, where):
+    """Their rules are run's: a selector no CSS parser reads is exit 2 before anything is
+    opened, wherever it is set; a read-only audit needs no rules."""
+    bad = "div["
+    env = {"PAGESYNC_SELECT": bad} if where == "env" else None
+    toml = 'state = "s.db"\n'
+    if where == "file":
+        toml += f'select = "{bad}"\n'
+    if where == "site":
+        toml += f'[[site]]\nsitemap = "https://a.example/sitemap.xml"\nselect = "{bad}"\n'
+    (cwd / "pagesync.toml").write_text(toml)
+    for args in (["reindex"], ["audit", "--fix"]):
+        r = invoke(*args, env=env)
+        assert r.exit_code == 2 and "is not a CSS selector" in error_line(r), (args, r.stderr)
+    r = invoke("audit", env=env)
+    assert r.exit_code == 2 and "no page state at s.db" in error_line(r)
+    assert not (cwd / "s.db").exists()
+
+
+def test_a_header_variable_not_set_is_exit_2_for_reindex_too(cwd):
+    (cwd / "pagesync.toml").write_text('state = "s.db"\nheader = ["Authorization: env:PAGESYNC_TEST_NO_VAR"]\n')
+    r = invoke("reindex")
+    assert r.exit_code == 2 and "PAGESYNC_TEST_NO_VAR is not set" in error_line(r)

@@ -163,3 +163,17 @@ def test_site_rules_are_keyed_by_every_site_a_table_names():
 def test_a_site_header_from_an_unset_variable_is_a_config_error():
     with pytest.raises(ConfigError, match="environment variable TOKEN is not set"):
         site_rules_of([SiteConfig(url=["https://a/"], header=["X-Token: env:TOKEN"])], {})
+
+
+def test_rule_set_takes_the_rule_keys_and_each_sites_own():
+    from sync.core.config import RULE_KEYS, rule_set
+
+    assert set(RULE_KEYS) == {"include", "exclude", "no_default_excludes", "select", "header"}
+    got = rule_set({"select": "main", "header": ["X-Token: env:TOKEN"], "exclude": ["*/old/*"],
+                    "no_default_excludes": True},
+                   [SiteConfig(sitemap=["https://a.example/sitemap.xml"], select="div.doc")], {"TOKEN": "t0k"})
+    assert got.base == SiteRules(exclude=("*/old/*",), select="main", headers=(("X-Token", "t0k"),),
+                                 default_excludes=False)
+    assert got.rules_for("https://a.example/p").select == "div.doc"
+    assert got.rules_for("https://b.example/p").select == "main"
+    assert rule_set({}, [], {}).base == SiteRules()  # no keys: the defaults

@@ -147,3 +147,26 @@ def test_an_env_header_value_is_sent_as_is_or_refused_without_being_shown(secret
     else:
         assert (name, value) == ("Authorization", secret.strip())
         assert value.isascii() and value.isprintable()
+
+
+def test_a_page_fingerprint_without_a_selector_is_the_pipeline_fingerprint_and_names_the_selector():
+    from sync.core.hashing import pipeline_fingerprint
+    from sync.core.site_rules import page_fingerprint
+
+    assert page_fingerprint("m", "x1", "s", None) == pipeline_fingerprint("m", "x1/s")
+    assert page_fingerprint("m", "x1", "s", "main") == pipeline_fingerprint("m", f"x1{extractor_variant('main')}/s")
+    assert len({page_fingerprint("m", "x1", "s", css) for css in (None, "main", "div.doc")}) == 3
+
+
+@pytest.mark.parametrize("url, in_scope, expected", [
+    ("https://a.example/p", True, {"Authorization": "A-own", "X-All": "1"}),
+    ("https://b.example/p", True, {"Authorization": "global", "X-All": "1"}),
+    ("https://b.example/p", False, {}),  # a host off the sites (a redirect's): nothing
+])
+def test_headers_go_to_in_scope_hosts_only_a_sites_own_over_the_global_ones(url, in_scope, expected):
+    from sync.core.site_rules import headers_in_scope
+
+    rules = SiteRuleSet(SiteRules(headers=(("Authorization", "global"), ("X-All", "1"))),
+                        sites=(("a.example", SiteRules(headers=(("authorization", "A-own"),))),))
+    got = headers_in_scope(rules, url, lambda u: None if in_scope else "out of scope")
+    assert {k.lower(): v for k, v in got.items()} == {k.lower(): v for k, v in expected.items()}
