@@ -163,3 +163,17 @@ def test_site_rules_are_keyed_by_every_site_a_table_names():
 def test_a_site_header_from_an_unset_variable_is_a_config_error():
     with pytest.raises(ConfigError, match="environment variable TOKEN is not set"):
         site_rules_of([SiteConfig(url=["https://a/"], header=["X-Token: env:TOKEN"])], {})
+
+
+@pytest.mark.parametrize("doc, shape", [
+    ({"header": ["Authorization: Bearer s3cretvalue", 5]}, "not an array holding an integer"),
+    ({"qdrant_url": ["https://u:s3cretvalue@q/"]}, "not an array"),
+    ({"full": "s3cretvalue"}, "not a string"),
+    ({"site": [{"url": "https://a/", "header": {"Authorization": "s3cretvalue"}}]}, "not a table"),
+    ({"site": ["s3cretvalue"]}, "not a string"),
+])
+def test_a_value_of_the_wrong_type_is_named_by_its_kind_never_shown(doc, shape):
+    """A mistyped api_key or header still holds a secret: the message says what kind of value it is."""
+    with pytest.raises(ConfigError) as exc:
+        parse_file(doc, KNOWN, "p.toml")
+    assert shape in str(exc.value) and "s3cretvalue" not in str(exc.value)
