@@ -32,7 +32,8 @@ from typing import Sequence
 
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
-from ..core.links import CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, links_from_json, links_to_json, read_links
+from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
+                          links_to_json, read_links)
 from ..edges.fetcher import FetchResult
 from ..edges.state import GONE, LIVE, NEW, PageState
 
@@ -157,7 +158,7 @@ class CrawlStage:
         read; then settle what the crawl reached (`_crawl_settle`)."""
         if not self.crawl_on:
             return
-        starts = [canonical_url(u) for u in self.cfg.crawl]
+        starts = [crawl_start(u) for u in self.cfg.crawl]
         frontier = Frontier(self.crawl_rules, starts)
         complete = True
         while level := frontier.take_level():
