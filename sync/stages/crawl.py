@@ -186,7 +186,11 @@ class CrawlStage:
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
         for url in starts:
-            if self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+            if url not in frontier:  # refused by the crawl's own rules (excluded, out of scope, a trap cap)
+                complete = False
+                log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
+                            "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
+            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
                 complete = False
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
                             url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")
