@@ -263,7 +263,10 @@ def _parse_duration(value: str, flag: str) -> timedelta:
     parts = _DURATION_PART.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
         raise ConfigError(f"{flag} {value!r} is not a duration (e.g. 12h, 3d, 1w, 1d12h)")
-    return timedelta(seconds=sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts))
+    try:
+        return timedelta(seconds=sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts))
+    except OverflowError:  # past timedelta's 999,999,999 days
+        raise ConfigError(f"{flag} {value!r} is too long a duration") from None
 
 
 def _check_output(path: Optional[Path], flag: str) -> None:
