@@ -291,8 +291,11 @@ def _check_output(path: Optional[Path], flag: str) -> None:
 
 
 def _check_url(u: str, flag: str) -> str:
-    if not u.lower().startswith(("http://", "https://")):
-        raise ConfigError(f"{flag} {u!r} must be an http(s) URL")
+    from ..core.ids import url_problem
+
+    problem = url_problem(u)
+    if problem:
+        raise ConfigError(f"{flag} {u!r} {problem}")
     return u
 
 

@@ -356,3 +356,26 @@ def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):
         assert found["counts"]["orphans"] == 0 and found["counts"]["foreign"] > 0, found
         r = cli(work, "audit", "--fix", "--qdrant-path", "q", "--state", "a.db", "--embedder", "fake")
         assert stored(work) == before, "another state's site was deleted"
+
+
+@pytest.mark.parametrize("flag", ["--crawl", "--url", "--sitemap"])
+@pytest.mark.parametrize("url", ["http://[::1", "https://h.example:99999/"])
+def test_a_source_that_does_not_parse_is_one_line_and_exit_2_with_nothing_written(flag, url, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from sync.commands.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["run", flag, url, "--embedder", "fake", "--state", "s.db", "--qdrant-path", "q"])
+    assert r.exit_code == 2 and r.stderr.strip() == f"pagesync: error: {flag} {url!r} is not a URL ({_why(url)})"
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "q").exists()
+
+
+def _why(url: str) -> str:
+    from sync.core.ids import canonical_url
+
+    try:
+        canonical_url(url)
+    except ValueError as exc:
+        return str(exc)
+    raise AssertionError(url)
