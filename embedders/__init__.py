@@ -52,8 +52,10 @@ def make_embedder(name: str | None, *, dimensions: int | None = None, concurrenc
 
         return SentenceTransformerEmbedder(name[3:])
     if name == "fake" or name.startswith("fake-"):
-        dim = int(name.split("-", 1)[1]) if "-" in name else 16
-        return HashEmbedder(dim)
+        size = name.split("-", 1)[1] if "-" in name else "16"
+        if not (size.isascii() and size.isdigit() and int(size) > 0):
+            raise ConfigError(f"--embedder {name!r}: fake-N takes a vector size N, a positive number")
+        return HashEmbedder(int(size))
     raise ConfigError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDER_NAMES)}")
 
 

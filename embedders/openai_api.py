@@ -104,12 +104,18 @@ class OpenAIEmbedder:
         self.requests_sent = 0  # embedding requests, retries and the probe included
         self.texts_embedded = 0
         headers = {"Authorization": f"Bearer {self.__key}"} if self.__key else {}
-        self._client = httpx.Client(base_url=self.base_url + "/", headers=headers, timeout=timeout,
-                                    transport=transport, follow_redirects=False,
-                                    limits=httpx.Limits(max_connections=max(10, concurrency)))
+        self.__userinfo = ""  # a password in the URL (https://user:pass@host/v1) is a secret like the key
+        try:
+            userinfo = httpx.URL(self.base_url).userinfo.decode("ascii", "replace")
+            self.__userinfo = f"{userinfo}@" if userinfo else ""
+            self._client = httpx.Client(base_url=self.base_url + "/", headers=headers, timeout=timeout,
+                                        transport=transport, follow_redirects=False,
+                                        limits=httpx.Limits(max_connections=max(10, concurrency)))
+        except httpx.InvalidURL as exc:
+            raise ConfigError(f"the embeddings server's URL (OPENAI_BASE_URL) is not a URL: {exc}") from None
 
     def __repr__(self) -> str:  # never the key
-        return f"OpenAIEmbedder({self.model_id!r}, base_url={self.base_url!r})"
+        return self._scrub(f"OpenAIEmbedder({self.model_id!r}, base_url={self.base_url!r})")
 
     def close(self) -> None:
         self._client.close()
@@ -120,6 +126,8 @@ class OpenAIEmbedder:
         a masked one: "Incorrect API key provided: sk-ab***yz")."""
         if self.__key:
             text = text.replace(self.__key, "***")
+        if self.__userinfo:
+            text = text.replace(self.__userinfo, "***@")
         return _KEYLIKE.sub("***", text)
 
     def _said(self, r: httpx.Response) -> str:
@@ -159,7 +167,7 @@ class OpenAIEmbedder:
             try:
                 data = r.json().get("data") or []
                 served = [m.get("id") for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):  # not JSON, not an object, a "data" that is no list
                 served = []
         if r.status_code != 200:
             # No model list here (a server without GET /models): one probe checks the key and the model.
@@ -201,8 +209,8 @@ class OpenAIEmbedder:
             raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.base_url}: {exc}{also}")) from None
         dim = len(vectors[0])
         if self.dimensions is not None and dim != self.dimensions:
-            raise EmbedderUnavailableError(f"model {self.model!r} at {self.base_url} made {dim}-dimensional vectors "
-                                           f"when asked for {self.dimensions} (--embed-dimensions)")
+            raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.base_url} made {dim}-dimensional "
+                                                       f"vectors when asked for {self.dimensions} (--embed-dimensions)"))
         self._dimension = dim
         self._store_dimension(dim)
         return dim
@@ -366,7 +374,8 @@ class OpenAIEmbedder:
         usage = body.get("usage") if isinstance(body, dict) else None
         counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
         # A server that counts nothing is charged the offline bound, so the budget guard holds.
-        tokens = int(counted) if isinstance(counted, (int, float)) else sum(token_bound(t) for t in inputs)
+        valid = isinstance(counted, (int, float)) and not isinstance(counted, bool) and math.isfinite(counted)
+        tokens = int(counted) if valid else sum(token_bound(t) for t in inputs)
         if not probe:
             with self._lock:
                 self.tokens_embedded += tokens

@@ -53,6 +53,7 @@ from .core.hashing import content_hash, pipeline_fingerprint
 from .edges.httpcache import FetchCache, ReadOnlyCache
 from .core.policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
 from .core.report import Report
+from .core.ids import url_problem
 from .core.scope import Scope
 from .core.site_rules import SiteRuleSet, headers_in_scope
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
@@ -144,8 +145,9 @@ class PassConfig:
         if self.max_pages < 1:
             raise ConfigError("max_pages must be at least 1")
         for u in (*self.sitemaps, *self.urls, *self.crawl):
-            if not isinstance(u, str) or not u.lower().startswith(("http://", "https://")):
-                raise ConfigError(f"{u!r} must be an http(s) URL")
+            problem = url_problem(u)
+            if problem:
+                raise ConfigError(f"{u!r} {problem}")
         if self.workers < 1 or self.embed_batch < 1 or self.write_batch < 1 or self.max_sitemap_urls < 1:
             raise ConfigError("workers, embed_batch, write_batch and max_sitemap_urls must be at least 1")
         if self.max_embed_tokens is not None and self.max_embed_tokens < 0:

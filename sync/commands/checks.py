@@ -87,6 +87,12 @@ def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int
                      why, model_id)
             name = guessed
     emb = make_embedder(name, dimensions=dimensions, concurrency=concurrency)
-    check_runs(emb)
-    check_embedder_fits(store, emb, model_id=model_id)
+    try:
+        check_runs(emb)
+        check_embedder_fits(store, emb, model_id=model_id)
+    except BaseException:
+        close = getattr(emb, "close", None)  # a remote embedder's client: not left open by a refusal
+        if callable(close):
+            close()
+        raise
     return emb

@@ -263,12 +263,39 @@ def _parse_duration(value: str, flag: str) -> timedelta:
     parts = _DURATION_PART.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
         raise ConfigError(f"{flag} {value!r} is not a duration (e.g. 12h, 3d, 1w, 1d12h)")
-    return timedelta(seconds=sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts))
+    try:
+        return timedelta(seconds=sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts))
+    except OverflowError:  # past timedelta's 999,999,999 days
+        raise ConfigError(f"{flag} {value!r} is too long a duration") from None
+
+
+def _check_output(path: Optional[Path], flag: str) -> None:
+    """A --report or --metrics path that cannot become a file is exit 2 before the pass
+    opens anything, not an error after it wrote the collection: a directory, under a
+    file, or in a directory this process may not write."""
+    if path is None:
+        return
+    try:
+        if path.is_dir():
+            raise ConfigError(f"{flag} {path}: is a directory")
+        existing = path.parent
+        while not existing.exists():  # the nearest ancestor there is (the pass creates the rest)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"{flag} {path}: {existing} is not a directory")
+        target = path if path.exists() else existing
+        if not os.access(target, os.W_OK):
+            raise ConfigError(f"{flag} {path}: {target} is not writable")
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from None
 
 
 def _check_url(u: str, flag: str) -> str:
-    if not u.lower().startswith(("http://", "https://")):
-        raise ConfigError(f"{flag} {u!r} must be an http(s) URL")
+    from ..core.ids import url_problem
+
+    problem = url_problem(u)
+    if problem:
+        raise ConfigError(f"{flag} {u!r} {problem}")
     return u
 
 
@@ -466,6 +493,8 @@ def run(
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
+        _check_output(report, "--report")
+        _check_output(metrics, "--metrics")
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         if not (src.sitemaps or src.urls or src.crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is

@@ -62,11 +62,13 @@ class Hit:
 class Collection:
     """A synced collection opened for reading (make one with `open_collection`)."""
 
-    def __init__(self, store: Store, embedder: Any, *, keep_open: bool = False, owns_store: bool = True):
+    def __init__(self, store: Store, embedder: Any, *, keep_open: bool = False, owns_store: bool = True,
+                 owns_embedder: bool = False):
         self.store = store
         self.embedder = embedder
         self.keep_open = keep_open
         self._owns_store = owns_store
+        self._owns_embedder = owns_embedder  # made here from a name: its client (a remote one's) closes with it
 
     @property
     def name(self) -> str:
@@ -96,6 +98,9 @@ class Collection:
             self.store.close()
         else:
             self._release()
+        close_embedder = getattr(self.embedder, "close", None) if self._owns_embedder else None
+        if callable(close_embedder):
+            close_embedder()
 
     def __enter__(self) -> "Collection":
         return self
@@ -139,6 +144,7 @@ def open_collection(path_or_url: str | Path = ".pagesync/qdrant", collection: st
         require_collection(store)
         if embedder is None or isinstance(embedder, str):
             reader.embedder = choose_embedder(embedder, store, why="search")
+            reader._owns_embedder = True
         else:
             check_embedder_fits(store, embedder)
             reader.embedder = embedder

@@ -88,28 +88,43 @@ def _unknown(key: str, known: Iterable[str], where: str) -> ConfigError:
     return ConfigError(f"{where}: unknown key {key!r}{nearest_hint(key, known)}")
 
 
+_TOML_TYPES = ((bool, "a boolean"), (str, "a string"), (int, "an integer"), (float, "a float"),
+               (list, "an array"), (dict, "a table"))
+
+
+def _shape(value: Any) -> str:
+    """What kind of TOML value `value` is ("an array holding an integer"), never the value
+    itself: a wrongly typed `api_key` or `header` holds a secret all the same."""
+    kind = next((name for t, name in _TOML_TYPES if isinstance(value, t)), "a date or time")
+    if isinstance(value, list):
+        odd = next((i for i in value if not isinstance(i, str)), None)
+        return f"{kind} holding {_shape(odd)}" if odd is not None else kind
+    return kind
+
+
 def _coerce(key: str, kind: str, value: Any, where: str) -> Any:
     """A file value as the option takes it: a list of strings (a lone string is a list of
-    one), a boolean, or one scalar (a TOML date or time as ISO 8601 text)."""
+    one), a boolean, or one scalar (a TOML date or time as ISO 8601 text). A wrong one is
+    named by its kind, not shown (`_shape`)."""
     if kind == LIST:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ConfigError(f"{where}: {key} must be a string or a list of strings, not {value!r}")
+            raise ConfigError(f"{where}: {key} must be a string or a list of strings, not {_shape(value)}")
         return list(items)
     if kind == FLAG:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: {key} must be true or false, not {value!r}")
+            raise ConfigError(f"{where}: {key} must be true or false, not {_shape(value)}")
         return value
     if isinstance(value, (datetime, date, time)):
         return value.isoformat()
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ConfigError(f"{where}: {key} must be one value (a string or a number), not {value!r}")
+        raise ConfigError(f"{where}: {key} must be one value (a string or a number), not {_shape(value)}")
     return value
 
 
 def _site(table: Any, where: str) -> SiteConfig:
     if not isinstance(table, dict):
-        raise ConfigError(f"{where}: must be a table ([[{SITE_TABLE}]]), not {table!r}")
+        raise ConfigError(f"{where}: must be a table ([[{SITE_TABLE}]]), not {_shape(table)}")
     values = {}
     for key, value in table.items():
         if key not in SITE_KEYS:

@@ -6,13 +6,26 @@ import hashlib
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["canonical_url", "url_digest", "chunk_id", "point_id", "POINT_ID_NAMESPACE"]
+__all__ = ["canonical_url", "url_problem", "url_digest", "chunk_id", "point_id", "POINT_ID_NAMESPACE"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 # Point ids are uuid5(POINT_ID_NAMESPACE, chunk_id): a pure function of the chunk id, so
 # the same chunk always lands on the same point whichever machine writes it.
 POINT_ID_NAMESPACE = uuid.NAMESPACE_URL
+
+
+def url_problem(url: object) -> str | None:
+    """Why `url` cannot be a source of a pass (--sitemap, --url, --crawl): not an http(s)
+    URL, or one `canonical_url` cannot read (a bad port, an unclosed IPv6 bracket); None
+    when it can be."""
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+        return "must be an http(s) URL"
+    try:
+        canonical_url(url)
+    except ValueError as exc:
+        return f"is not a URL ({exc})"
+    return None
 
 
 def canonical_url(url: str) -> str:

@@ -23,7 +23,7 @@ from urllib.parse import urljoin, urlsplit
 
 from .ids import canonical_url
 
-__all__ = ["PageLinks", "CrawlLimits", "CrawlRules", "Frontier", "read_links", "crawl_prefix",
+__all__ = ["PageLinks", "CrawlLimits", "CrawlRules", "Frontier", "read_links", "crawl_prefix", "crawl_start",
            "links_to_json", "links_from_json"]
 
 # Links kept of one page at most: a page listing more (a 100k-link index) is read to this
@@ -136,6 +136,18 @@ def links_from_json(text: str) -> PageLinks | None:
     except (ValueError, KeyError, TypeError):
         return None
     return PageLinks(links, d.get("canonical"), bool(d.get("noindex")), False, bool(d.get("truncated")))
+
+
+def crawl_start(start: str) -> str:
+    """A --crawl start page as the crawl fetches it: canonical, and a site's root given
+    without its slash (`https://h`, `https://h?x`) as `https://h/`, the URL an HTTP
+    request for it names and the one its pages link to (else the start page itself would
+    lie outside its own directory, `https://h/`, and the crawl would reach nothing)."""
+    url = canonical_url(start)
+    parts = urlsplit(url)
+    if parts.path:
+        return url
+    return parts._replace(path="/").geturl()
 
 
 def crawl_prefix(start: str) -> str:

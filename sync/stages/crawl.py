@@ -32,7 +32,8 @@ from typing import Sequence
 
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
-from ..core.links import CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, links_from_json, links_to_json, read_links
+from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
+                          links_to_json, read_links)
 from ..edges.fetcher import FetchResult
 from ..edges.state import GONE, LIVE, NEW, PageState
 
@@ -157,7 +158,7 @@ class CrawlStage:
         read; then settle what the crawl reached (`_crawl_settle`)."""
         if not self.crawl_on:
             return
-        starts = [canonical_url(u) for u in self.cfg.crawl]
+        starts = [crawl_start(u) for u in self.cfg.crawl]
         frontier = Frontier(self.crawl_rules, starts)
         complete = True
         while level := frontier.take_level():
@@ -185,7 +186,11 @@ class CrawlStage:
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
         for url in starts:
-            if self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+            if url not in frontier:  # refused by the crawl's own rules (excluded, out of scope, a trap cap)
+                complete = False
+                log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
+                            "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
+            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
                 complete = False
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
                             url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")

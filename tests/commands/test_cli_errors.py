@@ -281,9 +281,9 @@ def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, w
     assert run(site, work).returncode == 0
     r = cli(work, "run", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", "--now", "2030-01-01T00:00:00Z")
     assert r.returncode == 2
-    assert "give --sitemap or --url" in one_error_line(r)
+    assert "give --sitemap, --url or --crawl" in one_error_line(r)
     fresh = cli(work, "run", "--qdrant-path", "q2", "--state", "s2.db", "--embedder", "fake")
-    assert fresh.returncode == 2 and "give --sitemap or --url" in one_error_line(fresh)
+    assert fresh.returncode == 2 and "give --sitemap, --url or --crawl" in one_error_line(fresh)
     assert not (work / "s2.db").exists()
 
 
@@ -356,3 +356,26 @@ def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):
         assert found["counts"]["orphans"] == 0 and found["counts"]["foreign"] > 0, found
         r = cli(work, "audit", "--fix", "--qdrant-path", "q", "--state", "a.db", "--embedder", "fake")
         assert stored(work) == before, "another state's site was deleted"
+
+
+@pytest.mark.parametrize("flag", ["--crawl", "--url", "--sitemap"])
+@pytest.mark.parametrize("url", ["http://[::1", "https://h.example:99999/"])
+def test_a_source_that_does_not_parse_is_one_line_and_exit_2_with_nothing_written(flag, url, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from sync.commands.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["run", flag, url, "--embedder", "fake", "--state", "s.db", "--qdrant-path", "q"])
+    assert r.exit_code == 2 and r.stderr.strip() == f"pagesync: error: {flag} {url!r} is not a URL ({_why(url)})"
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "q").exists()
+
+
+def _why(url: str) -> str:
+    from sync.core.ids import canonical_url
+
+    try:
+        canonical_url(url)
+    except ValueError as exc:
+        return str(exc)
+    raise AssertionError(url)

@@ -140,3 +140,34 @@ def test_hits_of_points_without_a_metadata_object_or_a_title():
 
 def test_the_read_api_is_exported_by_sync():
     assert sync.open_collection is open_collection and sync.Collection is Collection and sync.Hit is Hit
+
+
+class _Closing(HashEmbedder):
+    """A HashEmbedder with a client to close, as a remote embedder has."""
+
+    made: list["_Closing"] = []
+
+    def __init__(self, dim: int):
+        super().__init__(dim)
+        self.closed = False
+        _Closing.made.append(self)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_embedder_made_from_a_name_is_closed_with_the_collection_and_a_given_one_is_not(edge_dir, monkeypatch):
+    import embedders
+
+    _Closing.made.clear()
+    monkeypatch.setattr(embedders, "make_embedder", lambda name, **kw: _Closing(int(name.split("-")[1])))
+    with open_collection(edge_dir, embedder="fake-16") as coll:
+        coll.search("Install with pip.")
+    assert [e.closed for e in _Closing.made] == [True]
+    with pytest.raises(CollectionMismatchError):
+        open_collection(edge_dir, embedder="fake-32")  # refused: the one made for it is closed too
+    assert [e.closed for e in _Closing.made] == [True, True]
+    mine = _Closing(16)
+    with open_collection(edge_dir, embedder=mine):
+        pass
+    assert not mine.closed  # the caller's to close

@@ -70,3 +70,19 @@ def test_metrics_file_holds_the_report_and_the_freshness(site, cwd):
     assert got["pagesync_status_pages_tracked"].value == 10
     assert got["pagesync_status_pages_due"].value == 0  # visited: due again later (the failed one backs off)
     assert got["pagesync_status_oldest_visit_age_s"].value == 0.0  # every page visited at this pass's clock
+
+
+@pytest.mark.parametrize("flag", ["--metrics", "--report"])
+@pytest.mark.parametrize("where", ["afile/out", "adir"])
+def test_an_output_path_that_cannot_be_a_file_is_exit_2_before_anything_is_written(site, cwd, flag, where):
+    """Found after the pass, it would be exit 2 ("nothing written") with the collection written."""
+    ten_pages_one_failing(site)
+    Path("afile").write_text("")
+    Path("adir").mkdir()
+    args = ["run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
+            "--embedder", "fake", flag, where]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2, r.stderr
+    if not (flag == "--metrics" and where == "adir"):  # that one click refuses itself (dir_okay=False)
+        assert r.stderr.startswith(f"pagesync: error: {flag} {where}") and len(r.stderr.strip().splitlines()) == 1
+    assert not Path("s.db").exists() and not Path("q").exists()

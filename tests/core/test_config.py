@@ -177,3 +177,17 @@ def test_rule_set_takes_the_rule_keys_and_each_sites_own():
     assert got.rules_for("https://a.example/p").select == "div.doc"
     assert got.rules_for("https://b.example/p").select == "main"
     assert rule_set({}, [], {}).base == SiteRules()  # no keys: the defaults
+
+
+@pytest.mark.parametrize("doc, shape", [
+    ({"header": ["Authorization: Bearer s3cretvalue", 5]}, "not an array holding an integer"),
+    ({"qdrant_url": ["https://u:s3cretvalue@q/"]}, "not an array"),
+    ({"full": "s3cretvalue"}, "not a string"),
+    ({"site": [{"url": "https://a/", "header": {"Authorization": "s3cretvalue"}}]}, "not a table"),
+    ({"site": ["s3cretvalue"]}, "not a string"),
+])
+def test_a_value_of_the_wrong_type_is_named_by_its_kind_never_shown(doc, shape):
+    """A mistyped api_key or header still holds a secret: the message says what kind of value it is."""
+    with pytest.raises(ConfigError) as exc:
+        parse_file(doc, KNOWN, "p.toml")
+    assert shape in str(exc.value) and "s3cretvalue" not in str(exc.value)

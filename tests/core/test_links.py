@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, links_from_json,
+from sync.core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
                              links_to_json, read_links)
 
 BASE = "https://docs.example.org/en/guide/intro.html"
@@ -180,3 +180,17 @@ def test_frontier_memory_is_bounded_by_max_pages_not_by_links():
         tracemalloc.stop()
     assert len(f) == 1000 and f.bound_hit
     assert peak < 1_000_000  # ~1000 URLs and their counters, not 40,000
+
+
+@pytest.mark.parametrize("given, start", [
+    ("https://docs.example.com", "https://docs.example.com/"),
+    ("HTTPS://Docs.Example.com:443", "https://docs.example.com/"),
+    ("https://docs.example.com?lang=en", "https://docs.example.com/?lang=en"),
+    ("https://docs.example.com/en/", "https://docs.example.com/en/"),
+    ("https://docs.example.com/en/index.html", "https://docs.example.com/en/index.html"),
+])
+def test_a_start_page_is_inside_its_own_crawl(given, start):
+    """A site's root given without its slash is fetched as the root: inside its prefix."""
+    assert crawl_start(given) == start
+    frontier = Frontier(CrawlRules(prefixes=[crawl_prefix(given)]), [crawl_start(given)])
+    assert list(frontier) == [start] and not frontier.refused

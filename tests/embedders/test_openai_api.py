@@ -5,6 +5,7 @@ never in a message."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import httpx
@@ -315,3 +316,50 @@ def test_without_a_model_list_the_check_probes_so_a_wrong_key_is_still_refused()
     bad, _ = make(fake, "text-embedding-3-small", dimensions=8, api_key="sk-nope-000000")
     with pytest.raises(EmbedderUnavailableError, match="refused the API key"):
         bad.check()
+
+
+# -- what a server or a setting may get wrong -------------------------------------------------
+def test_a_base_url_that_is_no_url_is_a_config_error_not_a_traceback():
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL"):
+        OpenAIEmbedder("m", base_url="http://[::1/", api_key=KEY)
+
+
+def test_a_password_in_the_base_url_is_in_no_message():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    emb = OpenAIEmbedder("m", base_url="http://me:hunter2pass@fake/v1", api_key=KEY,
+                         transport=httpx.MockTransport(refuse))
+    assert "hunter2pass" not in repr(emb)
+    with pytest.raises(EmbedderUnavailableError) as err:
+        emb.check()
+    assert "does not answer" in str(err.value) and "hunter2pass" not in str(err.value)
+
+
+@pytest.mark.parametrize("body", [{"data": 5}, {"data": {"id": "m"}}, [1, 2]])
+def test_a_model_list_of_another_shape_is_no_list_and_the_probe_decides(body):
+    fake = FakeOpenAI(dimension=8)
+    inner = fake.handler
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json=body)
+        return inner(request)
+
+    emb = OpenAIEmbedder("m", base_url="http://fake/v1", api_key=KEY, transport=httpx.MockTransport(handler))
+    emb.check()
+    assert emb.dimension == 8
+
+
+@pytest.mark.parametrize("count", [float("nan"), float("inf"), True, "12"])
+def test_a_token_count_that_is_no_finite_number_is_charged_the_offline_bound(count):
+    def handler(request: httpx.Request) -> httpx.Response:
+        inputs = json.loads(request.content)["input"]
+        data = [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(inputs))]
+        return httpx.Response(200, content=json.dumps({"data": data, "usage": {"prompt_tokens": count}}),
+                              headers={"content-type": "application/json"})
+
+    emb = OpenAIEmbedder("m", base_url="http://fake/v1", api_key=KEY, transport=httpx.MockTransport(handler))
+    emb._dimension = 2
+    emb.embed(["one two"])
+    assert emb.tokens_embedded == token_bound("one two")

@@ -271,3 +271,25 @@ def test_without_default_excludes_the_index_pages_are_crawled(harness):
     crawl(harness, site_rules=SiteRuleSet(SiteRules(default_excludes=False)))
     assert "/genindex.html" in urls(harness)
     assert {"/genindex.html", "/search.html"} <= {p for _, p, _, _ in harness.site.requests}
+
+
+def test_a_crawl_from_the_sites_root_given_without_its_slash(harness):
+    """`--crawl https://docs.example.com`: the root is fetched as `/` and the crawl reaches the site."""
+    build_docs(harness.site)
+    harness.site.set("/", sphinx_page("index", DOCS))
+    root = harness.site.server.url("").rstrip("/")
+    rep = crawl(harness, crawl=[root])
+    assert rep.crawl_complete is True and rep.pages_failed == 0
+    assert urls(harness) == {"/"} | {f"/{p}.html" for p in DOCS}
+
+
+def test_a_start_page_the_crawls_rules_refuse_makes_the_crawl_incomplete(harness):
+    """Excluded later, the start page admits nothing: not a site with no pages, so none is purged for it."""
+    from sync.core.site_rules import SiteRules, SiteRuleSet
+
+    build_docs(harness.site)
+    crawl(harness)
+    rules = SiteRuleSet(SiteRules(exclude=("*/index.html",)))
+    rep = crawl(harness, advance=timedelta(days=30), site_rules=rules, allow_mass_delete=True)
+    assert rep.crawl_complete is False
+    assert urls(harness) == {f"/{p}.html" for p in DOCS}  # none purged for not being linked
