@@ -46,6 +46,7 @@ sys.path.append(str(REPO / "bench"))
 from demo.embed_proxy import EmbedProxy  # noqa: E402
 from embedders.openai_api import PROBE_TEXT  # noqa: E402
 from demo.infinity_server import InfinityServer, model_dir, unavailable  # noqa: E402
+from pipeline import chunks_by_url  # noqa: E402  (the synced collection's chunk texts by URL)
 from replay_docs_history import DEFAULT_GIT_DIR, NGINX, Git, Lastmods, Nginx, Renderer, write_site, write_sitemap  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
@@ -90,19 +91,6 @@ def pagesync_pass(work: Path, sitemap: str, now: datetime, env: dict, concurrenc
     if p.returncode not in (0, 1) or not report.exists():
         raise SystemExit(f"pagesync run failed ({p.returncode}):\n{p.stderr[-3000:]}")
     return {**json.loads(report.read_text()), "exit_code": p.returncode, "process_wall_s": time.perf_counter() - t}
-
-
-def chunks_by_url(work: Path) -> dict[str, list[str]]:
-    from sync.edges.store import EdgeStore
-
-    store = EdgeStore(work / "qdrant", "pages")
-    try:
-        rows: dict[str, list[tuple[int, str]]] = {}
-        for p in store.scroll(payload_fields=["url", "chunk_index", "text"]):
-            rows.setdefault(p.payload["url"], []).append((p.payload["chunk_index"], p.payload["text"]))
-    finally:
-        store.close()
-    return {u: [t for _, t in sorted(v)] for u, v in rows.items()}
 
 
 class LangChainNightly:
