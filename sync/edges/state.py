@@ -205,6 +205,14 @@ _UPSERT = (f"INSERT INTO pages ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?
            f"ON CONFLICT(url) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _ROW_COLUMNS[1:])}")
 
 
+def _in_batches(urls: Iterable[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
+    """`urls` in parts of `size` (under SQLite's host-parameter limit), each with its "?,?,..."."""
+    urls = list(urls)
+    for i in range(0, len(urls), size):
+        part = urls[i : i + size]
+        yield part, ",".join("?" * len(part))
+
+
 def _flock_all(fds: Sequence[int]) -> int | None:
     """Take an exclusive flock on every fd, in order, without waiting: None when all are
     taken, else the index of the first one held elsewhere (those taken before it are let go)."""
@@ -363,10 +371,8 @@ class StateDB:
 
     def get_many(self, urls: Iterable[str]) -> dict[str, PageState]:
         out: dict[str, PageState] = {}
-        urls = list(urls)
-        for i in range(0, len(urls), 500):
-            part = urls[i : i + 500]
-            for page in self._pages(f"WHERE url IN ({','.join('?' * len(part))})", part):
+        for part, marks in _in_batches(urls):
+            for page in self._pages(f"WHERE url IN ({marks})", part):
                 out[page.url] = page
         return out
 
@@ -547,10 +553,8 @@ class StateDB:
     def get_texts(self, urls: Iterable[str]) -> dict[str, tuple[str, str]]:
         """url -> (content_hash, markdown) for the urls that have a readable kept text."""
         out: dict[str, tuple[str, str]] = {}
-        urls = list(urls)
-        for i in range(0, len(urls), 500):
-            part = urls[i : i + 500]
-            q = f"SELECT url, content_hash, text FROM page_texts WHERE url IN ({','.join('?' * len(part))})"
+        for part, marks in _in_batches(urls):
+            q = f"SELECT url, content_hash, text FROM page_texts WHERE url IN ({marks})"
             for row in self._db.execute(q, part):
                 try:
                     out[row["url"]] = (row["content_hash"], zlib.decompress(bytes(row["text"])).decode("utf-8"))
@@ -559,11 +563,9 @@ class StateDB:
         return out
 
     def drop_texts(self, urls: Iterable[str]) -> None:
-        urls = list(urls)
         try:
-            for i in range(0, len(urls), 500):
-                part = urls[i : i + 500]
-                self._db.execute(f"DELETE FROM page_texts WHERE url IN ({','.join('?' * len(part))})", part)
+            for part, marks in _in_batches(urls):
+                self._db.execute(f"DELETE FROM page_texts WHERE url IN ({marks})", part)
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot drop page texts from") from exc
 
@@ -583,10 +585,8 @@ class StateDB:
     def get_links(self, urls: Iterable[str]) -> dict[str, str]:
         """url -> the kept `links_to_json` text, for the urls that have a readable one."""
         out: dict[str, str] = {}
-        urls = list(urls)
-        for i in range(0, len(urls), 500):
-            part = urls[i : i + 500]
-            q = f"SELECT url, links FROM page_links WHERE url IN ({','.join('?' * len(part))})"
+        for part, marks in _in_batches(urls):
+            q = f"SELECT url, links FROM page_links WHERE url IN ({marks})"
             for row in self._db.execute(q, part):
                 try:
                     out[row["url"]] = zlib.decompress(bytes(row["links"])).decode("utf-8")
@@ -595,11 +595,9 @@ class StateDB:
         return out
 
     def drop_links(self, urls: Iterable[str]) -> None:
-        urls = list(urls)
         try:
-            for i in range(0, len(urls), 500):
-                part = urls[i : i + 500]
-                self._db.execute(f"DELETE FROM page_links WHERE url IN ({','.join('?' * len(part))})", part)
+            for part, marks in _in_batches(urls):
+                self._db.execute(f"DELETE FROM page_links WHERE url IN ({marks})", part)
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot drop page links from") from exc
 
