@@ -151,7 +151,7 @@ def test_a_crawl_and_its_site_rules_come_from_the_file(site, cwd):
     assert urls == {site.server.url(f"/{p}.html") for p in DOCS if p != "changes"}
 
 
-@pytest.mark.parametrize("doc", ["docs/configuration.md", "docs/tasks/nightly-ci.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/configuration.md", "docs/tasks/nightly-ci.md"])
 def test_the_documented_config_files_hold_only_known_keys(doc):
     import re
     import tomllib
