@@ -37,13 +37,16 @@ def pagesync(*args: str) -> int:
 
 
 def exported(*args: str) -> dict[str, dict]:
-    """`pagesync export --with-vectors` as {id: point}, fetched_at (the time of the fetch) left out."""
+    """`pagesync export --with-vectors` as {id: point}, fetched_at (the time of the fetch, also in
+    the `metadata` object) left out."""
     out = subprocess.run([sys.executable, "-m", "sync", "export", "--with-vectors", *args], cwd=HERE.parent,
                          capture_output=True, text=True, check=True).stdout
     points = {}
     for line in out.splitlines():
         p = json.loads(line)
         p["payload"].pop("fetched_at", None)
+        if isinstance(p["payload"].get("metadata"), dict):
+            p["payload"]["metadata"].pop("fetched_at", None)
         points[p["id"]] = p
     return points
 
@@ -146,38 +149,40 @@ def docs_demo(embedder: list[str], work: Path = WORK) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--docs", action="store_true", help="sync this project's own documentation site instead")
-    ap.add_argument("--embedder", help="with --docs: pagesync's --embedder (default: the bundled model)")
-    ap.add_argument("--work", type=Path, default=WORK, help="with --docs: the working directory (default demo/.work)")
+    ap.add_argument("--embedder", help="pagesync's --embedder (default: the bundled model)")
+    ap.add_argument("--work", type=Path, default=WORK, help="the working directory (default demo/.work)")
     args = ap.parse_args(argv)
+    emb = ["--embedder", args.embedder] if args.embedder else []
     if args.docs:
-        return docs_demo(["--embedder", args.embedder] if args.embedder else [], args.work)
-    shutil.rmtree(WORK, ignore_errors=True)
-    WORK.mkdir(parents=True)
-    common = ["--qdrant-path", str(WORK / "qdrant"), "--state", str(WORK / "state.db")]
+        return docs_demo(emb, args.work)
+    work = args.work
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    common = ["--qdrant-path", str(work / "qdrant"), "--state", str(work / "state.db")]
     site = Site.from_dir(HERE / "site")
     with SiteServer(site) as server:
         sitemap = server.url("/sitemap.xml")
         print(f"serving demo/site/ at {server.base_url} (sitemap {sitemap})\n")
-        if pagesync("run", "--sitemap", sitemap, *common, "--report", str(WORK / "report-1.json")) != 0:
+        if pagesync("run", "--sitemap", sitemap, *emb, *common, "--report", str(work / "report-1.json")) != 0:
             return 1
-        show(WORK / "report-1.json", "pass 1: initial index")
+        show(work / "report-1.json", "pass 1: initial index")
 
         apply_edits(site)
         print("applied demo/edits/: config.html edited, faq.html shrunk, deploy.html deleted, "
               "plugins.html added, cli.html nav/footer only\n")
-        if pagesync("run", "--sitemap", sitemap, *common, "--report", str(WORK / "report-2.json")) != 0:
+        if pagesync("run", "--sitemap", sitemap, *emb, *common, "--report", str(work / "report-2.json")) != 0:
             return 1
-        show(WORK / "report-2.json", "pass 2: after the edits (only changed text is embedded)")
+        show(work / "report-2.json", "pass 2: after the edits (only changed text is embedded)")
 
-        if pagesync("run", "--sitemap", sitemap, *common, "--full", "--report", str(WORK / "report-3.json")) != 0:
+        if pagesync("run", "--sitemap", sitemap, *emb, *common, "--full", "--report", str(work / "report-3.json")) != 0:
             return 1
-        show(WORK / "report-3.json", "pass 3: --full over an unchanged site (conditional GETs, nothing embedded)")
+        show(work / "report-3.json", "pass 3: --full over an unchanged site (conditional GETs, nothing embedded)")
 
         # The property the tests check after every sequence of edits: the incrementally
         # synced collection equals a fresh full index of the site as it is now.
-        fresh = ["--qdrant-path", str(WORK / "fresh-qdrant"), "--state", str(WORK / "fresh-state.db")]
+        fresh = ["--qdrant-path", str(work / "fresh-qdrant"), "--state", str(work / "fresh-state.db")]
         print("== is the synced collection what a fresh full index of the site gives now? ==")
-        if pagesync("run", "--sitemap", sitemap, *fresh, "--quiet") != 0:
+        if pagesync("run", "--sitemap", sitemap, *emb, *fresh, "--quiet") != 0:
             return 1
     incremental, full = exported(*common), exported(*fresh)
     why = same_as_fresh(incremental, full)
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     pagesync("status", *common)
     print()
-    return pagesync("search", "how do I write a plugin for a new store?", "--limit", "1", "--qdrant-path", str(WORK / "qdrant"))
+    return pagesync("search", "how do I write a plugin for a new store?", "--limit", "1", "--qdrant-path", str(work / "qdrant"))
 
 
 if __name__ == "__main__":
