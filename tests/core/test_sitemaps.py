@@ -627,7 +627,7 @@ def _apply(record, current):
 
 
 def test_one_deploy_date_night_leaves_the_next_nights_advances_alone():
-    """The trial's nights: varied stamps, the deploy date on every URL (a newer stamp),
+    """Nights of a real site: varied stamps, the deploy date on every URL (a newer stamp),
     the varied stamps back, then one page edited: one advance in all, on the last night."""
     urls = [f"https://e.com/p{i}" for i in range(10)]
     varied = {u: f"2026-10-{i + 1:02d}T00:00:00+00:00" for i, u in enumerate(urls)}

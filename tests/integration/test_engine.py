@@ -803,7 +803,7 @@ DEPLOY_STAMP = 1_700_000_000  # the server's one stamp on every URL in "same-las
 
 @pytest.mark.parametrize("recorded", ["kept", "deploy stamp on record"])
 def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp_path, recorded):
-    """The trial: varied stamps, a night with the deploy date on every URL (ignored), the
+    """Nights of a real site: varied stamps, a night with the deploy date on every URL (ignored), the
     varied (older) stamps back: nothing to visit, no advance counted, so the host keeps
     its trust and a real edit the next day is followed. "deploy stamp on record": a state
     in which an earlier pagesync recorded the deploy date as every page's stamp: the
@@ -869,7 +869,7 @@ class _Killed(Exception):
 @pytest.mark.parametrize("at", ["before the sitemap write", "before any visit", "at the edited page",
                                 "before the purges"])
 def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, monkeypatch, at):
-    """The trial: a pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
+    """A pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
     and dies before it gets to them. The next pass gets the same sitemap from its kept
     copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
