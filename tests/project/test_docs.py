@@ -76,6 +76,7 @@ def test_docs_build_strict(tmp_path):
             assert history_words(text) == [], page.relative_to(site)
 
 
+@pytest.mark.slow  # the demo drives the command line as subprocesses
 def test_the_demo_ends_with_a_collection_equal_to_a_fresh_index(tmp_path):
     """`make demo`, on the fake embedder: edits synced, then the same as a fresh full index."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
@@ -86,6 +87,7 @@ def test_the_demo_ends_with_a_collection_equal_to_a_fresh_index(tmp_path):
     assert "  yes: " in r.stdout and "clean" in r.stdout
 
 
+@pytest.mark.slow  # the demo drives the command line as subprocesses
 def test_the_demo_syncs_the_docs_site(tmp_path):
     """`make demo-docs`, on the fake embedder: the built docs are indexed; a redeploy that gives
     every page one new lastmod fetches nothing; one edited page embeds only its new text."""
