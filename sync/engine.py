@@ -73,6 +73,7 @@ from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engi
     within_budget,
 )
 from .core.links import CrawlLimits
+from .stages.bulk_edits import BulkEditStage
 from .stages.crawl import CrawlStage
 from .stages.preflight import PreflightStage
 from .stages.settle import SettleStage
@@ -167,7 +168,7 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-class _Pass(PreflightStage, PlanStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
+class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state

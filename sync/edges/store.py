@@ -25,12 +25,13 @@ import errno
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 
+from .disk_space import (MIN_FREE_BYTES, MIN_FREE_ENV, full_error, min_free_default,  # noqa: F401 (MIN_FREE_*: read from here)
+                         out_of_space, refuse_when_short)
 from .aliasfile import resolve_alias
 from .lease import Holder, iso, this_process
 from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
@@ -55,19 +56,8 @@ __all__ = [
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
-# Free space the embedded store keeps on its disk before any write. Qdrant Edge grows its
-# write-ahead log, vectors and payloads in 32 MiB files that it maps sparse into memory
-# and fills in place: on a full disk, a store into such a page is a SIGBUS that kills the
-# process with no message. 256 MiB covers a new chunk of each plus the holes of the open
-# ones; a write also needs 4x its own size (WAL, segment, payload index). Below that a
-# write is refused with `StoreFullError` (one line, exit 1) before Qdrant Edge is called.
-# The environment variable PAGESYNC_MIN_FREE_MB sets another margin (in MiB; 0: no check).
-MIN_FREE_BYTES = 256 * 1024 * 1024
-MIN_FREE_ENV = "PAGESYNC_MIN_FREE_MB"
-_WRITE_FACTOR = 4
 _NOT_WRITABLE = ("Permission denied (os error 13)", "Read-only file system (os error 30)",
                  "Operation not permitted (os error 1)")  # Qdrant Edge's words for EACCES, EROFS, EPERM
-_NO_SPACE = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge touches a segment
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
@@ -246,28 +236,6 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError))
 
 
-_FULL_WAY_ON = ("free some space and run it again: what was written is consistent, and the next pass resumes "
-                "where this one stopped")
-
-
-def _min_free_default() -> int:
-    """MIN_FREE_BYTES, or PAGESYNC_MIN_FREE_MB when set (ConfigError when it is no number)."""
-    raw = os.environ.get(MIN_FREE_ENV, "").strip()
-    if not raw:
-        return MIN_FREE_BYTES
-    try:
-        mib = float(raw)
-    except ValueError:
-        mib = -1.0
-    if not 0 <= mib < 2**40:
-        raise ConfigError(f"{MIN_FREE_ENV}={raw!r} is not a size in MiB (e.g. 256; 0 turns the free-space check off)")
-    return int(mib * 1048576)
-
-
-def _mib(n: int) -> str:
-    return f"{n / 1048576:.0f} MiB"
-
-
 def _write_size(points: Sequence[StoredPoint]) -> int:
     """Roughly what `points` take on disk: 4-byte floats, the chunk text and ~512 bytes of
     other payload (no JSON encoding: this runs on every write)."""
@@ -347,7 +315,7 @@ class EdgeStore(_PagedScroll):
         _check_name(collection)
         self.collection = collection
         self.reading = reading
-        self.min_free_bytes = _min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
+        self.min_free_bytes = min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
         self.root = Path(path)
         self.lock_wait = lock_wait
         self.search_threads = search_threads
@@ -439,30 +407,15 @@ class EdgeStore(_PagedScroll):
                 raise self._full(what, exc) from exc
             raise StoreUnavailableError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
         except Exception as exc:
-            if any(sign in str(exc).lower() for sign in _NO_SPACE):  # Qdrant Edge's own I/O errors
+            if out_of_space(exc):  # Qdrant Edge's own I/O errors
                 raise self._full(what, exc) from exc
             raise StoreError(f"embedded store ({self.dir}): {what} failed: {exc}") from exc
 
     def _full(self, what: str, exc: BaseException) -> StoreFullError:
-        return StoreFullError(f"embedded store ({self.dir}): {what} failed: the disk is full ({exc}); {_FULL_WAY_ON}")
+        return full_error(f"embedded store ({self.dir})", what, exc)
 
     def _check_space(self, what: str, nbytes: int = 0) -> None:
-        """Refuse a write (`StoreFullError`) when the shard's disk has less free space than
-        the margin (`MIN_FREE_BYTES`) plus 4x the write's size, before Qdrant Edge maps a
-        page it could not back (see MIN_FREE_BYTES)."""
-        where = self.dir
-        while not where.exists() and where != where.parent:  # a shard not created yet: its disk
-            where = where.parent
-        try:
-            free = shutil.disk_usage(where).free
-        except OSError:
-            return  # no answer: Qdrant Edge's own error decides
-        need = self.min_free_bytes + _WRITE_FACTOR * nbytes
-        if self.min_free_bytes and free < need:
-            raise StoreFullError(
-                f"embedded store ({self.dir}): {what} refused: {_mib(free)} free on its disk, under the "
-                f"{_mib(need)} pagesync keeps free there ({_mib(self.min_free_bytes)} margin + 4x the write); "
-                f"{_FULL_WAY_ON}")
+        refuse_when_short(self.dir, self.min_free_bytes, f"embedded store ({self.dir})", what, nbytes)
 
     def exists(self) -> bool:
         return (self.dir / "edge_config.json").exists()

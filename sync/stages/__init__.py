@@ -1,7 +1,7 @@
 """The stages of a sync pass, one module each, in the order a page's data flows through them.
 
 `preflight` (the collection and the model against the state), `plan` (sitemap diff,
-schedule, budget -> visits and removals), `visit` (fetch -> extract -> decide), `embed`
+schedule, budget -> visits and removals; `bulk_edits` watches for site-wide edits beside it), `visit` (fetch -> extract -> decide), `embed`
 (reuse, de-duplication, batching, the model call's overlap), `write` (a page's replace in
 its crash-safe order), `settle` (guard, moves, purges). `sync.engine` conducts them: each
 stage is a mixin of its pass, owns the state it sets up in its `_init_<stage>`, and shares

@@ -29,11 +29,6 @@ from ..core.policy import (
     Visit,
     add_visit,
     bulk_state_from_json,
-    bulk_state_to_json,
-    change_probability,
-    estimate_rate,
-    pass_evidence,
-    update_bulk_state,
     url_section,
     history_from_json,
     history_json_with,
@@ -562,56 +557,6 @@ class PlanStage:
             self.feed_policies[host] = policy
         return policy
 
-    def _edit_for(self, url: str):
-        """The bulk edit under way on the url's host, or None."""
-        if not self.bulk:
-            return None
-        st = self.bulk.get(url_host(url)[1])
-        edit = st.edit if st is not None else None
-        return edit if edit is not None and edit.active(self.now.timestamp()) else None
-
-    def _bulk_suspects(self, visits: list[ChangeEvent], known: dict[str, PageState],
-                       sitemap_now: dict[str, str | None]) -> list[ChangeEvent]:
-        """Pages a bulk edit under way may have changed (last visited before it was
-        noticed) that are not visits yet: candidates of this pass, within --max-fetches.
-
-        Reads every page of the state, but only while a bulk edit is under way on a host
-        (`BULK_HOLD_S` after its detection at most)."""
-        now_s = self.now.timestamp()
-        if not any(st.edit is not None and st.edit.active(now_s) for st in self.bulk.values()):
-            return []
-        listed = {ev.url for ev in visits}
-        out = []
-        for page in self.state.all_pages():
-            if page.url in listed or page.status != LIVE or page.pending_hash is not None:
-                continue
-            if page.failures and page.due_at is not None and page.due_at > self.now:
-                continue  # backing off after a failure
-            if page.url not in sitemap_now and page.source != "url":
-                continue
-            edit = self._edit_for(page.url)
-            last = page.last_fetched_at.timestamp() if page.last_fetched_at is not None else None
-            if edit is not None and edit.suspect(last, now_s):
-                known[page.url] = page
-                out.append(ChangeEvent(page.url, "bulk"))
-        return out
-
-    def _bulk_update(self) -> dict:
-        """Each host's bulk-edit state after this pass, for the run report (a repair pass
-        or a pass without evidence carries it on)."""
-        now_s = self.now.timestamp()
-        hosts = set(self.bulk) | set(self.observed)
-        out = {}
-        for host in sorted(hosts):
-            obs = self.observed.get(host)
-            st = self.bulk.get(host, BulkState())
-            if st.edit is not None and host in self.suspects_seen:
-                st = BulkState(st.evidence, st.edit.with_visits(self.suspects_seen[host]))
-            st = update_bulk_state(st, pass_evidence(now_s, obs) if obs else None, now_s)
-            if st.evidence or st.edit is not None:
-                out[host] = bulk_state_to_json(st)
-        return out
-
     def _within_budget(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
         """Order the visits by the policy and cut them to --max-fetches (`select_visits`).
 
@@ -677,23 +622,3 @@ class PlanStage:
         page.interval = self._policy_for(page.url).next_interval(visits, page.interval, changed)
         page.due_at = self.now + page.interval
         page.last_fetched_at = self.now
-
-    def _bulk_observe(self, page: PageState, visits: list[Visit], elapsed: float, changed: bool) -> bool:
-        """Count this visit as bulk-edit evidence, or put its change down to the edit under
-        way. Returns True when the change is the edit's: a suspect (last visited before the
-        edit was noticed) found changed while the edit is under way.
-
-        Evidence is every other visit with text that no trusted lastmod advance, pending
-        write or repair pass caused (those expect a change): its predicted P(change) from the page's rate as it
-        stood before the visit, and whether the text changed."""
-        assert page.last_fetched_at is not None
-        edit = self._edit_for(page.url)
-        host = url_host(page.url)[1]
-        if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
-            self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
-            return changed
-        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending", "rebuild"):
-            return False
-        rate_of = getattr(self._policy_for(page.url), "rate", None) or estimate_rate
-        self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
-        return False

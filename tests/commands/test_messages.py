@@ -220,7 +220,7 @@ def test_the_embedded_store_refuses_a_write_under_its_free_space_margin(tmp_path
 
     import pytest
 
-    from sync import store as store_mod
+    from sync.edges import disk_space as store_mod  # where the free-space check asks the disk
     from sync.errors import StoreFullError
     from sync.edges.store import MIN_FREE_BYTES, EdgeStore
 
