@@ -143,9 +143,9 @@ class Report:
         sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
         # Due pages left for the next pass by --max-fetches: said only when there are some.
         deferred = f", {self.pages_deferred} deferred (--max-fetches)" if self.pages_deferred else ""
-        # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
         if self.pages_excluded:
             deferred += f", {self.pages_excluded} excluded"
+        # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
         if self.sitemap_errors:
             deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
         if self.embed_budget_reached:
