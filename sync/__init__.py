@@ -15,16 +15,12 @@ from the ones above it in this list:
   loading its framework only when imported (extras `pagesync[langchain]`, `pagesync[llamaindex]`).
 
 Names are imported on first use (PEP 562): `import sync.commands.cli` loads the CLI alone, and a
-pass loads what it uses, not the audit, the Qdrant state or every store. The modules'
-former flat paths (`sync.state`, `sync.cli`, ...) still import, as the same module objects.
+pass loads what it uses, not the audit, the Qdrant state or every store.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -131,8 +127,6 @@ __all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str):
-    if name in _MOVED:  # `sync.state` as an attribute, before anything imported it
-        return importlib.import_module(f".{name}", __name__)
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -143,36 +137,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-# Former flat module paths -> where each module lives now. `import sync.state` (or a
-# monkeypatch of "sync.state.X") gets the very module object `sync.edges.state`, so code
-# and tests written against the flat layout keep working.
-_MOVED = {
-    **{m: f"core.{m}" for m in ("decision", "hashing", "ids", "inflate", "plural", "policy", "robots",
-                                "scheduler", "scope", "sitemaps", "report", "points_check")},
-    **{m: f"edges.{m}" for m in ("fetcher", "store", "aliasfile", "catalog", "state", "qdrant_state",
-                                 "state_protocol", "httpcache", "lease", "threads")},
-    **{m: f"commands.{m}" for m in ("cli", "audit", "status", "reindex", "transfer")},
-    "preflight": "commands.checks",
-}
-
-
-class _FlatPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Resolves `sync.<former name>` to the module at its layered path."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        pkg, _, name = fullname.partition(".")
-        if pkg == __name__ and name in _MOVED:
-            return importlib.util.spec_from_loader(fullname, self)
-        return None
-
-    def create_module(self, spec):
-        return importlib.import_module(f"{__name__}.{_MOVED[spec.name.partition('.')[2]]}")
-
-    def exec_module(self, module):
-        pass  # already executed under its own name
-
-
-if not any(isinstance(f, _FlatPaths) for f in sys.meta_path):
-    sys.meta_path.append(_FlatPaths())

@@ -91,11 +91,12 @@ def test_every_package_says_what_it_holds_and_may_import():
         assert "import" in doc and len(doc.splitlines()) >= 3, init.parent.name
 
 
-def test_the_former_flat_paths_are_the_same_modules():
+def test_the_former_flat_paths_are_gone():
     import importlib
 
-    for old, new in sync._MOVED.items():
-        assert importlib.import_module(f"sync.{old}") is importlib.import_module(f"sync.{new}"), old
+    for old in ("state", "cli", "policy", "store", "fetcher", "audit"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"sync.{old}")
 
 
 def test_nothing_in_sync_imports_a_framework_adapter():
