@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from .commands.audit import AuditReport, audit_collection, run_audit
     from .commands.read import Collection, Hit, open_collection
     from .core.decision import Action, Decision, Outcome, decide
-    from .engine import ChangeEvent, PassConfig, arun_pass, build_points, plan_events, run_pass
+    from .engine import PassConfig, arun_pass, run_pass
+    from .stages.plan import ChangeEvent, plan_events
+    from .stages.write import build_points
     from .errors import (
         CollectionLostError,
         CollectionMismatchError,
@@ -71,11 +73,11 @@ _EXPORTS = {
     "Decision": "core.decision",
     "Outcome": "core.decision",
     "decide": "core.decision",
-    "ChangeEvent": "engine",
+    "ChangeEvent": "stages.plan",
     "PassConfig": "engine",
     "arun_pass": "engine",
-    "build_points": "engine",
-    "plan_events": "engine",
+    "build_points": "stages.write",
+    "plan_events": "stages.plan",
     "run_pass": "engine",
     "CollectionLostError": "errors",
     "CollectionMismatchError": "errors",

@@ -43,48 +43,34 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Sequence
 
-from chunking import EXTRACTOR_ID, Splitter, extract_page
+from chunking import EXTRACTOR_ID, Splitter
 from chunking.extract import SelectorError, compile_selector
 from embedders.base import Embedder
 
 from .errors import ConfigError
 from .edges.fetcher import Fetcher
-from .core.hashing import content_hash, pipeline_fingerprint
+from .core.hashing import pipeline_fingerprint
 from .edges.httpcache import FetchCache, ReadOnlyCache
-from .core.policy import DEFAULT_POLICY, history_from_json  # noqa: F401 (history_from_json: read from here by tests)
+from .core.policy import DEFAULT_POLICY
 from .core.report import Report
 from .core.ids import url_problem
 from .core.scope import Scope
 from .core.site_rules import SiteRuleSet, headers_in_scope
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
-from .stages.embed import EmbedStage, _Pending, _VectorCache  # noqa: F401 (re-exported)
-from .stages.plan import (  # noqa: F401 (re-exported: importable from sync.engine as before)
-    _SCOPE_SKIP,
-    REASONS,
-    ChangeEvent,
-    Plan,
-    PlanStage,
-    SitemapRead,
-    _allow_hosts,
-    _uniform_interval_s,
-    emptied_sitemap_errors,
-    plan_events,
-    record_sitemap,
-    within_budget,
-)
+from .stages.embed import EmbedStage
+from .stages.plan import PlanStage
 from .core.links import CrawlLimits
 from .stages.bulk_edits import BulkEditStage
 from .stages.crawl import CrawlStage
 from .stages.preflight import PreflightStage
 from .stages.settle import SettleStage
 from .stages.visit import VisitStage
-from .stages.write import WriteStage, build_points
+from .stages.write import WriteStage
 from .edges.state import NEW, PageState
 from .edges.state_protocol import State
 from .edges.store import Store
 
-__all__ = ["PassConfig", "run_pass", "arun_pass", "plan_events", "record_sitemap", "within_budget", "ChangeEvent",
-           "build_points"]
+__all__ = ["PassConfig", "run_pass", "arun_pass"]
 
 log = logging.getLogger("pagesync")
 
@@ -183,8 +169,6 @@ class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, Em
         self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
                              embedder=embedder.model_id, policy=cfg.policy)
         self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
-        # The visit stage's extractor and hash rule, read here (the conductor's names) when the pass starts.
-        self.extract_page, self.content_hash = extract_page, content_hash
         self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls, *cfg.crawl], cfg.allow_hosts)
         # The last recorded pass's report, read once: its policy (a switch reschedules, a
         # repair pass goes on with it) and its bulk-edit state.

@@ -57,7 +57,7 @@ from embedders.base import Embedder
 from .audit import audit_collection
 from ..edges.catalog import Catalog
 from ..core.decision import Outcome
-from ..engine import build_points
+from ..stages.write import build_points
 from ..errors import ConfigError, PagesyncError
 from ..core.hashing import content_hash
 from ..core.ids import canonical_url

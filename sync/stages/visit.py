@@ -16,8 +16,9 @@ import asyncio
 import logging
 from typing import Sequence
 
-from chunking import EXTRACTOR_ID
+from chunking import EXTRACTOR_ID, extract_page
 
+from ..core.hashing import content_hash
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
 from ..edges.fetcher import FetchResult, HostQueue, Validators
 from ..core.ids import canonical_url
@@ -30,8 +31,8 @@ log = logging.getLogger("pagesync")
 
 
 class VisitStage:
-    """The pass's fetches and per-page decisions (a mixin of the pass). The conductor gives it
-    `extract_page` and `content_hash` (attributes of the pass), the extractor and the hash rule."""
+    """The pass's fetches and per-page decisions (a mixin of the pass): fetch, extract with
+    `chunking.extract_page`, hash with `content_hash`, decide."""
 
     def _init_visit(self) -> None:
         """The urls visited this pass (a 301/308 target is not fetched twice), and the
@@ -189,12 +190,12 @@ class VisitStage:
             select = self.cfg.site_rules.rules_for(page.url).select
             given = {"select": select} if select is not None else {}  # an extractor without the option still fits
             try:
-                extracted = await asyncio.to_thread(self.extract_page, result.body, result.content_type, page.url,
+                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url,
                                                     charset=result.charset, **given)
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self._fail(page, f"extraction failed: {exc}")
                 return
-            new_hash, title = self.content_hash(extracted.markdown), extracted.title
+            new_hash, title = content_hash(extracted.markdown), extracted.title
         decision = decide(result.outcome, new_hash=new_hash, stored_hash=page.content_hash,
                           stored_fingerprint=page.fingerprint, fingerprint=self._fingerprint_for(page.url),
                           indexed=page.indexed,

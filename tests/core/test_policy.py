@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sync import scheduler
+from sync.core import scheduler
 from sync.errors import ConfigError, StateError
 from sync.core.policy import (
     DEFAULT_POLICY,

@@ -88,6 +88,8 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
     import re
 
     import sync.engine as engine
+    import sync.stages.visit as visit
+    from sync.core.policy import history_from_json
     from sync.edges.state import StateDB
 
     site.set("/code.html", _code_page("    "))
@@ -95,7 +97,7 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
     old_hash = lambda md: hashlib.sha256(re.sub(r"\s+", " ", md).strip().encode()).hexdigest()  # noqa: E731
     with monkeypatch.context() as old:
         old.setattr(engine, "EXTRACTOR_ID", "trafilatura-md-v5")
-        old.setattr(engine, "content_hash", old_hash)
+        old.setattr(visit, "content_hash", old_hash)
         harness.run()
     site.set("/code.html", _code_page("        "))  # an edit the old hash cannot see
     site.clear_log()
@@ -107,7 +109,7 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
     assert _texts(harness) == _fresh_texts(site, tmp_path)
     with StateDB(harness.state_path) as st:
         for page in st.all_pages():
-            assert not any(v.changed for v in engine.history_from_json(page.history))
+            assert not any(v.changed for v in history_from_json(page.history))
     rep = harness.run(full=True, advance=timedelta(days=1))  # conditional again, nothing to do
     assert rep.pages_not_modified == 2 and rep.chunks_written == 0
 
@@ -119,13 +121,14 @@ def test_reindex_reads_again_a_page_the_old_hash_kept_stale(site, harness, monke
     import re
 
     import sync.engine as engine
+    import sync.stages.visit as visit
     from tests.commands.test_reindex import EMB16, reindex
 
     site.set("/code.html", _code_page("    "))
     old_hash = lambda md: hashlib.sha256(re.sub(r"\s+", " ", md).strip().encode()).hexdigest()  # noqa: E731
     with monkeypatch.context() as old:
         old.setattr(engine, "EXTRACTOR_ID", "trafilatura-md-v5")
-        old.setattr(engine, "content_hash", old_hash)
+        old.setattr(visit, "content_hash", old_hash)
         harness.run()
         site.set("/code.html", _code_page("        "))
         assert harness.run(full=True, advance=timedelta(hours=1)).pages_unchanged == 1  # the old rule: blind

@@ -11,6 +11,7 @@ import threading
 from datetime import timedelta
 
 import sync.engine as engine
+import sync.stages.visit as visit
 from embedders import HashEmbedder
 from sync.edges.state import LIVE, StateDB
 from tests.helpers import page_html, para
@@ -45,7 +46,7 @@ class GatedEmbedder(HashEmbedder):
 def gate_extraction(monkeypatch, emb: GatedEmbedder) -> None:
     """Count extractions; note the count when `_flush` hands a batch over (in the event loop,
     before any worker thread runs, so there is no race with the model call)."""
-    real_extract, real_flush = engine.extract_page, engine._Pass._flush
+    real_extract, real_flush = visit.extract_page, engine._Pass._flush
 
     def extract(*args, **kw):
         with emb.cond:
@@ -58,7 +59,7 @@ def gate_extraction(monkeypatch, emb: GatedEmbedder) -> None:
             emb.marks.append(emb.extractions)
         await real_flush(self)
 
-    monkeypatch.setattr(engine, "extract_page", extract)
+    monkeypatch.setattr(visit, "extract_page", extract)
     monkeypatch.setattr(engine._Pass, "_flush", flush)
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.engine import plan_events, record_sitemap
+from sync.stages.plan import plan_events, record_sitemap
 from sync.core.sitemaps import feed_hosts, lastmods_to_record
 from sync.edges.state import GONE, LIVE, NEW, PageState
 from tests.helpers import T0
