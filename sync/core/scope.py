@@ -125,9 +125,10 @@ class Scope:
     address is refused; a site that itself lives on a private network (or 127.0.0.1)
     may reach private addresses, but still only on its own hosts.
 
-    `plain_sites` are the sites named only by `http://` URLs: the scheme is part of a site,
-    so a site named by an `https://` URL is an https site, and its secrets (--header) are
-    never sent over plain http to it (`plain_http_ok`), whatever its sitemap lists.
+    `plain_sites` are the sites named only by `http://` URLs (and, in a run naming no https
+    URL at all, the --allow-host sites given without a scheme): the scheme is part of a
+    site, so a site named by an `https://` URL is an https site, and its secrets (--header)
+    are never sent over plain http to it (`plain_http_ok`), whatever its sitemap lists.
     """
 
     hosts: set[str]
@@ -155,6 +156,9 @@ class Scope:
                 if configured:
                     hosts.add(site)
         plain = {site for site, used in schemes.items() if used == {"http"}}
+        if not any("https" in used for used in schemes.values()):
+            # A run over http alone: an --allow-host named without a scheme is one of its http sites.
+            plain |= {h for h in hosts if h not in schemes}
         return cls(hosts=hosts, resolve=resolve, plain_sites=plain)
 
     def plain_http_ok(self, url: str) -> bool:

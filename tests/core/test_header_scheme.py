@@ -33,10 +33,12 @@ def test_headers_go_over_http_only_to_a_site_named_over_http(named, url, sent):
     assert bool(got) is sent
 
 
-def test_an_allowed_host_named_without_a_scheme_gets_no_header_over_http():
+def test_an_allowed_host_named_without_a_scheme_is_http_only_in_a_run_over_http_alone():
     scope = Scope.from_urls(["https://a.example/"], ["b.example", "http://c.example"], resolve=nothing)
     assert not scope.plain_http_ok("http://b.example/p") and scope.plain_http_ok("https://b.example/p")
     assert scope.plain_http_ok("http://c.example/p")
+    plain_run = Scope.from_urls(["http://a.example/"], ["b.example"], resolve=nothing)
+    assert plain_run.plain_http_ok("http://b.example/p")
 
 
 def test_without_a_scope_to_say_so_no_header_goes_over_http():
