@@ -194,7 +194,7 @@ class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, Em
     def _site_headers(self, url: str) -> dict[str, str]:
         """The --header fields for a request to `url`: its site's, and only for this pass's
         sites (the scope's hosts), whatever scope the caller gave the Fetcher."""
-        return headers_in_scope(self.cfg.site_rules, url, self.scope.check)
+        return headers_in_scope(self.cfg.site_rules, url, self.scope.check, self.scope.plain_http_ok)
 
     def _bind_cache(self, fetcher: Fetcher, cache: FetchCache | None) -> None:
         """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.

@@ -636,7 +636,8 @@ class _Reindex:
         async with (self.client_factory() if self.client_factory else make_client()) as client:
             # Each site's --header goes to its own hosts only, as in a pass (`headers_in_scope`).
             self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,
-                                   site_headers=lambda url: headers_in_scope(self.rules, url, scope.check))
+                                   site_headers=lambda url: headers_in_scope(self.rules, url, scope.check,
+                                                                                    scope.plain_http_ok))
             try:
                 return await body()
             finally:

@@ -124,26 +124,53 @@ class Scope:
     When every configured host is public, any URL whose host resolves to a private
     address is refused; a site that itself lives on a private network (or 127.0.0.1)
     may reach private addresses, but still only on its own hosts.
+
+    `plain_sites` are the sites named only by `http://` URLs (and, in a run naming no https
+    URL at all, the --allow-host sites given without a scheme): the scheme is part of a
+    site, so a site named by an `https://` URL is an https site, and its secrets (--header)
+    are never sent over plain http to it (`plain_http_ok`), whatever its sitemap lists.
     """
 
     hosts: set[str]
     resolve: Callable[[str], list[str]] = system_resolve
+    plain_sites: set[str] = field(default_factory=set)
     _private_ok: bool | None = field(default=None, init=False)
     _cache: dict[str, list[str]] = field(default_factory=dict, init=False)
     _verdicts: dict[str, str | None] = field(default_factory=dict, init=False)  # origin_key -> check()
 
     @classmethod
     def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
+        allow_hosts = list(allow_hosts)
         hosts = {h for h in map(_site_of, allow_hosts) if h}
-        for u in urls:
+        schemes: dict[str, set[str]] = {}  # site -> the schemes it was named with
+        named = [(u, True) for u in urls] + [(a.strip(), False) for a in allow_hosts if "://" in a]
+        for u, configured in named:
             try:
                 parts = urlsplit(u)
                 host, port = parts.hostname, parts.port
             except ValueError:
                 continue
             if host:
-                hosts.add(site_key(parts.scheme, host, port))
-        return cls(hosts=hosts, resolve=resolve)
+                site = site_key(parts.scheme, host, port)
+                schemes.setdefault(site, set()).add(parts.scheme.lower())
+                if configured:
+                    hosts.add(site)
+        plain = {site for site, used in schemes.items() if used == {"http"}}
+        if not any("https" in used for used in schemes.values()):
+            # A run over http alone: an --allow-host named without a scheme is one of its http sites.
+            plain |= {h for h in hosts if h not in schemes}
+        return cls(hosts=hosts, resolve=resolve, plain_sites=plain)
+
+    def plain_http_ok(self, url: str) -> bool:
+        """True when `url` may carry its site's secrets: an https URL, or an http one of a
+        site named only over http (`plain_sites`)."""
+        try:
+            parts = urlsplit(url)
+            if parts.scheme.lower() == "https":
+                return True
+            return parts.scheme.lower() == "http" and site_key(parts.scheme, parts.hostname or "", parts.port) in self.plain_sites
+        except ValueError:
+            return False
 
     def _addresses(self, host: str) -> list[str]:
         if host not in self._cache:

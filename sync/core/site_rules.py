@@ -167,11 +167,15 @@ def page_fingerprint(embedder_id: str, extractor_id: str, splitter_settings: str
     return pipeline_fingerprint(embedder_id, f"{extractor_id}{extractor_variant(select)}/{splitter_settings}")
 
 
-def headers_in_scope(rules: SiteRuleSet, url: str, scope_check: Callable[[str], str | None]) -> dict[str, str]:
+def headers_in_scope(rules: SiteRuleSet, url: str, scope_check: Callable[[str], str | None],
+                     plain_http_ok: Callable[[str], bool] = lambda url: False) -> dict[str, str]:
     """The --header fields a request to `url` carries: its site's (`rules_for`), and only
     when `url` is in scope (`scope_check(url)` is None: one of the sites being synced),
-    never for a host a redirect leads off to."""
+    never for a host a redirect leads off to; over plain http only when `plain_http_ok(url)`
+    (`Scope.plain_http_ok`: a site named only over http), never to an https site's http URLs."""
     rules_ = rules.rules_for(url)
     if not rules_.headers or scope_check(url) is not None:
+        return {}
+    if not url[:6].lower().startswith("https:") and not plain_http_ok(url):
         return {}
     return dict(rules_.headers)

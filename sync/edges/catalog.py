@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from .aliasfile import read_aliases, write_alias
 from ..errors import StoreError
-from .store import ClientStore, EdgeStore, Store, qdrant_boundary
+from .store import ClientStore, EdgeStore, Secrets, Store, qdrant_boundary
 
 __all__ = ["Catalog", "EdgeCatalog", "ClientCatalog"]
 
@@ -120,7 +120,7 @@ class ClientCatalog:
     kind = "server"
     alias_may_shadow = False
 
-    def __init__(self, client: Any, *, api_key: str | None = None):
+    def __init__(self, client: Any, *, api_key: Secrets = None):
         self.client = client
         self._secret = api_key
 

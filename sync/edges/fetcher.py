@@ -376,6 +376,7 @@ class Fetcher:
         identity of its own); other hops keep `headers` (a temporary redirect's answer is
         the original URL's)."""
         current, redirects, seen, wire = url, [], {url}, 0
+        secure = False  # an https hop came before: no secret goes to a plain-http hop after it
         for _hop in range(self._max_redirects + 1):
             # `client.stream` without its context-manager wrapper (a generator per request):
             # the same request, sent streaming, and the answer closed on every way out.
@@ -383,7 +384,10 @@ class Fetcher:
             # the injected client would advertise by default.
             # The site's own headers (--header) go to each hop by its host: a redirect to
             # another host gets that host's, none off the sites (`site_headers`).
-            site = self.site_headers(current) if self.site_headers is not None else {}
+            # A downgrade (https, then http) never carries them, whatever the site.
+            plain = not current[:6].lower().startswith("https:")
+            secure = secure or not plain
+            site = self.site_headers(current) if self.site_headers is not None and not (secure and plain) else {}
             request = self._client.build_request("GET", current,
                                                  headers={**site, **headers, "Accept-Encoding": ACCEPT_ENCODING})
             resp = await self._client.send(request,

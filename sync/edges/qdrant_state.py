@@ -67,7 +67,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
 from .lease import Holder, LeaseStatus, claim, lease_status, locked_message, may_take, this_process
 from .state import _COLUMNS, GONE, LIVE, NEW, PageState, to_epoch
-from .store import qdrant_boundary
+from .store import Secrets, qdrant_boundary
 
 __all__ = ["QdrantState", "state_collection_name", "STATE_SUFFIX", "NEEDS_SERVER"]
 
@@ -123,7 +123,7 @@ class QdrantState:
     `--now`.
     """
 
-    def __init__(self, client: Any, collection: str, *, api_key: str | None = None, create: bool = True,
+    def __init__(self, client: Any, collection: str, *, api_key: Secrets = None, create: bool = True,
                  lease_seconds: float = 600.0, heartbeat_seconds: float = 60.0, settle_seconds: float = 1.0,
                  poll_seconds: float = 2.0, clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep, holder: tuple[str, int] | None = None):

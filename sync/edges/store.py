@@ -37,6 +37,8 @@ from .lease import Holder, iso, this_process
 from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
 from ..core.hashing import reuse_key
+from ..core.secrets import public_url, url_secrets
+from ..core.secrets import redact as _redact
 
 try:
     import fcntl
@@ -186,40 +188,51 @@ def _reuse_key_of(payload: Any) -> tuple[str, str] | None:
     return reuse_key(embedder, text), url
 
 
-def _secret_forms(secret: str) -> list[str]:
-    """The ways a server or a library may echo `secret` back: as is, JSON-escaped (once, or
-    twice for JSON inside a JSON string; ASCII-escaped or not), URL-encoded, Python-repr'd.
-    Longest first, so a form containing another is replaced whole."""
-    from urllib.parse import quote, quote_plus
-
-    forms = {secret, quote(secret, safe=""), quote(secret), quote_plus(secret), repr(secret)[1:-1]}
-    for ascii_only in (True, False):
-        once = json.dumps(secret, ensure_ascii=ascii_only)[1:-1]
-        forms |= {once, json.dumps(once, ensure_ascii=ascii_only)[1:-1]}
-    return sorted(forms, key=len, reverse=True)
+# What a Qdrant client must never print: its API key, and the userinfo of its URL.
+Secrets = str | tuple[str, ...] | None
 
 
-def redact(text: str, secret: str | None) -> str:
-    """`text` with every form of `secret` (`_secret_forms`) replaced by ***; the
-    percent-encoded ones matched in either case of their hex digits."""
-    if not secret:
-        return text
-    pattern = "|".join(re.escape(f) for f in _secret_forms(secret))
-    return re.sub(pattern, "***", text, flags=re.IGNORECASE)
+def redact(text: str, secret: str | Sequence[str | None] | None) -> str:
+    """`text` with every form of the secret(s) a server or library may echo (as is,
+    JSON-escaped, URL-encoded, repr'd, base64) and every URL's userinfo replaced by ***
+    (`sync.core.secrets.redact`)."""
+    return _redact(text, secret)
 
 
 @contextlib.contextmanager
-def qdrant_boundary(what: str, secret: str | None, error: type[PagesyncError] = StoreError) -> Iterator[None]:
+def qdrant_boundary(what: str, secret: Secrets, error: type[PagesyncError] = StoreError) -> Iterator[None]:
     """Map anything qdrant-client raises to one pagesync error, "<what> failed: <cause>",
-    the API key redacted. `from None`: the original may carry request headers (the key).
-    Pagesync's own errors pass through unchanged."""
+    the secrets redacted (`redact`) and a server's answer said by its status and message,
+    never its raw body (`_cause`). `from None`: the original may carry request headers
+    (the key). Pagesync's own errors pass through unchanged."""
     try:
         yield
     except PagesyncError:
         raise
     except Exception as exc:
         cls = _UNAVAILABLE.get(error, error) if _unreachable(exc) else error
-        raise cls(redact(f"{what} failed: {exc}", secret)) from None
+        raise cls(redact(f"{what} failed: {_cause(exc)}", secret)) from None
+
+
+def _cause(exc: BaseException) -> str:
+    """What went wrong, in one line: a server's answer as `HTTP 403 (Forbidden): <its
+    status.error>` (at most 200 characters of it, never the raw body qdrant-client's
+    message quotes), anything else as its message."""
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    if not isinstance(exc, UnexpectedResponse):
+        return " ".join(str(exc).split()) or type(exc).__name__
+    said = ""
+    try:
+        body = json.loads(exc.content)
+        status = body.get("status") if isinstance(body, dict) else None
+        err = status.get("error") if isinstance(status, dict) else None
+        said = err if isinstance(err, str) else ""
+    except (ValueError, TypeError):
+        pass
+    said = " ".join("".join(c if c.isprintable() else " " for c in said).split())[:200]
+    head = f"HTTP {exc.status_code} ({exc.reason_phrase or 'unrecognised status'})"
+    return f"{head}: {said}" if said else head
 
 
 # An error of the server's reach, not of one operation: a configuration/environment error (exit 2).
@@ -716,7 +729,7 @@ class RetryingClient:
 class ClientStore(_PagedScroll):
     """A collection on a Qdrant server (or qdrant-client's `:memory:` mode) via qdrant-client."""
 
-    def __init__(self, client: Any, collection: str, *, api_key: str | None = None):
+    def __init__(self, client: Any, collection: str, *, api_key: Secrets = None):
         _check_name(collection)
         self.client = client
         self.collection = collection
@@ -728,13 +741,15 @@ class ClientStore(_PagedScroll):
 
         if url == ":memory:":
             return cls(QdrantClient(location=":memory:"), collection)
+        # The URL's userinfo is a secret like the key: never in a message (`Secrets`).
+        secrets = tuple(s for s in (api_key, *url_secrets(url)) if s)
         try:
             # No version probe: it costs a round trip and prints a warning when the server is down.
             client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
         except Exception as exc:
-            raise ConfigError(redact(f"bad Qdrant URL {url!r}: {exc}", api_key)) from None
-        store = cls(RetryingClient(client), collection, api_key=api_key)
-        store.url = url
+            raise ConfigError(redact(f"bad Qdrant URL {public_url(url)!r}: {_cause(exc)}", secrets)) from None
+        store = cls(RetryingClient(client), collection, api_key=secrets or None)
+        store.url = public_url(url)
         return store
 
     def _guard(self, what: str):
