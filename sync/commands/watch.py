@@ -177,7 +177,7 @@ class Watcher:
             self.counters.consecutive_failures += 1
             self.state = after_pass(self.state, self.clock(), False, None, self.poll)
             wait = (self.state.retry_at - self.clock()).total_seconds() if self.state.retry_at else 0.0
-            log.error("watch: pass failed: %s (retry in %.0f s)", exc or type(exc).__name__, wait)
+            said = f"watch: pass failed: {exc or type(exc).__name__} (retry in {wait:.0f} s)"
         else:
             self.last = outcome
             self.counters.consecutive_failures = 0
@@ -185,12 +185,14 @@ class Watcher:
             self.counters.last_success = ended
             self.state = after_pass(self.state, ended, True, outcome.next_due, self.poll)
             due = outcome.next_due.isoformat() if outcome.next_due else "none"
-            log.info("watch: pass done: %s; next due: %s", outcome.summary or "ok", due)
+            said = f"watch: pass done: {outcome.summary or 'ok'}; next due: {due}"
+        # The figures first, then the line: whoever reads the line finds the file up to date.
         if self.write_metrics is not None:
             try:
                 self.write_metrics(self.last, self.counters)
             except OSError as exc:
                 log.error("watch: --metrics not written: %s", exc)
+        (log.error if said.startswith("watch: pass failed") else log.info)("%s", said)
 
     def run(self) -> int:
         """Steps until stopped (or, in tests, `max_passes` passes). Exit code 0."""
@@ -240,6 +242,9 @@ class StopSignals:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, self._in_pass)
         try:
+            # A signal that came between the decision and the swap above: no pass starts.
+            if self.event.is_set():
+                raise KeyboardInterrupt
             yield
         finally:
             self.install()
