@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import signal
 import threading
 from contextlib import contextmanager
@@ -18,13 +19,17 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from ..core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from ..core.watching import Step, WatchState, after_pass, after_probe, decide
+from ..errors import SitemapError
 
 __all__ = ["PassOutcome", "Probe", "SitemapProbe", "WatchCounters", "Watcher", "StopSignals", "next_due_after",
            "run_watch"]
 
 log = logging.getLogger("pagesync")
 MAX_REDIRECTS = 5
+MAX_CHILDREN = 1000  # sitemap files of an index read per poll at most (a pass reads as many)
+_ROBOTS_SITEMAP = re.compile(r"^\s*sitemap:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass
@@ -53,23 +58,31 @@ def next_due_after(next_due: datetime | None, still_due: int, now: datetime, pol
 
 class SitemapProbe:
     """Conditional GETs of the sitemaps: their ETag and Last-Modified are sent back, a 304 or
-    the same bytes is no change, other bytes are a deploy. The first read only learns. A
-    sitemap that cannot be read is no change (the pass reports it when it runs)."""
+    the same bytes is no change, other bytes are a deploy. The first read only learns. The
+    files a sitemap index (or a robots.txt given as --sitemap) names are read the same way,
+    one level down. A sitemap that cannot be read is no change (the pass reports it)."""
 
     def __init__(self, urls: list[str], client: httpx.Client, headers: Callable[[str], dict[str, str]]):
         self.urls = urls
         self.client = client
         self.headers = headers  # the --header fields for a URL of the run's sites
         self.seen: dict[str, tuple[str | None, str | None, str]] = {}  # url -> (etag, last-modified, sha256)
+        self.children: dict[str, list[str]] = {}  # an index's (or robots.txt's) sitemap files, as last read
 
     def __call__(self) -> bool:
         changed = False
         for url in self.urls:
-            try:
-                changed = self._read(url) or changed
-            except httpx.HTTPError as exc:
-                log.warning("watch: sitemap %s not read: %s", url, exc)
+            changed = self._try(url) or changed
+            for child in self.children.get(url, []):
+                changed = self._try(child) or changed
         return changed
+
+    def _try(self, url: str) -> bool:
+        try:
+            return self._read(url)
+        except httpx.HTTPError as exc:
+            log.warning("watch: sitemap %s not read: %s", url, exc)
+            return False
 
     def _read(self, url: str) -> bool:
         old = self.seen.get(url)
@@ -92,13 +105,28 @@ class SitemapProbe:
                 if resp.status_code != 200:
                     log.warning("watch: sitemap %s answered HTTP %d", url, resp.status_code)
                     return False
-                digest = hashlib.sha256()
+                digest, body = hashlib.sha256(), bytearray()
                 for chunk in resp.iter_bytes():
                     digest.update(chunk)
+                    if len(body) <= MAX_SITEMAP_BYTES:  # kept for its list of files; past it only hashed
+                        body += chunk
                 self.seen[url] = (resp.headers.get("etag"), resp.headers.get("last-modified"), digest.hexdigest())
+                if url in self.urls and len(body) <= MAX_SITEMAP_BYTES:
+                    self.children[url] = _files_named(target, bytes(body))
                 return old is not None and old[2] != digest.hexdigest()
         log.warning("watch: sitemap %s: more than %d redirects", url, MAX_REDIRECTS)
         return False
+
+
+def _files_named(url: str, body: bytes) -> list[str]:
+    """The sitemap files a sitemap index or a robots.txt names (none for a plain sitemap)."""
+    if urlsplit(url).path.endswith("/robots.txt"):
+        text = body.decode("utf-8", "replace")
+        return _ROBOTS_SITEMAP.findall(text)[:MAX_CHILDREN]
+    try:
+        return parse_sitemap(body).sitemaps[:MAX_CHILDREN]
+    except SitemapError:
+        return []
 
 
 @dataclass

@@ -179,3 +179,24 @@ def test_the_watchers_figures_are_written_beside_the_pass_ones(tmp_path):
         pytest.skip("promtool is not installed")
     r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_files_of_a_sitemap_index_and_of_a_robots_txt_are_read_too():
+    files = {
+        "/sitemap.xml": b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
+                        b"<loc>https://docs.example.com/part-1.xml</loc></sitemap></sitemapindex>",
+        "/robots.txt": b"User-agent: *\nSitemap: https://docs.example.com/part-1.xml\n",
+        "/part-1.xml": b"<urlset>a</urlset>",
+    }
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, content=files[request.url.path])
+
+    for given in ("https://docs.example.com/sitemap.xml", "https://docs.example.com/robots.txt"):
+        probe = SitemapProbe([given], httpx.Client(transport=httpx.MockTransport(handler)), lambda u: {})
+        assert probe() is False
+        assert probe() is False and seen[-1] == "/part-1.xml"
+        files["/part-1.xml"] += b" "  # only the named file changed (its index did not)
+        assert probe() is True
