@@ -205,7 +205,7 @@ class Watcher:
             self.counters.consecutive_failures += 1
             self.state = after_pass(self.state, self.clock(), False, None, self.poll)
             wait = (self.state.retry_at - self.clock()).total_seconds() if self.state.retry_at else 0.0
-            said = f"watch: pass failed: {exc or type(exc).__name__} (retry in {wait:.0f} s)"
+            said = f"watch: pass failed: {str(exc) or type(exc).__name__} (retry in {wait:.0f} s)"
         else:
             self.last = outcome
             self.counters.consecutive_failures = 0
