@@ -1,7 +1,8 @@
 """The commands: what `pagesync` offers, each a library function the thin CLI calls.
 
 `cli` (the typer app: it builds objects, calls one function and maps errors to one line
-and an exit code), `audit`, `status`, `reindex`, `transfer` (export / import), `read`
+and an exit code), `audit`, `status`, `reindex`, `transfer` (export / import), `watch`
+(the long-running loop of passes, on a given clock), `read`
 (open a collection and search it: `pagesync search`, and apps), `checks` (what a
 command verifies before it reads or writes anything), and `config_file` (`--config` and
 `./pagesync.toml`, read into every command's defaults).

@@ -13,14 +13,18 @@ import re
 import sys
 import warnings
 from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import typer
 
 from ..errors import ConfigError, PagesyncError, StateUnusableError
 from ..core.plural import plural
+
+if TYPE_CHECKING:
+    from ..engine import PassConfig
 
 # httpx, when first imported, imports its own command line (httpx._main: rich, click and
 # pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
@@ -462,87 +466,227 @@ def run(
     _set_verbose(verbose)
 
     def body() -> int:
-        from chunking import Splitter
-        from embedders import make_embedder
-
-        from ..engine import PassConfig, arun_pass
-        from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
-
-        from ..core.config import rule_set, sources
-
-        sites = _file_sites(ctx)
-        src = sources(sitemap=sitemap, url=url, crawl=crawl, allow_host=allow_host, sites=sites)
-        for s in src.sitemaps:
-            _check_url(s, "--sitemap")
-        for u in src.urls:
-            _check_url(u, "--url")
-        for u in src.crawl:
-            _check_url(u, "--crawl")
-        # Flags over the file over the environment: click merged them (`load_config`).
-        rules = rule_set({"include": include, "exclude": exclude, "select": select, "header": header,
-                          "no_default_excludes": no_default_excludes}, sites, os.environ)
-        cfg = PassConfig(sitemaps=src.sitemaps, urls=src.urls, crawl=src.crawl, max_pages=max_pages,
-                         now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
-                         embed_batch=embed_batch, workers=workers, allow_hosts=src.allow_hosts,
-                         allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
-                         policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
-                         reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
-                         max_embed_tokens=max_embed_tokens,
-                         revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
-        from ..core.policy import make_policy
-
-        make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
-        cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
-        _check_output(report, "--report")
-        _check_output(metrics, "--metrics")
-        emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
-        if not (src.sitemaps or src.urls or src.crawl):
-            # The state does not keep them, and the scope (which hosts may be fetched) is
-            # theirs: without one, every due page would be skipped as out of scope.
-            raise ConfigError("nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
-                              "pagesync.toml; the page state does not keep them)")
-        from .checks import check_runs
-
-        check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
-        with ExitStack() as stack:
-            store = _open_store(collection, qdrant_url, api_key, qdrant_path)
-            stack.callback(store.close)
-            # A dry run on a fresh setup must not even create the state (file or collection).
-            st = stack.enter_context(_open_state(state, store, dry_run=dry_run))
-            if now:
-                _check_clock(st, cfg.now, now)
-            progress = stack.enter_context(_Progress(quiet, dry_run))
-
-            async def go():
-                # The client lives and dies inside the pass's event loop.
-                async with make_client(user_agent=user_agent or DEFAULT_USER_AGENT, timeout=timeout) as client:
-                    fetcher = Fetcher(client, per_host=per_host, respect_robots=not ignore_robots,
-                                      max_crawl_delay=max_crawl_delay)
-                    return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
-                                           embedder=emb, splitter=Splitter(), on_progress=progress)
-
-            rep = asyncio.run(go())
-            data = rep.to_dict()
-            if metrics:  # while the state is open: the freshness figures are read from it
-                _write_metrics(metrics, data, st, cfg.now, collection)
-        if report:
-            report.parent.mkdir(parents=True, exist_ok=True)
-            report.write_text(json.dumps(data, indent=2) + "\n")
-        if dry_run:
-            for c in rep.changes:
-                chunks = f"; {plural(c['chunks'], 'chunk')}, {c['reused']} reused" if "reused" in c else ""
-                after = f"; {_DRY_FAILED}" if c["action"] == "failed" else ""
-                typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks}{after})")
-        failed = {c["url"] for c in rep.changes if c["action"] == "failed"} if dry_run else set()
-        for e in rep.errors:
-            log.warning("%s", _error_line(e, failed))
-        ok = rep.ok_within(max_failed_share)
-        budget = (f" (within --max-failed-share {max_failed_share:g}: {rep.pages_failed_share:.1%} of "
-                  f"{plural(rep.pages_visited, 'visited page')})") if ok and rep.pages_failed else ""
-        typer.echo(("dry run: " if dry_run else "") + rep.summary() + budget, err=True)
-        return 0 if ok else 1
+        setup = _prepare_run(ctx, **ctx.params)
+        return _execute_run(setup, setup.cfg.now).code
 
     _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
+
+
+@dataclass
+class _RunSetup:
+    """What `run`'s options build, checked, before anything is opened: `run` runs one pass
+    with it and `watch` one per wake-up (each with its own clock)."""
+
+    cfg: "PassConfig"
+    embedder: object
+    collection: str
+    qdrant_url: Optional[str]
+    api_key: Optional[str]
+    qdrant_path: Path
+    state: str
+    now_given: Optional[str]
+    report: Optional[Path]
+    metrics: Optional[Path]
+    user_agent: Optional[str]
+    timeout: float
+    per_host: int
+    ignore_robots: bool
+    max_crawl_delay: float
+    quiet: bool
+    max_failed_share: float
+
+
+@dataclass
+class _RunOutcome:
+    code: int
+    report: dict
+    summary: str
+    next_due: Optional[datetime] = None
+    still_due: int = 0
+    status: dict = field(default_factory=dict)
+
+
+def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl: list[str], max_pages: int,
+                 collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path, state: str,
+                 wait_lock: float, embedder: Optional[str], embed_dimensions: Optional[int],
+                 embed_concurrency: Optional[int], max_embed_tokens: Optional[int], full: bool, rebuild: bool,
+                 now: Optional[str], report: Optional[Path], dry_run: bool, workers: int, per_host: int,
+                 embed_batch: int, no_reuse: bool, user_agent: Optional[str], timeout: float, allow_host: list[str],
+                 allow_mass_delete: bool, max_delete_share: float, ignore_robots: bool, max_crawl_delay: float,
+                 policy: str, revisit_interval: Optional[str], max_fetches: Optional[int],
+                 max_chunks_per_page: int, bulk_edits: bool, include: list[str], exclude: list[str],
+                 no_default_excludes: bool, select: Optional[str], header: list[str], quiet: bool,
+                 max_failed_share: float, metrics: Optional[Path], **_: object) -> _RunSetup:
+    """`run`'s options (as `ctx.params` holds them; `watch` has the same and more) checked and
+    built into a pass configuration and an embedder: a bad one is exit 2, nothing opened."""
+    from embedders import make_embedder
+
+    from ..engine import PassConfig
+
+    from ..core.config import rule_set, sources
+
+    sites = _file_sites(ctx)
+    src = sources(sitemap=sitemap, url=url, crawl=crawl, allow_host=allow_host, sites=sites)
+    for s in src.sitemaps:
+        _check_url(s, "--sitemap")
+    for u in src.urls:
+        _check_url(u, "--url")
+    for u in src.crawl:
+        _check_url(u, "--crawl")
+    # Flags over the file over the environment: click merged them (`load_config`).
+    rules = rule_set({"include": include, "exclude": exclude, "select": select, "header": header,
+                      "no_default_excludes": no_default_excludes}, sites, os.environ)
+    cfg = PassConfig(sitemaps=src.sitemaps, urls=src.urls, crawl=src.crawl, max_pages=max_pages,
+                     now=_parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
+                     embed_batch=embed_batch, workers=workers, allow_hosts=src.allow_hosts,
+                     allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
+                     policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
+                     reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
+                     max_embed_tokens=max_embed_tokens,
+                     revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
+    from ..core.policy import make_policy
+
+    make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
+    cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
+    _check_output(report, "--report")
+    _check_output(metrics, "--metrics")
+    emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
+    if not (src.sitemaps or src.urls or src.crawl):
+        # The state does not keep them, and the scope (which hosts may be fetched) is
+        # theirs: without one, every due page would be skipped as out of scope.
+        raise ConfigError("nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
+                          "pagesync.toml; the page state does not keep them)")
+    from .checks import check_runs
+
+    check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
+    return _RunSetup(cfg=cfg, embedder=emb, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
+                     qdrant_path=qdrant_path, state=state, now_given=now, report=report, metrics=metrics,
+                     user_agent=user_agent, timeout=timeout, per_host=per_host, ignore_robots=ignore_robots,
+                     max_crawl_delay=max_crawl_delay, quiet=quiet, max_failed_share=max_failed_share)
+
+
+def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> _RunOutcome:
+    """One pass of `setup` at `now`: the store and the state are opened for it and closed
+    after it. `watching`: --metrics is left to the watcher (which adds its own figures), and
+    the state's due times and freshness figures are read before it is closed."""
+    from chunking import Splitter
+
+    from ..engine import arun_pass
+    from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
+
+    cfg = replace(setup.cfg, now=now)
+    dry_run, metrics, report = cfg.dry_run, setup.metrics, setup.report
+    outcome = _RunOutcome(code=0, report={}, summary="")
+    with ExitStack() as stack:
+        store = _open_store(setup.collection, setup.qdrant_url, setup.api_key, setup.qdrant_path)
+        stack.callback(store.close)
+        # A dry run on a fresh setup must not even create the state (file or collection).
+        st = stack.enter_context(_open_state(setup.state, store, dry_run=dry_run))
+        if setup.now_given:
+            _check_clock(st, cfg.now, setup.now_given)
+        progress = stack.enter_context(_Progress(setup.quiet, dry_run))
+
+        async def go():
+            # The client lives and dies inside the pass's event loop.
+            async with make_client(user_agent=setup.user_agent or DEFAULT_USER_AGENT, timeout=setup.timeout) as client:
+                fetcher = Fetcher(client, per_host=setup.per_host, respect_robots=not setup.ignore_robots,
+                                  max_crawl_delay=setup.max_crawl_delay)
+                return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
+                                       embedder=setup.embedder, splitter=Splitter(), on_progress=progress)
+
+        rep = asyncio.run(go())
+        data = rep.to_dict()
+        if watching:  # the watcher's wake-up time and its --metrics figures, from the state as it is now
+            from ..core.freshness import freshness
+
+            pages = st.all_pages()
+            still_due = st.due_urls(cfg.now)
+            outcome.next_due = min((p.due_at for p in pages if p.due_at is not None and p.due_at > cfg.now),
+                                   default=None)
+            outcome.still_due = len(still_due)
+            outcome.status = freshness(pages, len(still_due), cfg.now)
+        elif metrics:  # while the state is open: the freshness figures are read from it
+            _write_metrics(metrics, data, st, cfg.now, setup.collection)
+    if report:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(data, indent=2) + "\n")
+    if dry_run:
+        for c in rep.changes:
+            chunks = f"; {plural(c['chunks'], 'chunk')}, {c['reused']} reused" if "reused" in c else ""
+            after = f"; {_DRY_FAILED}" if c["action"] == "failed" else ""
+            typer.echo(f"{_action_text(c['action'], True):<12}  {c['url']}  ({c['reason']}{chunks}{after})")
+    failed = {c["url"] for c in rep.changes if c["action"] == "failed"} if dry_run else set()
+    for e in rep.errors:
+        log.warning("%s", _error_line(e, failed))
+    ok = rep.ok_within(setup.max_failed_share)
+    budget = (f" (within --max-failed-share {setup.max_failed_share:g}: {rep.pages_failed_share:.1%} of "
+              f"{plural(rep.pages_visited, 'visited page')})") if ok and rep.pages_failed else ""
+    outcome.summary = ("dry run: " if dry_run else "") + rep.summary() + budget
+    if not watching:  # the watcher says it in its own line
+        typer.echo(outcome.summary, err=True)
+    outcome.code, outcome.report = (0 if ok else 1), data
+    return outcome
+
+
+POLL_S = 300.0  # watch's default poll
+
+
+def watch(ctx: typer.Context, **params: object) -> None:
+    """Keep the collection in sync until stopped: read the sitemap(s) every --poll seconds
+    (conditional GETs), run a pass when a deploy is seen or a page is due, sleep between.
+    Takes every option of `run`. SIGTERM or SIGINT: exit 0 within seconds."""
+    _set_verbose(bool(ctx.params["verbose"]))
+
+    def body() -> int:
+        from .watch import PassOutcome, WatchCounters, next_due_after, run_watch
+        from ..core.site_rules import headers_in_scope
+        from ..edges.fetcher import DEFAULT_USER_AGENT
+
+        for name, flag, why in (("dry_run", "--dry-run", "a dry run of one pass is `pagesync run --dry-run`"),
+                                ("now", "--now", "the watcher follows the real clock; replays are `pagesync run --now`")):
+            if ctx.params[name]:
+                raise ConfigError(f"watch takes no {flag}: {why}")
+        setup = _prepare_run(ctx, **ctx.params)
+        poll = timedelta(seconds=float(ctx.params["poll"]))  # type: ignore[arg-type]
+
+        def one_pass(now: datetime) -> PassOutcome:
+            out = _execute_run(setup, now, watching=True)
+            return PassOutcome(next_due=next_due_after(out.next_due, out.still_due, now, poll),
+                               report=out.report, status=out.status, summary=out.summary)
+
+        def write(last: PassOutcome | None, counters: WatchCounters) -> None:
+            from ..edges.metrics import write_metrics
+
+            if setup.metrics is not None:
+                write_metrics(setup.metrics, last.report if last else {}, last.status if last else {},
+                              setup.collection, counters.metrics())
+
+        rules = setup.cfg.site_rules
+        return run_watch(poll=poll, run_pass=one_pass, sitemaps=list(setup.cfg.sitemaps),
+                         headers=lambda u: headers_in_scope(rules, u, lambda _u: None),
+                         user_agent=setup.user_agent or DEFAULT_USER_AGENT, timeout=setup.timeout,
+                         write_metrics=write)
+
+    _guarded(body, "watch stopped")
+
+
+def _watch_signature() -> None:
+    """`watch` takes `run`'s parameters and --poll: the same names, types, defaults and help,
+    so the two commands cannot drift apart (and `_prepare_run` reads both alike)."""
+    import inspect
+
+    sig = inspect.signature(run, eval_str=True)
+    poll = inspect.Parameter("poll", inspect.Parameter.KEYWORD_ONLY, annotation=float, default=typer.Option(
+        POLL_S, "--poll", min=1.0, help="Seconds between reads of the sitemap(s) (conditional GETs): the longest "
+                                        "a deploy waits to be seen, and the longest sleep."))
+    ctx, *rest = sig.parameters.values()
+    params = [ctx, poll.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD), *rest]
+    watch.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    watch.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+
+
+_watch_signature()
+app.command(short_help="A long-running sync: a pass whenever a deploy is seen or a page is due (SIGTERM ends it).")(watch)
 
 
 def _check_selectors(rules) -> None:

@@ -34,8 +34,10 @@ def _timestamp(stamp: Any) -> float | None:
         return None
 
 
-def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collection: str):
-    """A registry holding one gauge per numeric figure of `report` and `status`."""
+def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collection: str,
+                 extra: Mapping[str, tuple[str, float]] | None = None):
+    """A registry holding one gauge per numeric figure of `report` and `status`, and the
+    `extra` figures (name -> (help, value); a name ending in `_total` is a counter)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     registry = CollectorRegistry()
@@ -52,12 +54,33 @@ def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collectio
     for key, value in status.items():
         if (number := _numeric(value)) is not None:
             gauge(f"status_{key}", f"after the pass, as `pagesync status` reports it: {key}", number)
+    for name, (doc, value) in (extra or {}).items():
+        if name.endswith("_total"):
+            registry.register(_Counter(PREFIX + name, doc, collection, value))
+        else:
+            gauge(name, doc, value)
     return registry
 
 
-def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str) -> None:
+class _Counter:
+    """One counter sample, as a custom collector: prometheus_client's own `Counter` would add a
+    `_created` gauge the file's readers do not need (and cannot rely on: the process restarts)."""
+
+    def __init__(self, name: str, doc: str, collection: str, value: float):
+        self.name, self.doc, self.collection, self.value = name, doc, collection, value
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(self.name, self.doc, labels=["collection"])
+        family.add_metric([self.collection], self.value)
+        yield family
+
+
+def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str,
+                  extra: Mapping[str, tuple[str, float]] | None = None) -> None:
     """Write the figures to `path` atomically (a temporary file beside it, then a rename)."""
     from prometheus_client import write_to_textfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_to_textfile(str(path), registry_for(report, status, collection))
+    write_to_textfile(str(path), registry_for(report, status, collection, extra))
