@@ -6,7 +6,8 @@ change decision (`decision`), fetch scope (`scope`), the per-site rules (`site_r
 include/exclude, content selector, headers), robots.txt rules (`robots`), a page's links and
 the crawl frontier (`links`), bounded decoding (`inflate`), the points check
 (`points_check`), the run report (`report`), a point's `metadata` payload object (`payload`),
-the failure budget (`budget`), freshness figures (`freshness`), and the configuration file
+the failure budget (`budget`), freshness figures (`freshness`), Prometheus metric names and
+their naming rules (`metric_names`), and the configuration file
 and `PAGESYNC_*` variables merged below the flags (`config`).
 
 Each function takes its inputs, the clock included, as arguments. Modules here import

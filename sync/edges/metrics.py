@@ -3,7 +3,9 @@
 For node_exporter's textfile collector (point `--collector.textfile.directory` at the
 file's directory) or a Pushgateway (`curl --data-binary @PATH URL/metrics/job/pagesync`).
 Every numeric key of the run report is a gauge `pagesync_<key>` (booleans as 0 or 1), and
-the freshness figures `status` reports after the pass are `pagesync_status_<key>`. Each
+the freshness figures `status` reports after the pass are `pagesync_status_<key>`; a key's
+abbreviated unit is spelled out in its name (`oldest_visit_age_s` -> `..._age_seconds`,
+`sync.core.metric_names`), as Prometheus' naming rules want. Each
 gauge has a `collection` label. The file is written whole to a temporary name and renamed
 (prometheus_client's `write_to_textfile`), so a scrape never reads half of it.
 """
@@ -14,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["registry_for", "write_metrics", "PREFIX"]
+from ..core.metric_names import PREFIX, metric_name
 
-PREFIX = "pagesync_"
+__all__ = ["registry_for", "write_metrics", "PREFIX"]
 
 
 def _numeric(value: Any) -> float | None:
@@ -40,8 +42,8 @@ def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collectio
 
     registry = CollectorRegistry()
 
-    def gauge(name: str, doc: str, value: float) -> None:
-        Gauge(PREFIX + name, doc, ["collection"], registry=registry).labels(collection=collection).set(value)
+    def gauge(key: str, doc: str, value: float) -> None:
+        Gauge(metric_name(key), doc, ["collection"], registry=registry).labels(collection=collection).set(value)
 
     for key, value in report.items():
         if (number := _numeric(value)) is not None:
