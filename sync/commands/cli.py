@@ -308,12 +308,17 @@ def _parse_duration(value: str, flag: str) -> timedelta:
 def _check_output(path: Optional[Path], flag: str) -> None:
     """A --report or --metrics path that cannot become a file is exit 2 before the pass
     opens anything, not an error after it wrote the collection: a directory, under a
-    file, or in a directory this process may not write."""
+    file, in a directory this process may not write, or anything but a regular file
+    (`sync.edges.output_paths`)."""
     if path is None:
         return
     try:
         if path.is_dir():
             raise ConfigError(f"{flag} {path}: is a directory")
+        from ..edges.output_paths import output_problem
+
+        if problem := output_problem(path, replaced=flag == "--metrics"):  # --metrics is renamed into place
+            raise ConfigError(f"{flag} {path}: {problem}")
         existing = path.parent
         while not existing.exists():  # the nearest ancestor there is (the pass creates the rest)
             existing = existing.parent
@@ -758,6 +763,8 @@ def search(
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
     config: Optional[Path] = ConfigOpt,
+    # Taken, and unused, so that the options naming a collection and its state work with every command.
+    state: str = typer.Option(".pagesync/state.db", "--state", help="Accepted as every command that takes a collection accepts it; search reads no page state."),
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,

@@ -58,8 +58,16 @@ def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collectio
 
 
 def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str) -> None:
-    """Write the figures to `path` atomically (a temporary file beside it, then a rename)."""
+    """Write the figures to `path` atomically (a temporary file beside it, then a rename).
+    ConfigError when `path` is anything but a regular file or absent (checked before the
+    pass too): the rename would replace a symlink, a FIFO or a device node itself."""
     from prometheus_client import write_to_textfile
+
+    from ..errors import ConfigError
+    from .output_paths import output_problem
+
+    if problem := output_problem(path, replaced=True):
+        raise ConfigError(f"--metrics {path}: {problem}")
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry_for(report, status, collection))
