@@ -16,7 +16,7 @@ __all__ = ["PREFIX", "metric_name", "name_problems"]
 PREFIX = "pagesync_"
 
 # Key suffixes that abbreviate a unit, and the base unit spelled out.
-_SPELLED_OUT = {"_s": "_seconds", "_ms": "_milliseconds", "_b": "_bytes"}
+_SPELLED_OUT = {"_s": "_seconds", "_b": "_bytes"}  # a value in another unit needs converting, not renaming
 _VALID = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _ABBREVIATIONS = frozenset({"s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d"})

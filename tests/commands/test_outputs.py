@@ -107,7 +107,10 @@ def test_config_dev_zero_is_one_line_and_exit_2(work):
 
 
 # -- metric names --------------------------------------------------------------------------------------
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (Debian: apt install prometheus)")
+NO_PROMTOOL = "promtool is not installed (Debian: apt install prometheus)"
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason=NO_PROMTOOL)
 def test_every_metric_a_run_writes_passes_promtool(site, work):
     build(site, n=3)
     r = run(site, work, "--metrics", "pagesync.prom", "--policy", "uniform", "--revisit-interval", "1d")
