@@ -10,13 +10,14 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
 import warnings
 from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional
 
 import typer
 
@@ -194,6 +195,31 @@ RUN_INTERRUPTED = ("the pass was interrupted (no report written); what it wrote 
                    "and the next `pagesync run` resumes: pages whose write was under way are redone")
 
 
+# Set by `main`: this process is the command itself, so it may end with `os._exit` (below).
+_PROCESS = {"hard_exit": False}
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process with `code` at once, after flushing what it printed, without the
+    interpreter's finalisation: a model call abandoned in a daemon thread (ONNX Runtime's,
+    mid-batch) would otherwise be torn down by it and abort the process (SIGABRT). Only
+    ever called with the state and the store closed, or never opened: nothing is lost."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone, a stream closed: nothing more to say
+            pass
+    os._exit(code)
+
+
+def _interrupted_outside_a_body(signum: int, frame: Any) -> None:
+    """SIGINT while options are read or after a command's body: nothing is open, so exit
+    130 at once (click would print "Aborted!" and exit 1)."""
+    typer.echo("pagesync: interrupted", err=True)
+    _exit_now(EXIT_INTERRUPTED)
+
+
 def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     """Run a command body: PagesyncError -> one line and its exit code (the error class
     decides: configuration and environment errors, sync.errors.ConfigError and its kin, are
@@ -201,6 +227,11 @@ def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
     (SIGINT) is one line, `interrupted`, and exit 130 (the shell's convention), never 1,
     which means "finished, but pages failed". A reader of stdout that went away (`export |
     head`) ends the command quietly with 141, as SIGPIPE would, not as a usage error."""
+    # Within the body Ctrl-C is a KeyboardInterrupt (asyncio.run turns it into a cancelled
+    # pass), so that the state and the store are closed on the way out before the exit.
+    outside = signal.getsignal(signal.SIGINT) is _interrupted_outside_a_body
+    if outside:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = fn()
     except PagesyncError as exc:
@@ -214,7 +245,12 @@ def _guarded(fn: Callable[[], int], interrupted: str = "interrupted") -> None:
         _fail(exc, 2)
     except KeyboardInterrupt:
         typer.echo(f"pagesync: {interrupted}", err=True)
+        if _PROCESS["hard_exit"]:  # a model call may still run in a thread of its own
+            _exit_now(EXIT_INTERRUPTED)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if outside:
+            signal.signal(signal.SIGINT, _interrupted_outside_a_body)
     raise typer.Exit(code)
 
 
@@ -276,12 +312,17 @@ def _parse_duration(value: str, flag: str) -> timedelta:
 def _check_output(path: Optional[Path], flag: str) -> None:
     """A --report or --metrics path that cannot become a file is exit 2 before the pass
     opens anything, not an error after it wrote the collection: a directory, under a
-    file, or in a directory this process may not write."""
+    file, in a directory this process may not write, or anything but a regular file
+    (`sync.edges.output_paths`)."""
     if path is None:
         return
     try:
         if path.is_dir():
             raise ConfigError(f"{flag} {path}: is a directory")
+        from ..edges.output_paths import output_problem
+
+        if problem := output_problem(path, replaced=flag == "--metrics"):  # --metrics is renamed into place
+            raise ConfigError(f"{flag} {path}: {problem}")
         existing = path.parent
         while not existing.exists():  # the nearest ancestor there is (the pass creates the rest)
             existing = existing.parent
@@ -866,6 +907,8 @@ def search(
     api_key: Optional[str] = ApiKeyOpt,
     qdrant_path: Path = QdrantPathOpt,
     config: Optional[Path] = ConfigOpt,
+    # Taken, and unused, so that the options naming a collection and its state work with every command.
+    state: str = typer.Option(".pagesync/state.db", "--state", help="Accepted as every command that takes a collection accepts it; search reads no page state."),
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
@@ -1056,4 +1099,18 @@ def reindex(
 
 
 def main() -> None:
-    app()
+    """The `pagesync` command. Ctrl-C is exit 130 at any moment; an exit while a model call
+    still runs in a thread of its own skips the interpreter's finalisation (`_exit_now`)."""
+    from ..edges.threads import running
+
+    _PROCESS["hard_exit"] = True
+    # An inherited SIG_IGN (a job started in the background) is kept: such a job ignores Ctrl-C.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_outside_a_body)
+    try:
+        app()
+    except SystemExit as exc:
+        if running():
+            code = exc.code
+            _exit_now(code if isinstance(code, int) else (0 if code is None else 1))
+        raise

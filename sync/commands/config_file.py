@@ -57,16 +57,47 @@ def known_keys(root: Any) -> dict[str, str]:
     return {o.key: o.kind for cmd in _commands(root) for o in options_of(cmd)}
 
 
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: far above any real file; `--config /dev/zero` reads no further
+MAX_DEPTH = 16  # tables and arrays within each other; a real file nests 4 deep at most
+
+
+def _depth(value: Any) -> int:
+    """How deep tables and arrays nest in `value` (iterative: a deep one costs no stack)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d + 1)
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def _read(path: Path) -> dict[str, Any]:
+    """The file's TOML, bounded: at most MAX_FILE_BYTES read, UTF-8, nested at most MAX_DEPTH
+    deep; anything else is one ConfigError line, never a traceback."""
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such configuration file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB: not a configuration file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
+    too_deep = ConfigError(f"{path}: tables or arrays nested more than {MAX_DEPTH} deep")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # the parser recurses into nested arrays and inline tables
+        raise too_deep from None
+    if _depth(data) > MAX_DEPTH:
+        raise too_deep
+    return data
 
 
 def _check(ctx: typer.Context, params: dict[str, Any], name: str, value: Any, where: str) -> None:

@@ -8,7 +8,7 @@ the crawl frontier (`links`), bounded decoding (`inflate`), the points check
 (`points_check`), the run report (`report`), a point's `metadata` payload object (`payload`),
 the failure budget (`budget`), freshness figures (`freshness`), secrets masked out of every
 text (`secrets`), the watcher's decisions (`watching`: when to poll, run, back off and sleep),
-and the configuration file
+Prometheus metric names and their naming rules (`metric_names`), and the configuration file
 and `PAGESYNC_*` variables merged below the flags (`config`).
 
 Each function takes its inputs, the clock included, as arguments. Modules here import

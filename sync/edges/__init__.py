@@ -5,7 +5,7 @@ vector stores (`store`: Qdrant Edge embedded, or a Qdrant server through qdrant-
 `catalog` and `aliasfile` for collections and aliases), the page states (`state_protocol`,
 `state` in SQLite, `qdrant_state` in Qdrant), the pass lock's holder (`lease`) and the
 model thread a pass can walk away from (`threads`), the Prometheus text file of a pass
-(`metrics`), the free space kept on the embedded store's disk (`disk_space`), the model a
+(`metrics`) and what may stand where an output is written (`output_paths`), the free space kept on the embedded store's disk (`disk_space`), the model a
 collection's points name (`stored_model`) and a reindex's vectors by text (`vector_memo`).
 
 Modules here may import `sync.core` and `sync.errors`; never a stage, the engine or a command.

@@ -3,7 +3,9 @@
 For node_exporter's textfile collector (point `--collector.textfile.directory` at the
 file's directory) or a Pushgateway (`curl --data-binary @PATH URL/metrics/job/pagesync`).
 Every numeric key of the run report is a gauge `pagesync_<key>` (booleans as 0 or 1), and
-the freshness figures `status` reports after the pass are `pagesync_status_<key>`. Each
+the freshness figures `status` reports after the pass are `pagesync_status_<key>`; a key's
+abbreviated unit is spelled out in its name (`oldest_visit_age_s` -> `..._age_seconds`,
+`sync.core.metric_names`), as Prometheus' naming rules want. Each
 gauge has a `collection` label. The file is written whole to a temporary name and renamed
 (prometheus_client's `write_to_textfile`), so a scrape never reads half of it.
 """
@@ -14,9 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["registry_for", "write_metrics", "PREFIX"]
+from ..core.metric_names import PREFIX, metric_name
 
-PREFIX = "pagesync_"
+__all__ = ["registry_for", "write_metrics", "PREFIX"]
 
 
 def _numeric(value: Any) -> float | None:
@@ -42,8 +44,8 @@ def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collectio
 
     registry = CollectorRegistry()
 
-    def gauge(name: str, doc: str, value: float) -> None:
-        Gauge(PREFIX + name, doc, ["collection"], registry=registry).labels(collection=collection).set(value)
+    def gauge(key: str, doc: str, value: float) -> None:
+        Gauge(metric_name(key), doc, ["collection"], registry=registry).labels(collection=collection).set(value)
 
     for key, value in report.items():
         if (number := _numeric(value)) is not None:
@@ -79,8 +81,16 @@ class _Counter:
 
 def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str,
                   extra: Mapping[str, tuple[str, float]] | None = None) -> None:
-    """Write the figures to `path` atomically (a temporary file beside it, then a rename)."""
+    """Write the figures to `path` atomically (a temporary file beside it, then a rename).
+    ConfigError when `path` is anything but a regular file or absent (checked before the
+    pass too): the rename would replace a symlink, a FIFO or a device node itself."""
     from prometheus_client import write_to_textfile
+
+    from ..errors import ConfigError
+    from .output_paths import output_problem
+
+    if problem := output_problem(path, replaced=True):
+        raise ConfigError(f"--metrics {path}: {problem}")
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_to_textfile(str(path), registry_for(report, status, collection, extra))

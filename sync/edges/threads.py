@@ -8,6 +8,11 @@ thread's result is dropped, and the process exits without joining it. Only calls
 result is all they leave behind may run so (the model computes vectors and writes
 nothing); store writes stay on the default executor, so that a pass ends only after the
 write in flight was confirmed or failed, and the store is then closed cleanly.
+
+A call still running when the process ends must not meet the interpreter's finalisation
+(in Python 3.11 a daemon thread that wakes then is ended by `pthread_exit`, which unwinds
+the native frames of ONNX Runtime and aborts the process): `running()` says whether one
+does, so the command exits with `os._exit` instead.
 """
 
 from __future__ import annotations
@@ -16,7 +21,16 @@ import asyncio
 import threading
 from typing import Any, Callable
 
-__all__ = ["in_daemon_thread"]
+__all__ = ["in_daemon_thread", "running"]
+
+_running: set[threading.Thread] = set()  # calls started and not yet returned
+_lock = threading.Lock()
+
+
+def running() -> int:
+    """How many calls started by `in_daemon_thread` have not returned yet."""
+    with _lock:
+        return len(_running)
 
 
 def in_daemon_thread(fn: Callable[..., Any], *args: Any, name: str = "pagesync-call") -> asyncio.Future:
@@ -46,6 +60,12 @@ def in_daemon_thread(fn: Callable[..., Any], *args: Any, name: str = "pagesync-c
             deliver(False, exc)
         else:
             deliver(True, result)
+        finally:
+            with _lock:
+                _running.discard(thread)
 
-    threading.Thread(target=work, name=name, daemon=True).start()
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    with _lock:  # counted before it starts: a call is never running uncounted
+        _running.add(thread)
+    thread.start()
     return fut

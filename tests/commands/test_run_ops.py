@@ -69,7 +69,7 @@ def test_metrics_file_holds_the_report_and_the_freshness(site, cwd):
     assert got["pagesync_pages_added"].value == 9
     assert got["pagesync_status_pages_tracked"].value == 10
     assert got["pagesync_status_pages_due"].value == 0  # visited: due again later (the failed one backs off)
-    assert got["pagesync_status_oldest_visit_age_s"].value == 0.0  # every page visited at this pass's clock
+    assert got["pagesync_status_oldest_visit_age_seconds"].value == 0.0  # every page visited at this pass's clock
 
 
 @pytest.mark.parametrize("flag", ["--metrics", "--report"])

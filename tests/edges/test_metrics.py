@@ -31,7 +31,7 @@ def test_every_numeric_report_key_is_a_gauge(tmp_path):
     assert got["pagesync_collection_lost"][1] == 1.0 and got["pagesync_dry_run"][1] == 0.0
     assert got["pagesync_finished_at_timestamp_seconds"][1] == 1767225600.0
     assert got["pagesync_status_pages_due"][1] == 2.0
-    assert got["pagesync_status_oldest_visit_age_s"][1] == 86400.0
+    assert got["pagesync_status_oldest_visit_age_seconds"][1] == 86400.0
     assert not any(name.startswith("pagesync_errors") or name == "pagesync_collection" for name in got)
     assert [p.name for p in path.parent.iterdir()] == ["pagesync.prom"]  # no temporary file left
 
