@@ -288,12 +288,15 @@ class CrawlStage:
         r = self.report
         r.pages_crawled, r.crawl_complete = len(frontier), complete
         r.crawl_refused = dict(sorted(frontier.refused.items()))
+        # What the crawl found but may not hold: links past the frontier's bound, and new
+        # pages past the tracked ones' (both --max-pages).
+        self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
         r.crawl_overflow = self.crawl_overflow
         if self.crawl_overflow:
             last = self.state.last_run() if hasattr(self.state, "last_run") else None
             again = bool(last and last.get("crawl_overflow"))
             r.overflow_again = again
-            log.warning("warning: the crawl found %d more new pages than --max-pages %d lets it track%s",
+            log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
                         self.crawl_overflow, self.cfg.max_pages,
                         " (the second pass in a row: raise --max-pages, or exclude the links that grow without "
                         "end)" if again else "")

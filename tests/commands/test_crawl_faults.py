@@ -142,3 +142,86 @@ def test_a_page_dropped_twice_in_one_day_stays_until_a_revisit_interval_passed(s
     r, rep = run(site, tmp_path, "2031-03-31T07:00:00Z", "--full")
     assert r.returncode == 0, r.stderr
     assert "docs/s1/p2.html" in live_pages(tmp_path)
+
+
+# -- no fault at all: trap caps and link order, a 301's target, links that grow without end --
+
+def _posts_index(site: Site, numbers) -> None:
+    links = "".join(f'<li><a href="/docs/posts/{n}.html">Post {n}</a></li>' for n in numbers)
+    site.set("/docs/index.html", render_page("Posts", f"<p>Every post of the blog, listed.</p><ul>{links}</ul>",
+                                             nav=[]))
+
+
+def _tracked(work: Path) -> set[str]:
+    db = sqlite3.connect(work / ".pagesync" / "state.db")
+    try:
+        return {u.split("/", 3)[3] for (u,) in db.execute("SELECT url FROM pages WHERE status != 'gone'")}
+    finally:
+        db.close()
+
+
+def test_a_numbered_pattern_cap_never_trades_a_tracked_page_for_a_new_one(site, tmp_path):
+    """300 posts, 256 of one numbered pattern admitted: reversing the list loses none of them."""
+    for n in range(1, 301):
+        site.set(f"/docs/posts/{n}.html", render_page(f"Post {n}", f"<p>Post number {n} of the blog.</p>", nav=[]))
+    _posts_index(site, range(1, 301))
+    r, rep = run(site, tmp_path, T0)
+    assert r.returncode == 0, r.stderr
+    first = live_pages(tmp_path)
+    assert rep["crawl_refused"]["too many pages of one numbered pattern"] == 44 and len(first) == 257
+    _posts_index(site, range(300, 0, -1))  # newest first
+    for now in (T1, T2):
+        r, rep = run(site, tmp_path, now)
+        assert r.returncode == 0, r.stderr
+        assert live_pages(tmp_path) == first, sorted(first - live_pages(tmp_path))[:5]
+
+
+def test_a_301_target_is_reached_through_its_source_on_every_pass(site, tmp_path):
+    build(site)
+    site.set("/docs/s1/moved-here.html", render_page("Moved", "<p>The page that moved here, in full.</p>" * 4,
+                                                     nav=[]))
+    site.redirect("/docs/s1/p2.html", "/docs/s1/moved-here.html", 301)
+    for now in (T0, T1, "2031-04-02T06:00:00Z", T2, T3):
+        r, rep = run(site, tmp_path, now)
+        assert r.returncode == 0, r.stderr
+        assert "docs/s1/moved-here.html" in live_pages(tmp_path), now
+    db = sqlite3.connect(tmp_path / ".pagesync" / "state.db")
+    (moved,) = db.execute("SELECT moved_to FROM pages WHERE url LIKE '%/docs/s1/p2.html'").fetchone()
+    assert moved.endswith("/docs/s1/moved-here.html")
+
+
+def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_path):
+    """Session ids in links: every page read links 3 URLs never seen before."""
+    import itertools
+
+    fresh = itertools.count()
+
+    def sid() -> str:
+        n, out = next(fresh), ""
+        for _ in range(6):
+            n, d = divmod(n, 26)
+            out += chr(97 + d)
+        return out
+
+    def dynamic(path: str):
+        from demo.site_server import Resource
+
+        if not path.startswith("/docs/s/"):
+            return None
+        links = "".join(f'<a href="/docs/s/{sid()}/page.html">more</a>' for _ in range(3))
+        return Resource(render_page("Session", f"<p>A page of the session, with its links.</p>{links}",
+                                    nav=[]).encode())
+
+    site.dynamic = dynamic
+    links = "".join(f'<a href="/docs/s/{sid()}/page.html">start</a>' for _ in range(3))
+    site.set("/docs/index.html", render_page("Docs", f"<p>The start of the docs.</p>{links}", nav=[]))
+    codes, overflow = [], []
+    for now in (T0, T1, T2):
+        r, rep = run(site, tmp_path, now, "--max-pages", "40")
+        codes.append(r.returncode)
+        overflow.append(rep["crawl_overflow"])
+        assert len(_tracked(tmp_path)) <= 40
+        assert rep["crawl_complete"] is False
+    assert codes[0] == 0 and codes[1:] == [1, 1], codes
+    assert all(n > 0 for n in overflow[1:]), overflow
+    assert "more pages than --max-pages 40" in r.stderr
