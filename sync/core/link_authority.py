@@ -23,7 +23,7 @@ __all__ = ["CrawlAnswer", "held_reason", "lost_links", "STUB_TEXT_CHARS"]
 # A page that lost links and holds less visible text than this is a stub (a maintenance
 # notice, an error page, a shell its scripts would fill).
 STUB_TEXT_CHARS = 200
-# Of a hub that lost links, keeping fewer than this share of them, with stub-sized text.
+# Of a hub that lost links, keeping at most this share of them, with stub-sized text.
 _COLLAPSE_SHARE = 0.25
 _CLOSING = re.compile(rb"</(html|body)\s*>", re.IGNORECASE)
 
@@ -81,7 +81,7 @@ def held_reason(answer: CrawlAnswer, old: PageLinks | None, prefixes: Sequence[s
         return f"its <base href> points off-site ({new.base})"
     if not new.links:
         return "links nothing (a stub, an empty page or a script shell)"
-    if new.text_chars < STUB_TEXT_CHARS and len(new.links) < _COLLAPSE_SHARE * len(old.links):
+    if new.text_chars < STUB_TEXT_CHARS and len(new.links) <= _COLLAPSE_SHARE * len(old.links):
         return f"a stub ({new.text_chars} characters of text, {len(new.links)} of {len(old.links)} links)"
     if not _CLOSING.search(a.body[-4096:]):
         return "its body is cut short (no closing </body> or </html>)"
