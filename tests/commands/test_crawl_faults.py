@@ -191,7 +191,7 @@ def test_a_301_target_is_reached_through_its_source_on_every_pass(site, tmp_path
 
 
 def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_path):
-    """Session ids in links: every page read links 3 URLs never seen before."""
+    """Visitor ids in links: every page read links 3 URLs never seen before."""
     import itertools
 
     fresh = itertools.count()
@@ -209,7 +209,7 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
         if not path.startswith("/docs/s/"):
             return None
         links = "".join(f'<a href="/docs/s/{sid()}/page.html">more</a>' for _ in range(3))
-        return Resource(render_page("Session", f"<p>A page of the session, with its links.</p>{links}",
+        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}",
                                     nav=[]).encode())
 
     site.dynamic = dynamic
