@@ -111,6 +111,8 @@ class Report:
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
 
     def __post_init__(self) -> None:
+        # A crawl overflowed this pass and the last one (`crawl_overflow`): exit 1. Not a
+        # field: no report key, and `replace` starts it over (`ok_within` reads it here).
         self.overflow_again = False
 
     def error(self, url: str, message: str) -> None:
@@ -132,9 +134,9 @@ class Report:
     def ok_within(self, max_failed_share: float) -> bool:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
+        otherwise_ok = replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again)
         return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
-                             otherwise_ok=replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again),
-                             max_failed_share=max_failed_share)
+                             otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pages_failed_share": self.pages_failed_share}
