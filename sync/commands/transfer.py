@@ -107,7 +107,7 @@ def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
 # -- the page state ---------------------------------------------------------------------------
 STATE_FORMAT = "pagesync-state"
 STATE_VERSION = 1
-_TIME_FIELDS = ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at")
+_TIME_FIELDS = ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at", "unlinked_since")
 
 
 def page_to_record(page: PageState) -> dict[str, Any]:

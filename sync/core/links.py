@@ -41,6 +41,10 @@ class PageLinks:
     noindex: bool = False
     nofollow: bool = False
     truncated: bool = False
+    # Of this read only (not kept between passes): the `<base href>` it named, and the
+    # characters of visible text it holds (`sync.core.link_authority` judges stubs by them).
+    base: str | None = None
+    text_chars: int = 0
 
 
 def _absolute(base: str, href: str | None) -> str | None:
@@ -84,10 +88,12 @@ def read_links(body: bytes, url: str, *, charset: str | None = None,
     except Exception:  # noqa: BLE001 (lxml raises several kinds: a page it cannot read has no links)
         return PageLinks()
     base = url
+    named_base = None
     for el in doc.iter("base"):
         if el.get("href"):
-            base = urljoin(url, el.get("href").strip())
+            base = named_base = urljoin(url, el.get("href").strip())
         break
+    text_chars = _text_chars(doc)
     noindex = nofollow = False
     for el in doc.iter("meta"):
         if (el.get("name") or "").strip().lower() in ("robots", "pagesync"):
@@ -100,7 +106,7 @@ def read_links(body: bytes, url: str, *, charset: str | None = None,
             canonical = _absolute(base, el.get("href"))
             break
     if nofollow:
-        return PageLinks((), canonical, noindex, True, False)
+        return PageLinks((), canonical, noindex, True, False, named_base, text_chars)
     seen: dict[str, None] = {}
     truncated = False
     for el in doc.iter("a", "area"):
@@ -113,7 +119,20 @@ def read_links(body: bytes, url: str, *, charset: str | None = None,
             truncated = True
             break
         seen[link] = None
-    return PageLinks(tuple(seen), canonical, noindex, False, truncated)
+    return PageLinks(tuple(seen), canonical, noindex, False, truncated, named_base, text_chars)
+
+
+def _text_chars(doc) -> int:
+    """The characters of visible text in a parsed page (scripts and styles left out)."""
+    n = 0
+    for el in doc.iter():
+        if el.tag in ("script", "style", "noscript", "head", "title"):
+            n += len((el.tail or "").strip())
+            continue
+        if isinstance(el.tag, str):
+            n += len((el.text or "").strip())
+        n += len((el.tail or "").strip())
+    return n
 
 
 def links_to_json(links: PageLinks) -> str:
@@ -240,6 +259,7 @@ class Frontier:
         self.queue: deque[str] = deque()
         self.bound_hit = False
         self.refused: dict[str, int] = {}
+        self.last_refusal: str | None = None  # why the last `offer` refused its URL
         self._queries: dict[str, int] = {}  # path (scheme+host+path) -> distinct query strings admitted
         self._shapes: dict[str, int] = {}  # scheme+host+folded path -> URLs admitted
         for url in starts:
@@ -253,6 +273,7 @@ class Frontier:
 
     def _refuse(self, reason: str) -> bool:
         self.refused[reason] = self.refused.get(reason, 0) + 1
+        self.last_refusal = reason
         return False
 
     def offer(self, url: str) -> bool:

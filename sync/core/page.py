@@ -55,6 +55,10 @@ class PageState:
     # A gone page that answered 301/308: the canonical target, tracked in its place. The
     # page stays on the schedule while a sitemap lists it (a redirect can be undone).
     moved_to: str | None = None
+    # A crawl page a complete crawl did not reach: since when, and the page that stopped
+    # linking it (`sync.core.unlinked`). It leaves only when a later complete crawl agrees.
+    unlinked_since: datetime | None = None
+    unlinked_by: str | None = None
 
     @property
     def indexed(self) -> bool:
@@ -69,7 +73,7 @@ class PageState:
         d["lastmod_pending"] = int(self.lastmod_pending)
         d["interval_s"] = self.interval.total_seconds() if self.interval is not None else None
         del d["interval"]
-        for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
+        for k in _TIMES:
             d[k] = to_epoch(d[k])
         return d
 
@@ -80,7 +84,7 @@ class PageState:
         d["lastmod_pending"] = bool(d["lastmod_pending"])
         iv = d.pop("interval_s")
         d["interval"] = timedelta(seconds=iv) if iv is not None else None
-        for k in ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at"):
+        for k in _TIMES:
             d[k] = from_epoch(d[k])
         return cls(**d)
 
@@ -96,11 +100,12 @@ class PageState:
                    None if v[14] is None else datetime.fromtimestamp(v[14], timezone.utc),
                    None if v[15] is None else datetime.fromtimestamp(v[15], timezone.utc),
                    None if v[16] is None else datetime.fromtimestamp(v[16], timezone.utc),
-                   v[17], v[18], v[19], bool(v[20]), v[21])
+                   v[17], v[18], v[19], bool(v[20]), v[21],
+                   None if v[22] is None else datetime.fromtimestamp(v[22], timezone.utc), v[23])
 
     def _values(self) -> tuple:
-        iv, due, first, fetched, changed = (self.interval, self.due_at, self.first_seen_at, self.last_fetched_at,
-                                            self.last_changed_at)
+        iv, due, first, fetched, changed, unlinked = (self.interval, self.due_at, self.first_seen_at,
+                                                      self.last_fetched_at, self.last_changed_at, self.unlinked_since)
         return (self.url, self.status, self.source, int(self.in_sitemap), self.sitemap_lastmod, self.etag,
                 self.last_modified, self.content_hash, self.fingerprint, self.pending_hash, self.chunk_count, self.title,
                 None if iv is None else iv.total_seconds(),
@@ -108,7 +113,9 @@ class PageState:
                 None if first is None else first.timestamp(),
                 None if fetched is None else fetched.timestamp(),
                 None if changed is None else changed.timestamp(),
-                self.failures, self.last_error, self.history, int(self.lastmod_pending), self.moved_to)
+                self.failures, self.last_error, self.history, int(self.lastmod_pending), self.moved_to,
+                None if unlinked is None else unlinked.timestamp(), self.unlinked_by)
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(PageState))
+_TIMES = ("due_at", "first_seen_at", "last_fetched_at", "last_changed_at", "unlinked_since")  # epoch seconds in a row

@@ -103,9 +103,17 @@ class Report:
     pages_crawled: int = 0
     crawl_complete: bool | None = None
     crawl_refused: dict[str, int] = field(default_factory=dict)
+    # New URLs a crawl found but did not track: its pages were at --max-pages. A pass that
+    # overflows after one that did is exit 1 (`overflow_again`, not a report key).
+    crawl_overflow: int = 0
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
+
+    def __post_init__(self) -> None:
+        # A crawl overflowed this pass and the last one (`crawl_overflow`): exit 1. Not a
+        # field: no report key, and `replace` starts it over (`ok_within` reads it here).
+        self.overflow_again = False
 
     def error(self, url: str, message: str) -> None:
         self.errors.append({"url": url, "error": message})
@@ -116,7 +124,7 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
-                and not self.embed_budget_reached)
+                and not self.embed_budget_reached and not (self.crawl_overflow and self.overflow_again))
 
     @property
     def pages_failed_share(self) -> float:
@@ -126,8 +134,9 @@ class Report:
     def ok_within(self, max_failed_share: float) -> bool:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
+        otherwise_ok = replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again)
         return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
-                             otherwise_ok=replace(self, pages_failed=0).ok, max_failed_share=max_failed_share)
+                             otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pages_failed_share": self.pages_failed_share}

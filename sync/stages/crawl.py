@@ -32,8 +32,10 @@ from typing import Sequence
 
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
+from ..core.link_authority import CrawlAnswer, held_reason, lost_links
 from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
                           links_to_json, read_links)
+from ..core.unlinked import CLEAR, MARK, PURGE, WAIT, purge_reason, unlinked_step
 from ..edges.fetcher import FetchResult
 from ..edges.state import GONE, LIVE, NEW, PageState
 
@@ -43,8 +45,14 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml", "")
 
 # What the visit stage saw of a page this pass, for the crawl (`crawl_seen`): read (links
 # kept), not modified (kept links stand), failed, gone (404/410: no links), skipped (robots,
-# type, size: no links), or moved (to the target named in `crawl_moved`).
-READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED = "read", "304", "failed", "gone", "skipped", "moved"
+# type, size: no links), moved (to the target named in `crawl_moved`), or held: its answer
+# is no evidence of its links (`sync.core.link_authority`), so its kept links stand.
+READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED, HELD = ("read", "304", "failed", "gone", "skipped", "moved",
+                                                              "held")
+# Refusals of a link-trap cap: a tracked page refused only by one of these, still linked,
+# counts as reached (it is not followed, and not purged for it).
+_CAPS = ("too many query strings on one path", "too many pages of one numbered pattern", "path too deep",
+         "repeated path segment", "url too long")
 
 
 class CrawlStage:
@@ -70,6 +78,13 @@ class CrawlStage:
         self.crawl_links: dict[str, PageLinks] = {}
         self.crawl_keeps = not cfg.dry_run and hasattr(self.state, "put_links")
         self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
+        # Evidence for the purge of unlinked pages: link -> the page read healthy this pass
+        # that no longer links it; url -> why a page's answer did not replace its kept links.
+        self.crawl_dropped: dict[str, str] = {}
+        self.crawl_held: dict[str, str] = {}
+        self.crawl_capped: set[str] = set()  # tracked pages refused only by a cap, still linked
+        self.crawl_overflow = 0  # new URLs not tracked: the crawl's pages are at --max-pages
+        self.crawl_tracked: set[str] = set()  # the crawl's pages (`_crawl`)
 
     def _in_crawl(self, url: str) -> bool:
         return self.crawl_on and any(url.startswith(p) for p in self.crawl_rules.prefixes)
@@ -105,16 +120,7 @@ class CrawlStage:
         if outcome is Outcome.ERROR:
             self.crawl_seen[url] = FAILED
             return False
-        if outcome is Outcome.SKIPPED:
-            self.crawl_seen[url] = SKIPPED
-            return False
-        if outcome is Outcome.GONE:
-            self.crawl_seen[url] = GONE_NOW
-            self.crawl_links.pop(url, None)
-            if self.crawl_keeps:
-                self.state.drop_links([url])
-            return False
-        if result.moved_permanently:
+        if result.moved_permanently and outcome not in (Outcome.SKIPPED, Outcome.GONE):
             target = canonical_url(result.redirects[-1][1])
             if target != url:
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, target
@@ -122,17 +128,46 @@ class CrawlStage:
         if outcome is Outcome.NOT_MODIFIED:
             self.crawl_seen[url] = NOT_MODIFIED
             return False
-        if outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
-            self.crawl_seen[url] = READ
-            self._keep_links(url, PageLinks())
+        old = self._kept_links([url]).get(url)
+        if outcome is Outcome.SKIPPED:
+            answer = CrawlAnswer(url, "skipped", result.status)
+        elif outcome is Outcome.GONE:
+            answer = CrawlAnswer(url, "gone", result.status, was_gone=page.status == GONE)
+        elif outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
+            answer = CrawlAnswer(url, "other", result.status, result.content_type)
+        else:
+            links = await asyncio.to_thread(read_links, result.body, result.final_url or url,
+                                            charset=result.charset)
+            # Only links on the pass's sites are kept (another site's are never followed): the
+            # kept lists stay small.
+            links = replace(links, links=tuple(u for u in links.links if self.scope.check(u) is None))
+            answer = CrawlAnswer(url, "html", result.status, result.content_type, result.body,
+                                 canonical_url(result.final_url) if result.final_url else None, links)
+        held = held_reason(answer, old, self.crawl_rules.prefixes)
+        if held is not None:
+            # No evidence of what it links to: its last good links stand for this pass (with
+            # any new ones it shows), the state keeps them as they were.
+            assert old is not None
+            new = answer.links.links if answer.links is not None else ()
+            self.crawl_links[url] = replace(old, links=tuple(dict.fromkeys(old.links + new)))
+            self.crawl_seen[url], self.crawl_held[url] = HELD, held
+            log.info("crawl: %s %s; its last links stand", url, held)
             return False
-        links = await asyncio.to_thread(read_links, result.body, result.final_url or url, charset=result.charset)
-        # Only links on the pass's sites are kept (another site's are never followed): the
-        # kept lists stay small.
-        links = replace(links, links=tuple(u for u in links.links if self.scope.check(u) is None))
+        if answer.kind == "skipped":
+            self.crawl_seen[url] = SKIPPED
+            return False
+        if answer.kind == "gone":
+            self.crawl_seen[url] = GONE_NOW
+            self.crawl_links.pop(url, None)
+            if self.crawl_keeps:
+                self.state.drop_links([url])
+            return False
+        links = answer.links or PageLinks()
+        for link in lost_links(old, links):
+            self.crawl_dropped.setdefault(link, url)
         self.crawl_seen[url] = READ
         self._keep_links(url, links)
-        if page.source != "crawl":
+        if answer.kind != "html" or page.source != "crawl":
             return False  # a sitemap's or --url's page: indexed as named
         if links.noindex:
             reason = "meta robots noindex"
@@ -159,11 +194,16 @@ class CrawlStage:
         if not self.crawl_on:
             return
         starts = [crawl_start(u) for u in self.cfg.crawl]
+        # The crawl's pages as the pass began: within a level they are admitted before new
+        # links (a bound or cap never trades a tracked page for a new one), and they count
+        # toward --max-pages (`_crawl_visit` tracks no new page past it).
+        self.crawl_tracked = {p.url for p in self.state.all_pages() if p.source == "crawl" and p.status != GONE}
         frontier = Frontier(self.crawl_rules, starts)
         complete = True
         while level := frontier.take_level():
             await self._crawl_visit(level)
             kept = self._kept_links(level)
+            offered: list[str] = []
             for url in level:  # in discovery order: what a bound admits does not hang on fetch timing
                 seen = self.crawl_seen.get(url)
                 if seen == FAILED:
@@ -171,7 +211,7 @@ class CrawlStage:
                 elif seen in (GONE_NOW, SKIPPED):
                     continue
                 if url in self.crawl_moved:
-                    frontier.offer(self.crawl_moved[url])
+                    offered.append(self.crawl_moved[url])  # a 301/308 target is reached through its source
                     if seen == MOVED:
                         continue
                 links = kept.get(url)
@@ -179,10 +219,14 @@ class CrawlStage:
                     continue
                 complete &= not links.truncated
                 if links.canonical and links.canonical != url and url not in self.crawl_moved:
-                    frontier.offer(links.canonical)  # an alias read in an earlier pass
-                for link in links.links:
-                    frontier.offer(link)
-        complete &= not frontier.bound_hit
+                    offered.append(links.canonical)  # an alias read in an earlier pass
+                offered.extend(links.links)
+            tracked = [u for u in offered if u in self.crawl_tracked]
+            for link in tracked + [u for u in offered if u not in self.crawl_tracked]:
+                if not frontier.offer(link) and link not in frontier and link in self.crawl_tracked \
+                        and frontier.last_refusal in _CAPS:
+                    self.crawl_capped.add(link)  # still linked, refused by a cap only: reached
+        complete &= not frontier.bound_hit and not self.crawl_overflow
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
         for url in starts:
@@ -190,10 +234,11 @@ class CrawlStage:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED, HELD):
                 complete = False
+                seen = self.crawl_seen[url]
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
-                            url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")
+                            url, "gone" if seen == GONE_NOW else "skipped" if seen == SKIPPED else self.crawl_held[url])
         self._crawl_settle(frontier, complete)
 
     async def _crawl_visit(self, level: Sequence[str]) -> None:
@@ -206,15 +251,25 @@ class CrawlStage:
         kept = self._kept_links(todo)
         pages: list[PageState] = []
         new: list[PageState] = []
+        room = self.cfg.max_pages - len(self.crawl_tracked)
         for url in todo:
             page = known.get(url)
             if page is None:
+                if room <= 0:
+                    self.crawl_overflow += 1  # the crawl's pages are at --max-pages: not tracked
+                    continue
+                room -= 1
+                self.crawl_tracked.add(url)
                 page = PageState(url=url, status=NEW, first_seen_at=self.now, source="crawl")
                 new.append(page)
             elif page.status == LIVE and page.pending_hash is None and url in kept:
                 continue  # followed by its kept links; visited on its own schedule
+            elif page.status == GONE and page.moved_to is not None and page.due_at is not None \
+                    and page.due_at > self.now:
+                self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
+                continue
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
-                continue  # not indexed (noindex, an alias), not due: its kept links stand
+                continue  # not indexed (noindex, an alias), or a hub's first 404, not due: its kept links stand
             elif page.status == GONE and page.due_at is not None and page.due_at > self.now:
                 self.crawl_seen[url] = GONE_NOW  # a 404 not due again: no links
                 continue
@@ -227,11 +282,24 @@ class CrawlStage:
         await self._visit(pages)
 
     def _crawl_settle(self, frontier: Frontier, complete: bool) -> None:
-        """Report the crawl; keep the sitemap pages it reaches; after a complete crawl,
-        queue the crawl pages it no longer reaches for the purge (the guard judges them)."""
+        """Report the crawl; keep the sitemap pages it reaches; mark, clear or purge the
+        crawl pages it does not reach (`sync.core.unlinked`: a purge needs two complete
+        crawls a revisit interval apart; the guard judges it)."""
         r = self.report
         r.pages_crawled, r.crawl_complete = len(frontier), complete
         r.crawl_refused = dict(sorted(frontier.refused.items()))
+        # What the crawl found but may not hold: links past the frontier's bound, and new
+        # pages past the tracked ones' (both --max-pages).
+        self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
+        r.crawl_overflow = self.crawl_overflow
+        if self.crawl_overflow:
+            last = self.state.last_run() if hasattr(self.state, "last_run") else None
+            again = bool(last and last.get("crawl_overflow"))
+            r.overflow_again = again
+            log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
+                        self.crawl_overflow, self.cfg.max_pages,
+                        " (the second pass in a row: raise --max-pages, or exclude the links that grow without "
+                        "end)" if again else "")
         for url, (page, left_sitemap, reason, _) in list(self.purges.items()):
             if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:
                 del self.purges[url]  # still linked: the crawl keeps it
@@ -239,10 +307,24 @@ class CrawlStage:
                 self._save([page])
         if not complete:
             log.info("crawl incomplete (%s): no page purged for not being linked",
-                     "over --max-pages" if frontier.bound_hit else "a page failed or had too many links")
-            return
+                     "over --max-pages" if frontier.bound_hit or self.crawl_overflow
+                     else "a page failed or had too many links")
+        changed: list[PageState] = []
         for page in self.state.all_pages():
-            if (page.source == "crawl" and not page.in_sitemap and page.status != GONE
-                    and page.url not in frontier and page.url not in self.purges):
-                self._queue_purge(page, left_sitemap=True,
-                                  reason="no longer linked (a complete crawl did not reach it)")
+            if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in self.purges:
+                continue
+            reached = page.url in frontier or page.url in self.crawl_capped
+            step = unlinked_step(reached=reached, complete=complete, since=page.unlinked_since,
+                                 by=page.unlinked_by, interval=page.interval, now=self.now,
+                                 dropped_by=self.crawl_dropped.get(page.url))
+            if step.action == PURGE:
+                assert step.since is not None
+                self._queue_purge(page, left_sitemap=True, reason=purge_reason(step.since, step.by, self.now))
+            elif step.action in (CLEAR, MARK, WAIT) and (step.since, step.by) != (page.unlinked_since,
+                                                                                   page.unlinked_by):
+                if step.action == MARK:
+                    log.info("crawl: %s is no longer linked (%s); it leaves if a complete crawl a revisit "
+                             "interval from now agrees", page.url, step.by or "no page reached links it")
+                page.unlinked_since, page.unlinked_by = step.since, step.by
+                changed.append(page)
+        self._save(changed)

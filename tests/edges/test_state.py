@@ -88,6 +88,8 @@ def full_page(url="https://e.com/a") -> PageState:
         history="[[3600.0,1],[7200.0,0]]",
         lastmod_pending=True,
         moved_to="https://e.com/a-new",
+        unlinked_since=T0 - timedelta(hours=5),
+        unlinked_by="https://e.com/hub.html",
     )
 
 

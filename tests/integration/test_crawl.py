@@ -85,6 +85,8 @@ def test_removed_page_purged_on_404_and_unlinked_page_leaves(harness):
     rest = [p for p in DOCS if p not in ("api", "changes")]
     build_docs(harness.site, pages=rest, linked=rest)
     rep = crawl(harness, advance=timedelta(days=30))
+    assert rep.crawl_complete is True and "/api.html" in urls(harness)  # one crawl is no evidence yet
+    rep = crawl(harness, advance=timedelta(days=3))  # a second complete crawl, a revisit interval later
     assert rep.crawl_complete is True
     assert "/api.html" not in urls(harness)
     assert any(c["url"].endswith("/api.html") and "no longer linked" in c["reason"] for c in rep.changes)
@@ -109,8 +111,10 @@ def test_incomplete_crawl_purges_nothing_for_not_being_linked(harness):
 def test_mass_unlinking_is_held_by_the_guard(harness):
     build_docs(harness.site)
     crawl(harness)
-    build_docs(harness.site, pages=["index"], linked=["index"])  # the nav lost every link
+    build_docs(harness.site, pages=["index"], linked=["index"])  # the nav lost every link but its own
     rep = crawl(harness, advance=timedelta(days=30))
+    assert rep.crawl_complete is True and rep.pages_removed == 0  # one crawl is no evidence yet
+    rep = crawl(harness, advance=timedelta(days=3))
     assert rep.crawl_complete is True and rep.mass_delete_blocked > 0
     assert len(urls(harness)) == len(DOCS)
 
@@ -229,6 +233,8 @@ def test_crawl_on_a_state_that_keeps_no_links(harness):
     rest = [p for p in DOCS if p != "api"]
     build_docs(harness.site, pages=rest, linked=rest)
     rep = crawl(harness, advance=timedelta(minutes=5))
+    assert rep.crawl_complete is True and rep.pages_removed == 0  # marked unlinked: one crawl is no evidence
+    rep = crawl(harness, advance=timedelta(days=3))
     assert rep.crawl_complete is True and rep.pages_removed == 1 and "/api.html" not in urls(harness)
 
 

@@ -236,3 +236,65 @@ def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_f
         assert rec.returncode == 0, rec.stderr
         diff = difference(points_at(work / "q"), fresh_points(site, tmp_path / f"fresh{it}"))
         assert diff is None, f"iteration {it}: {diff}\n" + "\n".join(log)
+
+
+# -- the same for a link crawl ------------------------------------------------------------------
+def _crawl_site(site, linked: list[int], it: int, rng: random.Random) -> None:
+    links = "".join(f'<li><a href="/docs/p{i}.html">Page {i}</a></li>' for i in linked)
+    site.set("/docs/index.html", "<!doctype html><html><head><title>Docs</title></head><body><main><h1>Docs</h1>"
+             f"<p>{para('index', 40)}</p><ul>{links}</ul></main></body></html>")
+    for i in linked:
+        n = rng.randint(2, 8)
+        site.set(f"/docs/p{i}.html", page_html(f"Page {i}", [para(f"c{i}-s{j}-v{it if j % 2 else 0}", 80)
+                                                            for j in range(n)]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
+def test_a_killed_crawl_pass_settles_on_a_fresh_crawl_within_two_clean_passes(site, tmp_path):
+    """A crawl pass killed (kill -9) at a random moment while links are dropped and added:
+    two clean passes a revisit interval apart give the points a fresh crawl of the site gives."""
+    rng = random.Random(20261203)
+    linked = list(range(PAGES))
+    _crawl_site(site, linked, 0, rng)
+    start = site.server.url("/docs/index.html")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def crawl_cmd(now: str, where_: list[str]) -> list[str]:
+        return [sys.executable, "-m", "sync", "run", "--crawl", start, "--embedder", "fake", "-q", "--now", now,
+                *where_]
+
+    assert subprocess.run(crawl_cmd("2031-01-01T00:00:00Z", where(work)), cwd=work, env=env(),
+                          capture_output=True, timeout=60).returncode == 0
+    for it in range(ITERATIONS):
+        day = 8 * (it + 1)
+        gone = rng.sample(linked, k=2)
+        linked = [i for i in linked if i not in gone] + [PAGES + it]  # two unlinked (still 200), one new
+        _crawl_site(site, linked, it + 1, rng)
+        for p in site.pages():
+            site.slow(p, 0.1)
+        cmd = crawl_cmd(f"2031-01-{day:02d}T00:00:00Z", where(work)) + ["--embed-batch", "1", "--workers", "1"]
+        main = started(["sh", "-c", shlex.join(cmd) + "; exit $?"], work, start_new_session=True)
+        kill_at = time.monotonic() + rng.uniform(0.5, 1.8)
+        while main.poll() is None and time.monotonic() < kill_at:
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(main.pid, signal.SIGKILL)
+        main.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while group_alive(main.pid) and time.monotonic() < deadline:  # the pass, until the kernel reaps it
+            time.sleep(0.05)
+        assert not group_alive(main.pid)
+        for p in site.pages():
+            site.slow(p, 0.0)
+        for now in (f"2031-01-{day + 1:02d}T00:00:00Z", f"2031-01-{day + 4:02d}T00:00:00Z"):  # 3 days apart
+            rec = subprocess.run(crawl_cmd(now, where(work)), cwd=work, env=env(), capture_output=True, text=True,
+                                 timeout=60)
+            assert rec.returncode == 0, rec.stderr
+        fresh = tmp_path / f"fresh{it}"
+        fresh.mkdir()
+        assert subprocess.run(crawl_cmd(f"2031-01-{day + 4:02d}T00:00:00Z", where(fresh)), cwd=fresh, env=env(),
+                              capture_output=True, timeout=60).returncode == 0
+        diff = difference(points_at(work / "q"), points_at(fresh / "q"))
+        assert diff is None, f"iteration {it}: {diff}"

@@ -1,0 +1,227 @@
+"""A link crawl loses no live page to a fault: each a `pagesync run --crawl` subprocess on a local site.
+
+The site: an index linking 5 hubs, each linking 4 leaves (26 pages). A first pass indexes it
+whole; then one hub answers badly (a stub, a wrong type, a 404, a redirect to a login, ...)
+in an ordinary scheduled pass, 30 days later (every page due). No leaf of that hub may be
+purged: the hub's answer is not evidence that its leaves left the site.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from demo.site_server import Site, render_page
+from tests.commands.test_run_crawl import cli
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+T0 = "2031-03-01T06:00:00Z"
+T1 = "2031-03-31T06:00:00Z"  # 30 days on: every page is due
+T2 = "2031-05-01T06:00:00Z"
+T3 = "2031-06-01T06:00:00Z"
+HUBS, LEAVES = 5, 4
+FAULTY = "/docs/s3/index.html"
+
+
+def hub_html(h: int) -> str:
+    links = "".join(f'<li><a href="/docs/s{h}/p{i}.html">Leaf {h}.{i}</a></li>' for i in range(LEAVES))
+    return render_page(f"Section {h}", f"<p>Section {h} of the guide, with its pages.</p><ul>{links}</ul>",
+                       nav=[])
+
+
+def build(site: Site) -> None:
+    hubs = "".join(f'<li><a href="/docs/s{h}/index.html">Section {h}</a></li>' for h in range(HUBS))
+    site.set("/docs/index.html", render_page("Docs", f"<p>The guide's sections.</p><ul>{hubs}</ul>", nav=[]))
+    for h in range(HUBS):
+        site.set(f"/docs/s{h}/index.html", hub_html(h))
+        for i in range(LEAVES):
+            site.set(f"/docs/s{h}/p{i}.html",
+                     render_page(f"Leaf {h}.{i}", f"<p>Leaf {h}.{i} explains one thing in a few words. " * 8
+                                 + "</p>", nav=[]))
+
+
+def live_pages(work: Path) -> set[str]:
+    db = sqlite3.connect(work / ".pagesync" / "state.db")
+    try:
+        return {u.split("/", 3)[3] for (u,) in db.execute("SELECT url FROM pages WHERE status = 'live'")}
+    finally:
+        db.close()
+
+
+def run(site: Site, work: Path, now: str, *extra: str):
+    r = cli(work, "run", "--crawl", site.server.url("/docs/index.html"), "--embedder", "fake", "--now", now,
+            "--report", "r.json", "-q", *extra)
+    rep = json.loads((work / "r.json").read_text()) if (work / "r.json").exists() else {}
+    return r, rep
+
+
+ALL = {"docs/index.html"} | {f"docs/s{h}/index.html" for h in range(HUBS)} | {
+    f"docs/s{h}/p{i}.html" for h in range(HUBS) for i in range(LEAVES)}
+LEAVES_OF_FAULTY = {f"docs/s3/p{i}.html" for i in range(LEAVES)}
+
+STUB = "<!doctype html><html><head><title>Maintenance</title></head><body><p>We are down for maintenance.</p>" \
+       "</body></html>"
+JS_SHELL = ("<!doctype html><html><head><title>Docs</title><script src='/static/app.js'></script></head>"
+            "<body><div id='root'></div><noscript>Enable JavaScript.</noscript></body></html>")
+NOINDEX = ("<!doctype html><html><head><title>Maintenance</title><meta name='robots' content='noindex,nofollow'>"
+           "</head><body><p>We are down for maintenance.</p></body></html>")
+
+
+def _login(site: Site) -> None:
+    site.set("/login", render_page("Sign in", "<form><input name='user'><input type='password'></form>", nav=[]))
+    site.redirect(FAULTY, "/login?next=/docs/s3/index.html", status=302)
+
+
+FAULTS: dict[str, Callable[[Site], None]] = {
+    "maintenance stub": lambda s: s.set(FAULTY, STUB),
+    "empty 200": lambda s: s.set(FAULTY, b""),
+    "js-only shell": lambda s: s.set(FAULTY, JS_SHELL),
+    "noindex,nofollow maintenance page": lambda s: s.set(FAULTY, NOINDEX),
+    "body cut short": lambda s: s.set(FAULTY, hub_html(3)[: len(hub_html(3)) // 2 + 40]),
+    "text/plain": lambda s: s.set(FAULTY, "Section 3\n\nsee the pages", "text/plain"),
+    "application/json": lambda s: s.set(FAULTY, '{"error": "maintenance"}', "application/json"),
+    "application/octet-stream": lambda s: s.set(FAULTY, bytes(range(256)) * 4, "application/octet-stream"),
+    "garbage bytes as html": lambda s: s.set(FAULTY, bytes((i * 37 + 11) % 256 for i in range(4096))),
+    "body of 20 MB": lambda s: s.set(FAULTY, b"<html><body>" + b"x" * (20 * 1024 * 1024) + b"</body></html>"),
+    "404": lambda s: s.remove(FAULTY),
+    "410": lambda s: s.gone(FAULTY),
+    "302 to a login page": _login,
+    "base href off-site": lambda s: s.set(FAULTY, hub_html(3).replace(
+        "<head>", "<head><base href='https://elsewhere.example/'>")),
+    "robots disallows the hub's directory": lambda s: s.set("/robots.txt", "User-agent: *\nDisallow: /docs/s3/\n",
+                                                            "text/plain"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_one_bad_answer_of_a_hub_purges_none_of_its_leaves(site, tmp_path, fault):
+    build(site)
+    r, rep = run(site, tmp_path, T0)
+    assert r.returncode == 0, r.stderr
+    assert live_pages(tmp_path) == ALL
+    FAULTS[fault](site)
+    r, rep = run(site, tmp_path, T1)
+    assert r.returncode in (0, 1), r.stderr
+    live = live_pages(tmp_path)
+    assert LEAVES_OF_FAULTY <= live, (fault, sorted(LEAVES_OF_FAULTY - live), rep.get("removed"))
+    # Healthy again: the index is the site's, the next pass or the one after.
+    build(site)
+    site.remove("/robots.txt")
+    run(site, tmp_path, T2)
+    r, rep = run(site, tmp_path, T3)
+    assert r.returncode == 0, r.stderr
+    assert live_pages(tmp_path) == ALL
+
+
+def test_a_hub_that_really_drops_a_link_loses_the_leaf_after_two_complete_crawls(site, tmp_path):
+    """The evidence a purge needs: the hub read healthy no longer links the leaf, and a second
+    complete crawl a revisit interval later agrees; the reason names the hub and the date."""
+    build(site)
+    run(site, tmp_path, T0)
+    site.set("/docs/s1/index.html", hub_html(1).replace('<li><a href="/docs/s1/p2.html">Leaf 1.2</a></li>', ""))
+    r, rep = run(site, tmp_path, T1)
+    assert r.returncode == 0, r.stderr
+    assert "docs/s1/p2.html" in live_pages(tmp_path)  # one crawl is no evidence yet
+    r, rep = run(site, tmp_path, T2)
+    assert r.returncode == 0, r.stderr
+    assert live_pages(tmp_path) == ALL - {"docs/s1/p2.html"}
+    out = (tmp_path / "r.json").read_text()
+    assert "/docs/s1/index.html" in out and "2031-03-31" in out, out
+
+
+def test_a_page_dropped_twice_in_one_day_stays_until_a_revisit_interval_passed(site, tmp_path):
+    build(site)
+    run(site, tmp_path, T0)
+    site.set("/docs/s1/index.html", hub_html(1).replace('<li><a href="/docs/s1/p2.html">Leaf 1.2</a></li>', ""))
+    run(site, tmp_path, T1)
+    r, rep = run(site, tmp_path, "2031-03-31T07:00:00Z", "--full")
+    assert r.returncode == 0, r.stderr
+    assert "docs/s1/p2.html" in live_pages(tmp_path)
+
+
+# -- no fault at all: trap caps and link order, a 301's target, links that grow without end --
+
+def _posts_index(site: Site, numbers) -> None:
+    links = "".join(f'<li><a href="/docs/posts/{n}.html">Post {n}</a></li>' for n in numbers)
+    site.set("/docs/index.html", render_page("Posts", f"<p>Every post of the blog, listed.</p><ul>{links}</ul>",
+                                             nav=[]))
+
+
+def _tracked(work: Path) -> set[str]:
+    db = sqlite3.connect(work / ".pagesync" / "state.db")
+    try:
+        return {u.split("/", 3)[3] for (u,) in db.execute("SELECT url FROM pages WHERE status != 'gone'")}
+    finally:
+        db.close()
+
+
+def test_a_numbered_pattern_cap_never_trades_a_tracked_page_for_a_new_one(site, tmp_path):
+    """300 posts, 256 of one numbered pattern admitted: reversing the list loses none of them."""
+    for n in range(1, 301):
+        site.set(f"/docs/posts/{n}.html", render_page(f"Post {n}", f"<p>Post number {n} of the blog.</p>", nav=[]))
+    _posts_index(site, range(1, 301))
+    r, rep = run(site, tmp_path, T0)
+    assert r.returncode == 0, r.stderr
+    first = live_pages(tmp_path)
+    assert rep["crawl_refused"]["too many pages of one numbered pattern"] == 44 and len(first) == 257
+    _posts_index(site, range(300, 0, -1))  # newest first
+    for now in (T1, T2):
+        r, rep = run(site, tmp_path, now)
+        assert r.returncode == 0, r.stderr
+        assert live_pages(tmp_path) == first, sorted(first - live_pages(tmp_path))[:5]
+
+
+def test_a_301_target_is_reached_through_its_source_on_every_pass(site, tmp_path):
+    build(site)
+    site.set("/docs/s1/moved-here.html", render_page("Moved", "<p>The page that moved here, in full.</p>" * 4,
+                                                     nav=[]))
+    site.redirect("/docs/s1/p2.html", "/docs/s1/moved-here.html", 301)
+    for now in (T0, T1, "2031-04-02T06:00:00Z", T2, T3):
+        r, rep = run(site, tmp_path, now)
+        assert r.returncode == 0, r.stderr
+        assert "docs/s1/moved-here.html" in live_pages(tmp_path), now
+    db = sqlite3.connect(tmp_path / ".pagesync" / "state.db")
+    (moved,) = db.execute("SELECT moved_to FROM pages WHERE url LIKE '%/docs/s1/p2.html'").fetchone()
+    assert moved.endswith("/docs/s1/moved-here.html")
+
+
+def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_path):
+    """Visitor ids in links: every page read links 3 URLs never seen before."""
+    import itertools
+
+    fresh = itertools.count()
+
+    def sid() -> str:
+        n, out = next(fresh), ""
+        for _ in range(6):
+            n, d = divmod(n, 26)
+            out += chr(97 + d)
+        return out
+
+    def dynamic(path: str):
+        from demo.site_server import Resource
+
+        if not path.startswith("/docs/s/"):
+            return None
+        links = "".join(f'<a href="/docs/s/{sid()}/page.html">more</a>' for _ in range(3))
+        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}",
+                                    nav=[]).encode())
+
+    site.dynamic = dynamic
+    links = "".join(f'<a href="/docs/s/{sid()}/page.html">start</a>' for _ in range(3))
+    site.set("/docs/index.html", render_page("Docs", f"<p>The start of the docs.</p>{links}", nav=[]))
+    codes, overflow = [], []
+    for now in (T0, T1, T2):
+        r, rep = run(site, tmp_path, now, "--max-pages", "40")
+        codes.append(r.returncode)
+        overflow.append(rep["crawl_overflow"])
+        assert len(_tracked(tmp_path)) <= 40
+        assert rep["crawl_complete"] is False
+    assert codes[0] == 0 and codes[1:] == [1, 1], codes
+    assert all(n > 0 for n in overflow[1:]), overflow
+    assert "more pages than --max-pages 40" in r.stderr
