@@ -222,3 +222,23 @@ def test_import_refuses_a_sparse_vector_that_is_not_one(store):
            "vector": [0.1] * EMB.dimension, "sparse_vector": {"indices": [1, 2], "values": [1.0]}}
     with pytest.raises(ConfigError, match="line 1: .*sparse_vector"):
         import_points(store, io.StringIO(json.dumps(rec) + "\n"))
+
+
+def test_reindex_builds_its_collection_with_keyword_vectors(site, harness):
+    from tests.commands.test_reindex import EMB32, build_site, reindex
+
+    old_edge(harness.store_path)  # the pass fills a collection from before keyword vectors
+    build_site(site)
+    harness.run()
+    store = EdgeStore(harness.store_path, "pages")
+    n = store.count()
+    assert n and not store.has_keywords() and store.keywords_missing() == n
+    store.close()
+    rep = reindex(harness, EMB32)
+    assert rep.ok and rep.switched
+    store = EdgeStore(harness.store_path, "pages")  # the alias: the new collection
+    try:
+        assert store.has_keywords() and store.keywords_missing() == 0 and store.count() == n
+        assert all(p.sparse == document_vector(p.payload) for p in store.scroll(with_vectors=True))
+    finally:
+        store.close()
