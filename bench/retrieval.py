@@ -22,7 +22,7 @@ written dense only: no BM25 computed, no sparse index written); wall time and pe
 (VmHWM), as a ratio.
 
     .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
-                                        [--mkdocs-html DIR] [--out bench/results/retrieval.md]
+        [--mkdocs-html DIR] [--rounds N] [--out bench/results/retrieval.md]
 
 Writes bench/results/retrieval.md and .json.
 """
@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any

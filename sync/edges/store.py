@@ -963,8 +963,6 @@ class ClientStore(_PagedScroll):
         return deleted
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
-        from qdrant_client import models as m
-
         keywords = self.has_keywords() if points else False
         with self._guard("upsert"):
             for i in range(0, len(points), 256):
