@@ -86,6 +86,7 @@ bench: install
 	-$(MAKE) --no-print-directory infinity
 	-$(BIN)/python bench/embed_throughput.py
 	-$(BIN)/python bench/embed_tokens.py
+	-$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/summary.py --since $(BENCH_T0)
 
 # qdrant-client's local mode beside the embedded store (why Edge is the default).

@@ -111,7 +111,21 @@ def rows(results: Path, since: float | None = None) -> list[str]:
     if not (store or audit):
         out.append("| 5 | store replace and audit | not run | | | |")
     out += remote_rows(results, since)
+    out += retrieval_rows(results, since)
     return out
+
+
+def retrieval_rows(results: Path, since: float | None) -> list[str]:
+    """Row 8: a first pass with keyword vectors against one without (bench/retrieval.py)."""
+    ret = _load(results / "retrieval.json")
+    cost = (ret or {}).get("first_pass")
+    if not cost:
+        return ["| 8 | first pass with keyword vectors | not run (bench/retrieval.py: needs Click's docs built) | | | |"]
+    w, wo = cost["with"], cost["without"]
+    return [f"| 8 | first pass with BM25 keyword vectors, Click's Sphinx docs, {w['chunks_written']:,} chunks"
+            f"{_kept(results / 'retrieval.json', since)} | {w['seconds']:.1f} s, peak {w['hwm_mb']:.0f} MB | "
+            f"without: {wo['seconds']:.1f} s, peak {wo['hwm_mb']:.0f} MB | {cost['time_ratio']:.2f} (time), "
+            f"{cost['memory_ratio']:.2f} (memory) | close to 1 |"]
 
 
 def _ratio(x: float | None) -> str:

@@ -15,14 +15,17 @@ summaries, so memory grows with the number of pages, not of points. Findings:
   collection): reported, and touched only with `include_foreign`;
 - metadata: current, well-formed points whose `metadata` object is missing or is not a
   copy of their own `url`, `title`, `chunk_id`, `chunk_index` and `fetched_at`
-  (`sync.core.payload`; a collection written before points carried it).
+  (`sync.core.payload`; a collection written before points carried it);
+- keywords: points without a BM25 keyword vector (every point of a collection built before
+  them, which has no sparse vector at all).
 
 A repair deletes orphan points and old generations (and foreign points when asked), and
 re-indexes broken and missing pages and pages with an old title through a repair pass. An
 old title's points are the page's current chunks: they are rewritten with the page as a
 unit, never deleted first (a re-fetch that fails then leaves them in place). A point's
 `metadata` is set from its own payload in place: nothing fetched, nothing embedded, the
-vector kept.
+vector kept. Keyword vectors are added the same way: the collection gains the sparse
+vector and each point without one gets it, computed from its stored text and headings.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from ..edges.store import Store
 
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "restore_metadata", "run_audit", "CATEGORIES"]
 
-CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata")
+CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata", "keywords")
 _FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", METADATA_KEY]
 
 
@@ -121,6 +124,8 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
         return f"{plural(ex['points'], 'point')} of an old generation: {ex['url']}"
     if category == "metadata":
         return f"{plural(ex['points'], 'point')} without a current metadata object: {ex['url']}"
+    if category == "keywords":
+        return f"{plural(ex['points'], 'point')} without a keyword vector ({ex['vector']!r})"
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
@@ -205,6 +210,12 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             rep.note("metadata", s.no_metadata, {"url": url, "points": s.no_metadata}, examples)
             if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # a re-indexed page gets it anyway
                 rep.metadata_urls.append(url)
+    missing_keywords = getattr(store, "keywords_missing", None)  # (a Store from before keyword vectors: none)
+    no_keywords = missing_keywords() if callable(missing_keywords) and scanned else 0
+    if no_keywords:
+        from ..edges.keywords import SPARSE_VECTOR
+
+        rep.note("keywords", no_keywords, {"points": no_keywords, "vector": SPARSE_VECTOR}, examples)
     rep.seconds = round(time.monotonic() - t0, 3)
     return rep
 
@@ -253,7 +264,8 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
                          include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0,
                          max_embed_tokens: int | None = None, site_rules: Any = None) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
-    asked), set the `metadata` of points lacking it in place, then re-index broken and
+    asked), set the `metadata` of points lacking it and the keyword vector of points
+    lacking one in place, then re-index broken and
     missing pages with a repair pass (fetched again and rewritten as a unit). `site_rules`
     (a `SiteRuleSet`: the ones `run` uses) make the repair read pages as a pass does: each
     site's selector and its headers. Returns that pass's run report, or None when nothing
@@ -266,6 +278,8 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     if doomed:
         store.delete_points(doomed)
     restore_metadata(store, report.metadata_urls)
+    if report.counts.get("keywords"):
+        store.add_keywords()  # before the repair pass: its pages are then written with theirs
     if not report.reindex_urls:
         return None
     rules = {"site_rules": site_rules} if site_rules is not None else {}
@@ -320,9 +334,11 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         final = audit_collection(store, state, examples=examples)
         deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
-                      "metadata_pages": len(first.metadata_urls), "pass": rep.to_dict() if rep else None}
+                      "metadata_pages": len(first.metadata_urls), "keyword_points": first.counts["keywords"],
+                      "pass": rep.to_dict() if rep else None}
         out["after_fix"] = final.to_dict()
         text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}, "
-                 f"set metadata in place on {plural(len(first.metadata_urls), 'page')}; "
+                 f"set metadata in place on {plural(len(first.metadata_urls), 'page')}, "
+                 f"keyword vectors on {plural(first.counts['keywords'], 'point')}; "
                  f"audit again:\n{final.render()}")
     return out, final.ok, text

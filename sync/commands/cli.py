@@ -912,20 +912,22 @@ def search(
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder the collection was built with (default: the one its points name, when pagesync has it; else the bundled all-MiniLM-L6-v2)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
+    mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense and BM25 keyword results fused), dense (the embedding alone) or keyword (BM25 alone)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Nearest chunks to a query: a quick check of what a RAG system would retrieve."""
+    """Best-matching chunks for a query: a quick check of what a RAG system would retrieve."""
 
     def body() -> int:
-        from .read import open_collection
+        from .read import check_mode, open_collection
 
         if not query.strip():
             raise ConfigError("the search query is empty: give some text to search for")
+        check_mode(mode)
         # A --qdrant-url without a scheme is http, as qdrant-client reads it.
         where = qdrant_path if not qdrant_url else qdrant_url if "://" in qdrant_url else f"http://{qdrant_url}"
         emb = _query_embedder(embedder, embed_dimensions, embed_concurrency)
         with open_collection(where, collection, api_key=api_key, embedder=emb, lock_wait=_store_wait()) as coll:
-            hits = [(h.score, h.payload) for h in coll.search(query, limit=limit)]
+            hits = [(h.score, h.payload) for h in coll.search(query, limit=limit, mode=mode)]
         if as_json:
             typer.echo(json.dumps([{"score": s, "payload": p} for s, p in hits], indent=2))
         for score, p in [] if as_json else hits:

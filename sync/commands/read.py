@@ -5,6 +5,8 @@ directory) or a collection on a Qdrant server (an http(s) URL, or a `client=` of
 e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query with the
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
+`mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank),
+`dense` (the embedding alone) or `keyword` (BM25 alone, no embedding).
 `pagesync search` is this function; `sync.integrations` wraps it as LangChain and
 LlamaIndex retrievers.
 
@@ -16,15 +18,19 @@ search is refused at once with one line (`StoreHeldError`, see `EdgeStore`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from ..edges.store import ClientStore, EdgeStore, Store
+from ..edges.keywords import query_vector
+from ..edges.store import SEARCH_MODES, ClientStore, EdgeStore, Store
 from .checks import check_embedder_fits, choose_embedder, require_collection
 
-__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT"]
+__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT", "SEARCH_MODES", "check_mode"]
+
+log = logging.getLogger("pagesync")
 
 READ_LOCK_WAIT = 10.0  # seconds a search waits for another reader's query (a pass is not waited for)
 _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
@@ -32,7 +38,8 @@ _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
 
 @dataclass(frozen=True)
 class Hit:
-    """One chunk a search found: where it is from, its text, and how near it is (cosine)."""
+    """One chunk a search found: where it is from, its text, and its score (dense: cosine;
+    hybrid: the reciprocal-rank fusion's; keyword: BM25's)."""
 
     url: str
     title: str
@@ -59,6 +66,13 @@ class Hit:
         return {k: self.payload[k] for k in _METADATA if k in self.payload}
 
 
+def check_mode(mode: str) -> str:
+    """`mode` when it is a search mode, else ConfigError naming the modes."""
+    if mode not in SEARCH_MODES:
+        raise ConfigError(f"unknown search mode {mode!r}: use one of {', '.join(SEARCH_MODES)}")
+    return mode
+
+
 class Collection:
     """A synced collection opened for reading (make one with `open_collection`)."""
 
@@ -74,15 +88,27 @@ class Collection:
     def name(self) -> str:
         return self.store.collection
 
-    def search(self, query: str, limit: int = 5) -> list[Hit]:
-        """The `limit` chunks nearest to `query`, nearest first. ConfigError for a blank query."""
+    def search(self, query: str, limit: int = 5, mode: str = "hybrid") -> list[Hit]:
+        """The `limit` chunks that best match `query`, best first, by `mode` (hybrid, dense or
+        keyword). ConfigError for a blank query, an unknown mode, or `keyword` on a collection
+        without keyword vectors; `hybrid` there is dense, with a warning naming the repair."""
         if not query or not query.strip():
             raise ConfigError("the search query is empty: give some text to search for")
         if limit < 1:
             raise ConfigError(f"limit must be at least 1, not {limit}")
-        vector = self.embedder.embed([query])[0]  # before the shard is opened: it is held for the query only
+        check_mode(mode)
+        # Embedded before the shard is opened: it is held for the query only.
+        vector = self.embedder.embed([query])[0] if mode != "keyword" else None
+        keywords = query_vector(query) if mode != "dense" else None
         try:
-            found = self.store.search(vector, limit=limit)
+            if mode != "dense" and not self.store.has_keywords():
+                if mode == "keyword":
+                    raise ConfigError(f"collection {self.name!r} has no keyword vectors (it was built before "
+                                      f"them): `pagesync audit --fix` adds them from the stored texts")
+                log.warning("collection %r has no keyword vectors: searching dense only "
+                            "(`pagesync audit --fix` adds them from the stored texts)", self.name)
+                mode = "dense"
+            found = self.store.search(vector, limit=limit, keywords=keywords, mode=mode)
         finally:
             if not self.keep_open:
                 self._release()

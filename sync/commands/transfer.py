@@ -14,6 +14,7 @@ from typing import IO, Any
 from ..errors import CollectionMismatchError, ConfigError
 from ..edges.state import PageState
 from ..edges.state_protocol import State
+from ..edges.keywords import sparse_from_json
 from ..edges.store import Store, StoredPoint
 
 __all__ = ["export_points", "import_points", "export_state", "import_state", "read_state_dump", "load_state",
@@ -21,12 +22,15 @@ __all__ = ["export_points", "import_points", "export_state", "import_state", "re
 
 
 def export_points(store: Store, out: IO[str], *, with_vectors: bool = False) -> int:
-    """Write every point as `{"id", "payload"}` (+ `"vector"`), one JSON object a line."""
+    """Write every point as `{"id", "payload"}` (+ `"vector"`, and `"sparse_vector"`, its BM25
+    keyword vector as `{"indices", "values"}`, when it has one), one JSON object a line."""
     n = 0
     for p in store.scroll(with_vectors=with_vectors):
-        rec = {"id": p.id, "payload": p.payload}
+        rec: dict[str, Any] = {"id": p.id, "payload": p.payload}
         if with_vectors:
             rec["vector"] = p.vector
+            if p.sparse is not None:
+                rec["sparse_vector"] = p.sparse.to_json()
         out.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
         n += 1
     out.flush()
@@ -52,7 +56,12 @@ def _point(line: str, lineno: int) -> StoredPoint:
     if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                for x in vector):
         raise ConfigError(f"line {lineno}: point {pid}'s vector is not a list of numbers")
-    return StoredPoint(pid, payload, vector)  # type: ignore[arg-type]  # an int id stays an int
+    sparse = rec.get("sparse_vector")
+    keywords = sparse_from_json(sparse) if sparse is not None else None
+    if sparse is not None and keywords is None:
+        raise ConfigError(f"line {lineno}: point {pid}'s sparse_vector is not {{\"indices\": [...], \"values\": [...]}}")
+    # No sparse_vector (an export from before them): the store computes it from the payload.
+    return StoredPoint(pid, payload, vector, keywords)  # type: ignore[arg-type]  # an int id stays an int
 
 
 def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:

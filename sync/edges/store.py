@@ -15,6 +15,10 @@ text) so that a changed page re-embeds only the chunks whose text is new;
 `reuse_keys_for_urls` reads the same keys for many pages without their vectors, so a pass
 can learn which texts pages leaving it hold and read vectors only where a new page needs
 them.
+Every point also carries a BM25 keyword vector (`sync.edges.keywords`), computed here from
+its payload when it is written (so a page's keyword vectors are replaced with it, as one
+unit), in a collection that has the sparse vector; an older collection without it is
+written dense only until `add_keywords` (audit --fix) gives it one.
 Every backend error is raised as `StoreError`.
 """
 
@@ -39,6 +43,7 @@ from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, State
 from ..core.hashing import reuse_key
 from ..core.secrets import public_url, url_secrets
 from ..core.secrets import redact as _redact
+from .keywords import SPARSE_VECTOR, Sparse, document_vector
 
 try:
     import fcntl
@@ -55,6 +60,8 @@ __all__ = [
     "redact",
     "qdrant_boundary",
     "RetryingClient",
+    "SEARCH_MODES",
+    "KEYWORD_FIELDS",
 ]
 
 INDEXED_FIELDS = ("url", "content_hash")
@@ -64,11 +71,35 @@ SHARD_LOCK = "pagesync.lock"  # in the shard directory: taken before Qdrant Edge
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
 
+SEARCH_MODES = ("hybrid", "dense", "keyword")
+KEYWORD_FIELDS = ("text", "title", "headings")  # what `keyword_text` reads
+PREFETCH_MIN = 50  # candidates each side of a hybrid search brings to the fusion (at least)
+RRF_K = 60  # reciprocal rank fusion's constant (Qdrant's default)
+
+
 @dataclass
 class StoredPoint:
     id: str
     payload: dict[str, Any]
     vector: list[float] | None = None
+    sparse: Sparse | None = None  # the keyword vector; None: computed from the payload on write
+
+
+def _keywords_of(p: StoredPoint) -> Sparse:
+    return p.sparse if p.sparse is not None else document_vector(p.payload)
+
+
+def _split_vectors(vec: Any) -> tuple[list[float] | None, Sparse | None]:
+    """(dense, keyword vector) of a record's vector: a bare list, or a named-vectors dict."""
+    if not isinstance(vec, dict):
+        return (list(vec) if vec is not None else None), None
+    dense, sparse = vec.get(""), vec.get(SPARSE_VECTOR)
+    kw = Sparse(tuple(sparse.indices), tuple(sparse.values)) if sparse is not None else None
+    return (list(dense) if dense is not None else None), kw
+
+
+def _prefetch(limit: int) -> int:
+    return max(PREFETCH_MIN, 4 * limit)
 
 
 @dataclass
@@ -132,7 +163,20 @@ class Store(Protocol):
     # Optional (read with getattr by sync.commands.checks): `vector_size() -> int | None`, the
     # collection's vector size (None: no collection), and `location`, where it lives.
 
-    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]: ...
+    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
+               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
+        """The `limit` nearest points: `dense` by `vector`, `keyword` by `keywords` (BM25),
+        `hybrid` both fused by reciprocal rank. Keyword modes need `has_keywords()`."""
+
+    def has_keywords(self) -> bool:
+        """The collection has the keyword (sparse) vector; False when it has none or is missing."""
+
+    def keywords_missing(self) -> int:
+        """Points without a keyword vector (every point when the collection lacks it)."""
+
+    def add_keywords(self) -> int:
+        """Give the collection the keyword vector and every point lacking one its vector, from
+        its stored payload (nothing fetched or embedded; dense vectors kept). Returns points set."""
 
     def close(self) -> None: ...
 
@@ -155,10 +199,8 @@ class _PagedScroll:
         with_payload = list(payload_fields) if payload_fields is not None else True
         for recs in self._pages(with_payload, with_vectors, batch):
             for r in recs:
-                vec = r.vector if with_vectors else None
-                if isinstance(vec, dict):  # the unnamed vector of a named-vectors answer
-                    vec = vec.get("")
-                yield StoredPoint(str(r.id), dict(r.payload or {}), list(vec) if vec is not None else None)
+                dense, kw = _split_vectors(r.vector) if with_vectors else (None, None)
+                yield StoredPoint(str(r.id), dict(r.payload or {}), dense, kw)
 
     def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         # Payloads are handed out uncopied (callers only read them). Ids come as UUID, str or int.
@@ -337,6 +379,7 @@ class EdgeStore(_PagedScroll):
         self._shard = None
         self._qe = None
         self._lock_fd: int | None = None
+        self._keywords: bool | None = None  # the open shard has the keyword vector (None: not read yet)
 
     @property
     def dir(self) -> Path:
@@ -455,6 +498,19 @@ class EdgeStore(_PagedScroll):
         except (OSError, KeyError, ValueError, TypeError):
             return None
 
+    def has_keywords(self) -> bool:
+        """From the shard's config file (the shard is not opened); known while it is open."""
+        if self._keywords is not None:
+            return self._keywords
+        try:
+            cfg = json.loads((self.dir / "edge_config.json").read_text())
+            found = SPARSE_VECTOR in (cfg.get("sparse_vectors") or {})
+        except (OSError, ValueError, TypeError, AttributeError):
+            return False
+        if self._shard is not None:
+            self._keywords = found
+        return found
+
     @property
     def location(self) -> str:
         return str(self.root)
@@ -502,6 +558,7 @@ class EdgeStore(_PagedScroll):
                 self._check_space("create")
                 self.dir.mkdir(parents=True, exist_ok=True)
                 cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+                                    sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
                                     max_search_threads=self.search_threads)
                 self._shard = qe.EdgeShard.create(str(self.dir), cfg)
                 for name in INDEXED_FIELDS:
@@ -523,7 +580,14 @@ class EdgeStore(_PagedScroll):
 
     def _points(self, points: Sequence[StoredPoint]):
         qe = self._qe
-        return [qe.Point(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in points]
+        if not self.has_keywords():
+            return [qe.Point(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in points]
+        out = []
+        for p in points:
+            kw = _keywords_of(p)
+            out.append(qe.Point(id=p.id, payload=p.payload, vector={
+                "": list(p.vector or []), SPARSE_VECTOR: qe.SparseVector(list(kw.indices), list(kw.values))}))
+        return out
 
     def _delete_url(self, url: str) -> int:
         shard, qe = self._shard, self._qe
@@ -666,12 +730,65 @@ class EdgeStore(_PagedScroll):
             f = self._url_filter(url) if url is not None else None
             return shard.count(self._qe.CountRequest(exact=True, filter=f))
 
-    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]:
+    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
+               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
         shard = self._open()
         qe = self._qe
+        dense = qe.Query.Nearest(list(vector or []))
+        kw = qe.Query.Nearest(qe.SparseVector(list(keywords.indices), list(keywords.values)),
+                              using=SPARSE_VECTOR) if keywords is not None else None
+        if mode == "dense" or kw is None:
+            request = qe.QueryRequest(limit=limit, query=dense, with_payload=True)
+        elif mode == "keyword":
+            request = qe.QueryRequest(limit=limit, query=kw, with_payload=True)
+        else:
+            n = _prefetch(limit)
+            request = qe.QueryRequest(limit=limit, prefetches=[qe.Prefetch(limit=n, query=dense),
+                                                               qe.Prefetch(limit=n, query=kw)],
+                                      query=qe.Fusion.Rrf(k=RRF_K), with_payload=True)
         with self._guard("search"):
-            hits = shard.query(qe.QueryRequest(limit=limit, query=qe.Query.Nearest(list(vector)), with_payload=True))
+            hits = shard.query(request)
         return [(h.score, dict(h.payload or {})) for h in hits]
+
+    def keywords_missing(self) -> int:
+        if not self.exists():
+            return 0
+        if not self.has_keywords():
+            return self.count()
+        shard, qe = self._open(), self._qe
+        with self._guard("count"):
+            return shard.count(qe.CountRequest(exact=True, filter=self._without_keywords()))
+
+    def _without_keywords(self):
+        qe = self._qe
+        return qe.Filter(must_not=[qe.HasVectorCondition(SPARSE_VECTOR)])
+
+    def add_keywords(self) -> int:
+        if not self.exists():
+            return 0
+        shard, qe = self._open(), self._qe
+        self._check_space("add keyword vectors")
+        with self._guard("add keyword vectors"):
+            if not self.has_keywords():
+                shard.update(qe.UpdateOperation.create_sparse_vector(SPARSE_VECTOR, modifier=qe.Modifier.Idf))
+                self._keywords = True
+        done, offset = 0, None
+        while True:  # only points still without one: a repair cut short resumes where it was
+            with self._guard("read texts"):
+                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=512, filter=self._without_keywords(),
+                                                             with_payload=list(KEYWORD_FIELDS), with_vector=False))
+            if not recs:
+                return done
+            self._check_space("add keyword vectors", 64 * len(recs))
+            with self._guard("add keyword vectors"):
+                ops = []
+                for r in recs:
+                    kw = document_vector(r.payload or {})
+                    ops.append(qe.PointVectors(r.id, {SPARSE_VECTOR: qe.SparseVector(list(kw.indices), list(kw.values))}))
+                shard.update(qe.UpdateOperation.update_vectors(ops))
+            done += len(recs)
+            if offset is None:
+                return done
 
     def close(self) -> None:
         if self._shard is not None:
@@ -682,6 +799,7 @@ class EdgeStore(_PagedScroll):
             finally:
                 self._shard = None
                 self._pinned = None
+                self._keywords = None
                 self._unlock()
 
 
@@ -734,6 +852,7 @@ class ClientStore(_PagedScroll):
         self.client = client
         self.collection = collection
         self._secret = api_key
+        self._keywords: bool | None = None  # the collection has the keyword vector (None: not asked yet)
 
     @classmethod
     def connect(cls, url: str, collection: str, *, api_key: str | None = None, timeout: int = 30) -> "ClientStore":
@@ -766,6 +885,25 @@ class ClientStore(_PagedScroll):
     def location(self) -> str:
         return f"the Qdrant server at {self.url}" if self.url else "Qdrant"
 
+    def has_keywords(self) -> bool:
+        """Asked once (one request), then remembered: only a repair adds the vector."""
+        if self._keywords is None:
+            with self._guard("collection check"):
+                if not self.client.collection_exists(self.collection):
+                    return False
+                sparse = self.client.get_collection(self.collection).config.params.sparse_vectors or {}
+            self._keywords = SPARSE_VECTOR in sparse
+        return self._keywords
+
+    def _point(self, p: StoredPoint, keywords: bool):
+        from qdrant_client import models as m
+
+        if not keywords:
+            return m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload)
+        kw = _keywords_of(p)
+        return m.PointStruct(id=p.id, payload=p.payload, vector={
+            "": list(p.vector or []), SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values))})
+
     def vector_size(self) -> int | None:
         """The collection's vector size (None: no collection, or named vectors only)."""
         from qdrant_client import models as m
@@ -790,8 +928,10 @@ class ClientStore(_PagedScroll):
                     )
             else:
                 self.client.create_collection(
-                    self.collection, vectors_config=m.VectorParams(size=dimension, distance=m.Distance.COSINE)
+                    self.collection, vectors_config=m.VectorParams(size=dimension, distance=m.Distance.COSINE),
+                    sparse_vectors_config={SPARSE_VECTOR: m.SparseVectorParams(modifier=m.Modifier.IDF)},
                 )
+                self._keywords = True
             for name in INDEXED_FIELDS:
                 self.client.create_payload_index(self.collection, name, m.PayloadSchemaType.KEYWORD, wait=True)
 
@@ -809,6 +949,7 @@ class ClientStore(_PagedScroll):
 
         ops: list[Any] = []
         deleted = 0
+        keywords = self.has_keywords() if any(page.points for page in pages) else False
         with self._guard("replace"):
             for page in pages:
                 deleted += self._count_url(page.url)
@@ -817,9 +958,7 @@ class ClientStore(_PagedScroll):
                 if page.points:
                     ops.append(
                         m.UpsertOperation(
-                            upsert=m.PointsList(
-                                points=[m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in page.points]
-                            )
+                            upsert=m.PointsList(points=[self._point(p, keywords) for p in page.points])
                         )
                     )
             if ops:
@@ -839,16 +978,11 @@ class ClientStore(_PagedScroll):
         return deleted
 
     def upsert(self, points: Sequence[StoredPoint]) -> None:
-        from qdrant_client import models as m
-
+        keywords = self.has_keywords() if points else False
         with self._guard("upsert"):
             for i in range(0, len(points), 256):
                 part = points[i : i + 256]
-                self.client.upsert(
-                    self.collection,
-                    points=[m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload) for p in part],
-                    wait=True,
-                )
+                self.client.upsert(self.collection, points=[self._point(p, keywords) for p in part], wait=True)
 
     def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
         """The collection's records, one list per page of `batch` (nothing without a collection)."""
@@ -942,10 +1076,62 @@ class ClientStore(_PagedScroll):
             f = self._url_filter(url) if url is not None else None
             return self.client.count(self.collection, count_filter=f, exact=True).count
 
-    def search(self, vector: Sequence[float], limit: int = 5) -> list[tuple[float, dict[str, Any]]]:
+    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
+               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
+        from qdrant_client import models as m
+
+        kw = m.SparseVector(indices=list(keywords.indices), values=list(keywords.values)) if keywords else None
         with self._guard("search"):
-            res = self.client.query_points(self.collection, query=list(vector), limit=limit, with_payload=True)
+            if mode == "dense" or kw is None:
+                res = self.client.query_points(self.collection, query=list(vector or []), limit=limit, with_payload=True)
+            elif mode == "keyword":
+                res = self.client.query_points(self.collection, query=kw, using=SPARSE_VECTOR, limit=limit,
+                                               with_payload=True)
+            else:
+                n = _prefetch(limit)
+                res = self.client.query_points(
+                    self.collection, prefetch=[m.Prefetch(query=list(vector or []), limit=n),
+                                               m.Prefetch(query=kw, using=SPARSE_VECTOR, limit=n)],
+                    query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), limit=limit, with_payload=True)
         return [(p.score, dict(p.payload or {})) for p in res.points]
+
+    def keywords_missing(self) -> int:
+        from qdrant_client import models as m
+
+        if not self.has_keywords():
+            return self.count()
+        with self._guard("count"):
+            return self.client.count(self.collection, exact=True, count_filter=m.Filter(
+                must_not=[m.HasVectorCondition(has_vector=SPARSE_VECTOR)])).count
+
+    def add_keywords(self) -> int:
+        from qdrant_client import models as m
+
+        if not self.exists():
+            return 0
+        if not self.has_keywords():
+            with self._guard("add keyword vectors"):
+                self.client.create_vector_name(self.collection, SPARSE_VECTOR, m.SparseVectorNameConfig(
+                    sparse=m.SparseVectorConfig(modifier=m.Modifier.IDF)), wait=True)
+            self._keywords = True
+        without = m.Filter(must_not=[m.HasVectorCondition(has_vector=SPARSE_VECTOR)])
+        done, offset = 0, None
+        while True:  # only points still without one: a repair cut short resumes where it was
+            with self._guard("read texts"):
+                recs, offset = self.client.scroll(self.collection, scroll_filter=without, limit=256, offset=offset,
+                                                  with_payload=list(KEYWORD_FIELDS), with_vectors=False)
+            if not recs:
+                return done
+            vectors = []
+            for r in recs:
+                kw = document_vector(r.payload or {})
+                vectors.append(m.PointVectors(id=r.id, vector={
+                    SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values))}))
+            with self._guard("add keyword vectors"):
+                self.client.update_vectors(self.collection, points=vectors, wait=True)
+            done += len(recs)
+            if offset is None:
+                return done
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -1,7 +1,7 @@
 """A LangChain retriever over a synced collection (embedded store or server).
 
     from sync.integrations.langchain import PagesyncRetriever
-    retriever = PagesyncRetriever.open(".pagesync/qdrant", "pages", k=4)
+    retriever = PagesyncRetriever.open(".pagesync/qdrant", "pages", k=4)  # mode="hybrid" (default), "dense", "keyword"
     docs = retriever.invoke("how do retries back off?")  # Documents: chunk text, metadata url/title/...
 
 The query is embedded with the collection's own embedder (`open_collection`); on the
@@ -22,7 +22,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by tests/integration/test_read_api.py
     raise ImportError('the LangChain retriever needs langchain-core: pip install "pagesync[langchain]"') from exc
 
-from ..commands.read import Collection, Hit, open_collection
+from ..commands.read import Collection, Hit, check_mode, open_collection
 
 __all__ = ["PagesyncRetriever", "to_document"]
 
@@ -33,21 +33,23 @@ def to_document(hit: Hit) -> Document:
 
 
 class PagesyncRetriever(BaseRetriever):
-    """The `k` chunks of a pagesync collection nearest to the query, as Documents."""
+    """The `k` chunks of a pagesync collection that best match the query, as Documents, by
+    `mode`: hybrid (default), dense or keyword, as `Collection.search` takes it."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     collection: Collection
     k: int = 4
+    mode: str = "hybrid"
 
     @classmethod
     def open(cls, path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *, k: int = 4,
-             **kwargs: Any) -> "PagesyncRetriever":
+             mode: str = "hybrid", **kwargs: Any) -> "PagesyncRetriever":
         """`open_collection(path_or_url, collection, **kwargs)` wrapped as a retriever."""
-        return cls(collection=open_collection(path_or_url, collection, **kwargs), k=k)
+        return cls(collection=open_collection(path_or_url, collection, **kwargs), k=k, mode=check_mode(mode))
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [to_document(h) for h in self.collection.search(query, limit=self.k)]
+        return [to_document(h) for h in self.collection.search(query, limit=self.k, mode=self.mode)]
 
     def close(self) -> None:
         self.collection.close()

@@ -1,7 +1,7 @@
 """A LlamaIndex retriever over a synced collection (embedded store or server).
 
     from sync.integrations.llamaindex import PagesyncRetriever
-    retriever = PagesyncRetriever.open(".pagesync/qdrant", "pages", similarity_top_k=4)
+    retriever = PagesyncRetriever.open(".pagesync/qdrant", "pages", similarity_top_k=4)  # mode="hybrid" (default)
     nodes = retriever.retrieve("how do retries back off?")  # NodeWithScore: TextNode + score
 
 The query is embedded with the collection's own embedder (`open_collection`), not with
@@ -21,7 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised by tests/integration/test_read_api.py
     raise ImportError('the LlamaIndex retriever needs llama-index-core: pip install "pagesync[llamaindex]"') from exc
 
-from ..commands.read import Collection, Hit, open_collection
+from ..commands.read import Collection, Hit, check_mode, open_collection
 
 __all__ = ["PagesyncRetriever", "to_node"]
 
@@ -34,21 +34,24 @@ def to_node(hit: Hit) -> NodeWithScore:
 
 
 class PagesyncRetriever(BaseRetriever):
-    """The `similarity_top_k` chunks of a pagesync collection nearest to the query."""
+    """The `similarity_top_k` chunks of a pagesync collection that best match the query, by
+    `mode`: hybrid (default), dense or keyword, as `Collection.search` takes it."""
 
-    def __init__(self, collection: Collection, *, similarity_top_k: int = 4, **kwargs: Any):
+    def __init__(self, collection: Collection, *, similarity_top_k: int = 4, mode: str = "hybrid", **kwargs: Any):
         self.collection = collection
         self.similarity_top_k = similarity_top_k
+        self.mode = check_mode(mode)
         super().__init__(**kwargs)
 
     @classmethod
     def open(cls, path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *,
-             similarity_top_k: int = 4, **kwargs: Any) -> "PagesyncRetriever":
+             similarity_top_k: int = 4, mode: str = "hybrid", **kwargs: Any) -> "PagesyncRetriever":
         """`open_collection(path_or_url, collection, **kwargs)` wrapped as a retriever."""
-        return cls(open_collection(path_or_url, collection, **kwargs), similarity_top_k=similarity_top_k)
+        return cls(open_collection(path_or_url, collection, **kwargs), similarity_top_k=similarity_top_k, mode=mode)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [to_node(h) for h in self.collection.search(query_bundle.query_str, limit=self.similarity_top_k)]
+        return [to_node(h) for h in self.collection.search(query_bundle.query_str, limit=self.similarity_top_k,
+                                                           mode=self.mode)]
 
     def close(self) -> None:
         self.collection.close()

@@ -53,7 +53,7 @@ def test_audit_finds_every_kind_of_damage(site, harness):
         rep = audit_collection(store, st)
     store.close()
     assert not rep.ok
-    assert rep.counts == {"orphans": 2, "stale": 1, "broken": 1, "missing": 0, "foreign": 1, "metadata": 0}
+    assert rep.counts == {"orphans": 2, "stale": 1, "broken": 1, "missing": 0, "foreign": 1, "metadata": 0, "keywords": 0}
     assert {e["url"] for e in rep.examples["orphans"]} == {urls["stray"]}
     assert rep.examples["stale"][0]["url"] == urls["old"]
     assert rep.reindex_urls == [urls["gap"]]
@@ -90,7 +90,7 @@ def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its
         store.upsert([StoredPoint(pid, {**clean[pid], "title": "Page 0 (old)"}, vectors[pid]) for pid in hit])
         with StateDB(harness.state_path) as st:
             rep = audit_collection(store, st)
-            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0, "metadata": 0}
+            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0, "metadata": 0, "keywords": 0}
             assert rep.examples["stale"] == [{"url": url, "points": 2, "title": "Page 0", "stored_title": "Page 0 (old)"}]
             assert "2 points with an old title" in rep.render()
             assert rep.reindex_urls == [url] and rep.delete_ids == []

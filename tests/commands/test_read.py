@@ -42,7 +42,7 @@ def edge_dir(tmp_path):
 
 def test_a_search_finds_the_chunk_with_its_url_title_and_index(edge_dir):
     with open_collection(edge_dir) as coll:
-        hits = coll.search("A 429 waits for Retry-After.", limit=2)
+        hits = coll.search("A 429 waits for Retry-After.", limit=2, mode="dense")  # dense: cosine scores
     top = hits[0]
     assert isinstance(top, Hit) and top.url == "https://docs.example.com/retries" and top.title == "Retries"
     assert top.text == "A 429 waits for Retry-After." and top.chunk_index == 1

@@ -167,3 +167,32 @@ def test_haystack_returns_the_chunk_with_its_url_and_title(synced, minilm):
         client = getattr(ns["document_store"], "_client", None)
         if client is not None:
             client.close()  # local mode: let go of the directory's lock
+
+
+def test_langchain_hybrid_mode_reads_the_keyword_vector(synced, minilm, capsys):
+    pytest.importorskip("langchain_qdrant", reason="langchain-qdrant is not installed (pip install -e '.[frameworks]')")
+    from langchain_qdrant import RetrievalMode
+
+    with contextlib.closing(synced.client()) as client:
+        ns = run_sample(sample("LangChain, hybrid"), synced, minilm, _client=client)
+        assert ns["store"].retrieval_mode == RetrievalMode.HYBRID
+        top = ns["docs"][0]
+        assert_answer(synced, top.metadata["url"], top.metadata["title"], top.page_content)
+        # The keyword side alone, through the same store: LangChain's sparse search finds it too.
+        sparse = ns["QdrantVectorStore"](client=client, collection_name=synced.collection,
+                                         sparse_embedding=ns["PagesyncKeywords"](), retrieval_mode=RetrievalMode.SPARSE,
+                                         sparse_vector_name="bm25", content_payload_key="text")
+        hit = sparse.similarity_search("rotate API key", k=1)[0]
+    assert_answer(synced, hit.metadata["url"], hit.metadata["title"], hit.page_content)
+    assert synced.urls[ANSWER[0]] in capsys.readouterr().out
+
+
+def test_llamaindex_hybrid_mode_reads_the_keyword_vector(synced, minilm):
+    pytest.importorskip("llama_index.vector_stores.qdrant",
+                        reason="llama-index-vector-stores-qdrant is not installed (pip install -e '.[frameworks]')")
+    with contextlib.closing(synced.client()) as client:
+        ns = run_sample(sample("LlamaIndex, hybrid"), synced, minilm, _client=client)
+    store = ns["vector_store"]
+    assert store.enable_hybrid and (store.dense_vector_name, store.sparse_vector_name) == ("", "bm25")
+    top = ns["nodes"][0].node
+    assert_answer(synced, top.metadata["url"], top.metadata["title"], top.text)

@@ -49,7 +49,7 @@ def synced(site, harness):
 def test_open_collection_finds_the_synced_chunk_with_url_and_title(synced):
     chunk = a_chunk(synced, "/retries.html")
     with open_collection(synced.store_path) as coll:
-        top = coll.search(chunk["text"], limit=3)[0]
+        top = coll.search(chunk["text"], limit=3, mode="dense")[0]  # dense: the score is the cosine
     assert (top.url, top.title, top.text) == (chunk["url"], "Retries", chunk["text"])
     assert (top.chunk_id, top.chunk_index) == (chunk["chunk_id"], 0) and top.score == pytest.approx(1.0, abs=1e-5)
 
@@ -70,7 +70,7 @@ def test_the_langchain_retriever_returns_the_chunk_as_a_document(synced):
     assert docs[0].page_content == chunk["text"]
     meta = docs[0].metadata
     assert (meta["url"], meta["title"], meta["chunk_id"]) == (chunk["url"], "Install", chunk["chunk_id"])
-    assert meta["score"] == pytest.approx(1.0, abs=1e-5)
+    assert meta["score"] > docs[1].metadata["score"]  # hybrid (the default): a fused rank score
 
 
 def test_the_llamaindex_retriever_returns_the_chunk_as_a_node(synced):
@@ -80,7 +80,7 @@ def test_the_llamaindex_retriever_returns_the_chunk_as_a_node(synced):
     from sync.integrations.llamaindex import PagesyncRetriever
 
     chunk = a_chunk(synced, "/install.html")
-    retriever = PagesyncRetriever.open(synced.store_path, "pages", similarity_top_k=2)
+    retriever = PagesyncRetriever.open(synced.store_path, "pages", similarity_top_k=2, mode="dense")
     try:
         nodes = retriever.retrieve(chunk["text"])
     finally:

@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on two
+real docs sites built by their own tools, and what keyword vectors cost a first pass.
+
+Sites (each page served by demo/site_server.py with a generated sitemap, synced by a pass
+with the bundled all-MiniLM-L6-v2 into the embedded store):
+- Click's docs, built by Sphinx (dirhtml) from the Click repository (`--click-html DIR` for
+  a build already made, else `--click-git-dir` + `--sphinx-build`: the build is made here);
+- this project's docs, built by MkDocs (Material) from mkdocs.yml (`--mkdocs-html DIR`, else
+  built here with the venv's mkdocs).
+
+A question set of our own for each (`QUESTIONS`): questions a user would ask and identifier
+queries (`CliRunner`, `--max-failed-share`), each with the pages that answer it. A question
+is answered at rank r when the r-th chunk hit is on one of its pages. Figures, per site,
+chunking and mode (`hybrid`, `dense`, `keyword`): hit@1, hit@5 and MRR@10. The chunkings: the
+checkout's default splitter and, when that differs, the splitter at 1,000 characters (the
+chunking before token-sized chunks), searched dense: the baseline.
+
+First pass with and without keyword vectors: `pagesync run` on the Click site in a fresh
+process each, `--rounds` times each (alternating which goes first), with the store's keyword vectors switched off for the baseline (points
+written dense only: no BM25 computed, no sparse index written); wall time and peak RSS
+(VmHWM), as a ratio.
+
+    .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
+        [--mkdocs-html DIR] [--rounds N] [--out bench/results/retrieval.md]
+
+Writes bench/results/retrieval.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+MODES = ("hybrid", "dense", "keyword")
+# A bare clone of https://github.com/pallets/click (git clone --bare ...), or CLICK_GIT_DIR.
+CLICK_GIT = Path(os.environ.get("CLICK_GIT_DIR", "/work/.mirror/pallets+click/repo"))
+
+# (query, kind, answering pages). kind: "question" (as a user asks it) or "identifier".
+QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
+    "click": [
+        ("How do I restrict an option to a fixed set of values?", "question", ("/parameter-types/",)),
+        ("How do I enable shell completion for bash?", "question", ("/shell-completion/",)),
+        ("How do I test a Click command and check its output?", "question", ("/testing/",)),
+        ("How can an option take its value from an environment variable?", "question",
+         ("/options/", "/commands-and-groups/")),
+        ("How do I ask the user for a password?", "question", ("/option-decorators/", "/prompts/")),
+        ("How do I add a --version option to my command?", "question", ("/option-decorators/",)),
+        ("How do I ask the user to confirm before a dangerous action?", "question",
+         ("/prompts/", "/option-decorators/")),
+        ("How do I make a boolean flag with an on and an off switch?", "question", ("/options/",)),
+        ("How do I accept a file as a command line argument?", "question", ("/handling-files/", "/arguments/")),
+        ("How do I put several commands under one group?", "question", ("/commands-and-groups/",)),
+        ("How do I pass an object from a group to its subcommands?", "question",
+         ("/commands-and-groups/", "/commands/", "/complex/")),
+        ("How do I chain several subcommands in one invocation?", "question", ("/commands/",)),
+        ("How do I show the default values in the help page?", "question", ("/documentation/",)),
+        ("How do I print colored text to the terminal?", "question", ("/utils/",)),
+        ("How do I show a progress bar for a long loop?", "question", ("/utils/",)),
+        ("How do I open the user's text editor from my program?", "question", ("/utils/",)),
+        ("How do I load subcommands lazily to start faster?", "question", ("/complex/", "/commands-and-groups/")),
+        ("How do I validate a parameter's value in a callback?", "question", ("/advanced/",)),
+        ("What exit code does Click return on a usage error?", "question",
+         ("/exceptions/", "/command-line-reference/")),
+        ("How do I accept only integers within a range?", "question", ("/parameter-types/",)),
+        ("How do I let an option be given several times?", "question", ("/options/",)),
+        ("How do I count how often a flag is given, like -vvv?", "question", ("/options/",)),
+        ("How do I install my Click script as a command with an entry point?", "question",
+         ("/entry-points/", "/quickstart/")),
+        ("How do I write my own parameter type?", "question", ("/parameter-types/",)),
+        ("How do I run a test inside a temporary directory?", "question", ("/testing/",)),
+        ("How do I define aliases for commands?", "question", ("/extending-click/",)),
+        ("Where should my application store its configuration files?", "question", ("/utils/",)),
+        ("CliRunner", "identifier", ("/testing/", "/api/")),
+        ("auto_envvar_prefix", "identifier", ("/options/", "/commands-and-groups/")),
+        ("click.Choice", "identifier", ("/parameter-types/", "/api/")),
+        ("IntRange", "identifier", ("/parameter-types/", "/api/")),
+        ("isolated_filesystem", "identifier", ("/testing/", "/api/")),
+        ("confirmation_option", "identifier", ("/option-decorators/", "/api/")),
+        ("pass_context", "identifier", ("/commands-and-groups/", "/commands/", "/api/")),
+        ("click.launch", "identifier", ("/utils/", "/api/")),
+        ("get_app_dir", "identifier", ("/utils/", "/api/")),
+        ("chain=True", "identifier", ("/commands/",)),
+        ("is_eager", "identifier", ("/advanced/", "/options/", "/api/")),
+        ("show_default", "identifier", ("/documentation/", "/options/", "/api/")),
+        ("click.progressbar", "identifier", ("/utils/", "/api/")),
+        ("_FOO_BAR_COMPLETE=bash_source", "identifier", ("/shell-completion/",)),
+        ("standalone_mode", "identifier", ("/exceptions/", "/api/")),
+        ("ParamType.convert", "identifier", ("/parameter-types/", "/api/")),
+    ],
+    "pagesync": [
+        # (/commands/search/ is not asked for: the default excludes' `*/search/` keeps it out of the index.)
+        ("How do I see which pages are tracked and when they are due?", "question", ("/commands/status/",)),
+        ("How do I switch to another embedding model without downtime?", "question",
+         ("/tasks/change-model/", "/commands/reindex/")),
+        ("How do I move the embedded collection to a Qdrant server?", "question",
+         ("/commands/export/", "/commands/import/", "/concepts/stores/")),
+        ("How do I run a sync every night in CI?", "question", ("/tasks/nightly-ci/",)),
+        ("How do I read the collection from LangChain?", "question", ("/tasks/frameworks/", "/tasks/read-api/")),
+        ("How do I repair a collection that no longer matches the site?", "question",
+         ("/tasks/audit-and-repair/", "/commands/audit/")),
+        ("How are vectors reused when only part of a page changes?", "question", ("/concepts/reuse/",)),
+        ("How does pagesync decide when to visit a page again?", "question", ("/concepts/scheduling/",)),
+        ("How do I index a site that has no sitemap?", "question", ("/concepts/crawling/",)),
+        ("How do I index only the main content element of each page?", "question",
+         ("/concepts/extraction/", "/concepts/sites/")),
+        ("How do I send an authorization header to a private docs site?", "question",
+         ("/concepts/sites/", "/commands/run/")),
+        ("What fields does the run report have?", "question", ("/report/",)),
+        ("How do I use an OpenAI embedding model?", "question", ("/concepts/embedders/",)),
+        ("What happens if a pass is killed halfway?", "question", ("/concepts/write-order/", "/concepts/pass/")),
+        ("--max-failed-share", "identifier", ("/commands/run/", "/configuration/", "/report/")),
+        ("pages_not_modified", "identifier", ("/report/",)),
+        ("open_collection", "identifier", ("/tasks/read-api/", "/tasks/library/")),
+        ("--with-vectors", "identifier", ("/commands/export/",)),
+        ("tokens_saved_by_reuse", "identifier", ("/report/", "/concepts/reuse/")),
+        ("--max-pages", "identifier", ("/commands/run/", "/concepts/crawling/")),
+        ("PagesyncRetriever", "identifier", ("/tasks/read-api/", "/tasks/frameworks/")),
+        ("--rebuild", "identifier", ("/commands/run/", "/operations/")),
+    ],
+}
+
+
+# ------------------------------------------------------------------------------ the sites
+def build_click(git_dir: Path, sphinx_build: str, out: Path) -> Path:
+    """Click's docs at the mirror's HEAD, built by Sphinx (dirhtml: /options/ and so on)."""
+    src = out.parent / "click-src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "HEAD"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    subprocess.run([sphinx_build, "-q", "-b", "dirhtml", str(src / "docs"), str(out)], check=True,
+                   capture_output=True)
+    return out
+
+
+def build_mkdocs(out: Path) -> Path:
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
+    subprocess.run([mkdocs, "build", "-q", "-f", str(REPO / "mkdocs.yml"), "-d", str(out)], check=True,
+                   capture_output=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    return out
+
+
+SKIP = ("404", "genindex", "search", "_sources", "_static", "_images", "assets")
+
+
+def load_site(html: Path):
+    """Every page of a built site (`<dir>/index.html` as `/<dir>/`) in a demo Site."""
+    from demo.site_server import Site
+
+    site = Site()
+    for f in sorted(html.rglob("index.html")):
+        rel = f.parent.relative_to(html)
+        if rel.parts and rel.parts[0] in SKIP:
+            continue
+        site.set("/" + "".join(f"{p}/" for p in rel.parts), f.read_bytes())
+    return site
+
+
+# ------------------------------------------------------------------------------ retrieval
+def sync_site(site, work: Path, splitter: Any, embedder: Any) -> dict[str, Any]:
+    """One first pass of the site into a fresh embedded store; its report."""
+    from demo.site_server import SiteServer
+    from sync.edges.fetcher import Fetcher, make_client
+    from sync.edges.state import StateDB
+    from sync.edges.store import EdgeStore
+    from sync.engine import PassConfig, arun_pass
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    with SiteServer(site) as server:
+        cfg = PassConfig(sitemaps=[server.url("/sitemap.xml")], now=datetime.now(timezone.utc))
+        store = EdgeStore(work / "qdrant", "pages")
+        try:
+            with StateDB(work / "state.db") as st:
+                async def go():
+                    async with make_client(timeout=30) as client:
+                        return await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=st,
+                                               embedder=embedder, splitter=splitter)
+                report = asyncio.run(go())
+        finally:
+            store.close()
+        base = server.base_url
+    return {"report": report.to_dict(), "base": base}
+
+
+def score(ranked_urls: list[str], answers: tuple[str, ...], base: str) -> int | None:
+    """The 1-based rank of the first hit on an answering page, or None (not in these hits)."""
+    wanted = {base + a for a in answers}
+    return next((i for i, u in enumerate(ranked_urls, 1) if u in wanted), None)
+
+
+def evaluate(work: Path, base: str, questions: list[tuple[str, str, tuple[str, ...]]], embedder: Any,
+             modes: tuple[str, ...]) -> dict[str, Any]:
+    from sync.commands.read import open_collection
+
+    out: dict[str, Any] = {}
+    with open_collection(work / "qdrant", "pages", embedder=embedder, keep_open=True) as coll:
+        for mode in modes:
+            rows = []
+            for query, kind, answers in questions:
+                hits = coll.search(query, limit=10, mode=mode)
+                rank = score([h.url for h in hits], answers, base)
+                rows.append({"query": query, "kind": kind, "rank": rank, "top": hits[0].url[len(base):] if hits else None})
+            out[mode] = {"all": metrics(rows), "question": metrics([r for r in rows if r["kind"] == "question"]),
+                         "identifier": metrics([r for r in rows if r["kind"] == "identifier"]), "rows": rows}
+    return out
+
+
+def metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    n = max(1, len(rows))
+    ranks = [r["rank"] for r in rows]
+    return {"n": len(rows), "hit@1": sum(r == 1 for r in ranks) / n,
+            "hit@5": sum(r is not None and r <= 5 for r in ranks) / n,
+            "mrr@10": sum(1 / r for r in ranks if r is not None and r <= 10) / n}
+
+
+# ------------------------------------------------------------------------------ first-pass cost
+CHILD = r"""
+import atexit, json, sys, time
+out, keywords, args = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+t0 = time.perf_counter()
+def done():
+    hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+    open(out, "w").write(json.dumps({"seconds": time.perf_counter() - t0, "hwm_mb": hwm / 1024}))
+atexit.register(done)
+if not keywords:  # the baseline: points written dense only (no BM25 computed, no sparse index written)
+    import sync.edges.store as s
+    s.EdgeStore.has_keywords = lambda self: False
+from sync.commands.cli import app
+app(args, prog_name="pagesync")
+"""
+
+
+def first_pass(site, work: Path, keywords: bool) -> dict[str, Any]:
+    from demo.site_server import SiteServer
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    with SiteServer(site) as server:
+        args = ["run", "--sitemap", server.url("/sitemap.xml"), "--qdrant-path", str(work / "qdrant"),
+                "--state", str(work / "state.db"), "--report", str(work / "report.json"), "--allow-host",
+                server.base_url.split("://", 1)[1]]
+        env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(work / "cost.json"), "1" if keywords else "0", *args],
+                              env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"pagesync run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    cost = json.loads((work / "cost.json").read_text())
+    report = json.loads((work / "report.json").read_text())
+    return {**cost, "chunks_written": report["chunks_written"], "pages_added": report["pages_added"]}
+
+
+# ------------------------------------------------------------------------------ main
+def splitters() -> list[tuple[str, Any]]:
+    """(label, splitter): the checkout's default, and 1,000 characters when that differs."""
+    from chunking.split import Splitter
+
+    default = Splitter()
+    out = [(f"default ({default.settings})", default)]
+    try:
+        chars = Splitter(chunk_size=1000, chunk_overlap=100)
+    except TypeError:  # a splitter that no longer takes characters
+        return out
+    if chars.settings != default.settings:
+        out.append((f"1,000 chars ({chars.settings})", chars))
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = ["# Retrieval quality per search mode and chunking", "",
+             f"Measured {result['date']} by `bench/retrieval.py` (the bundled all-MiniLM-L6-v2, the embedded store, "
+             "chunk hits ranked by `Collection.search`, a question answered at the first hit on one of its pages).", "",
+             "| site | chunking | mode | queries | hit@1 | hit@5 | MRR@10 | questions hit@1 | identifiers hit@1 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for site, by_chunking in result["sites"].items():
+        for chunking, res in by_chunking["chunkings"].items():
+            for mode, m in res["modes"].items():
+                a, q, i = m["all"], m["question"], m["identifier"]
+                lines.append(f"| {site} ({res['chunks']} chunks) | {chunking} | {mode} | {a['n']} | {a['hit@1']:.0%} | "
+                             f"{a['hit@5']:.0%} | {a['mrr@10']:.3f} | {q['hit@1']:.0%} | {i['hit@1']:.0%} |")
+    c = result.get("first_pass")
+    if c:
+        w, wo = c["with"], c["without"]
+        lines += ["", f"## A first pass with keyword vectors against one without (Click, fresh processes, the fastest "
+                  f"of {len(c['rounds']['with'])} rounds each, alternating; peak RSS the largest)", "",
+                  "| | seconds | peak RSS MB | chunks |", "|---|---|---|---|",
+                  f"| with keyword vectors | {w['seconds']:.1f} | {w['hwm_mb']:.0f} | {w['chunks_written']} |",
+                  f"| without | {wo['seconds']:.1f} | {wo['hwm_mb']:.0f} | {wo['chunks_written']} |",
+                  f"| ratio | {c['time_ratio']:.3f} | {c['memory_ratio']:.3f} | |"]
+    lines += ["", "## Misses (hybrid, default chunking): query, rank of the first right page, top hit", ""]
+    for site, by_chunking in result["sites"].items():
+        res = next(iter(by_chunking["chunkings"].values()))
+        for r in res["modes"].get("hybrid", {}).get("rows", []):
+            if r["rank"] != 1:
+                lines.append(f"- {site}: `{r['query']}`: {r['rank'] or '>10'}, top {r['top']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--click-html", type=Path, help="Click's docs built already (sphinx dirhtml)")
+    ap.add_argument("--click-git-dir", type=Path, default=CLICK_GIT)
+    ap.add_argument("--sphinx-build", help="to build Click's docs (default: the venv's, else PATH's)",
+                    default=shutil.which("sphinx-build", path=str(Path(sys.executable).parent))
+                    or shutil.which("sphinx-build"))
+    ap.add_argument("--mkdocs-html", type=Path, help="this project's docs built already (mkdocs build)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "retrieval.md")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="first passes with and without keyword vectors, each (0: not measured)")
+    args = ap.parse_args()
+
+    from embedders import make_embedder
+
+    tmp = Path(tempfile.mkdtemp(prefix="pagesync-retrieval-"))
+    sites: dict[str, Path] = {}
+    if args.click_html:
+        sites["click"] = args.click_html
+    elif args.sphinx_build and args.click_git_dir.exists():
+        sites["click"] = build_click(args.click_git_dir, args.sphinx_build, tmp / "click-html")
+    else:
+        print("Click's docs: skipped (no --click-html, and no sphinx-build or Click repository)", file=sys.stderr)
+    sites["pagesync"] = args.mkdocs_html or build_mkdocs(tmp / "mkdocs-html")
+
+    embedder = make_embedder(None)
+    result: dict[str, Any] = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "sites": {}}
+    for name, html in sites.items():
+        site = load_site(html)
+        for _, _, answers in QUESTIONS[name]:
+            for a in answers:
+                assert a in site.resources, f"{name}: no page {a}"
+        by: dict[str, Any] = {"pages": len(site.pages()), "chunkings": {}}
+        for i, (label, splitter) in enumerate(splitters()):
+            synced = sync_site(site, tmp / f"{name}-{i}", splitter, embedder)
+            modes = MODES if i == 0 else ("dense",)
+            by["chunkings"][label] = {"chunks": synced["report"]["chunks_written"],
+                                      "modes": evaluate(tmp / f"{name}-{i}", synced["base"], QUESTIONS[name], embedder, modes)}
+            print(f"{name} {label}: " + ", ".join(f"{m} hit@1 {r['all']['hit@1']:.0%}"
+                                                 for m, r in by["chunkings"][label]["modes"].items()), flush=True)
+        result["sites"][name] = by
+    if args.rounds and "click" in sites:
+        site = load_site(sites["click"])
+        # Rounds alternate which goes first (a shared machine's load drifts); each side's fastest.
+        rounds: dict[str, list[dict[str, Any]]] = {"with": [], "without": []}
+        for r in range(args.rounds):
+            for k in (("without", "with") if r % 2 == 0 else ("with", "without")):
+                rounds[k].append(first_pass(site, tmp / f"cost-{k}", k == "with"))
+        best = {k: min(v, key=lambda x: x["seconds"]) for k, v in rounds.items()}
+        result["first_pass"] = {**best, "rounds": rounds,
+                                "time_ratio": best["with"]["seconds"] / best["without"]["seconds"],
+                                "memory_ratio": (max(x["hwm_mb"] for x in rounds["with"])
+                                                 / max(x["hwm_mb"] for x in rounds["without"]))}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(result))
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    print(args.out.read_text())
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
