@@ -495,20 +495,27 @@ def run(
         cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
         _check_output(report, "--report")
         _check_output(metrics, "--metrics")
-        emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
+        # Without --embedder (nor the file's key) the collection's own model, once the store is open.
+        emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency) if embedder is not None else None
         if not (src.sitemaps or src.urls or src.crawl):
             # The state does not keep them, and the scope (which hosts may be fetched) is
             # theirs: without one, every due page would be skipped as out of scope.
             raise ConfigError("nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
                               "pagesync.toml; the page state does not keep them)")
-        from .checks import check_runs
+        from .checks import check_runs, collection_embedder
 
-        check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
+        if emb is not None:
+            check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
         with ExitStack() as stack:
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
+            if emb is None and _fresh(state, store):  # the default, checked before the state is created
+                emb = collection_embedder(store, None, dimensions=embed_dimensions, concurrency=embed_concurrency)
             # A dry run on a fresh setup must not even create the state (file or collection).
             st = stack.enter_context(_open_state(state, store, dry_run=dry_run))
+            if emb is None:  # the last pass's model into this collection, else its points'
+                emb = collection_embedder(store, st.last_run(), dimensions=embed_dimensions,
+                                          concurrency=embed_concurrency)
             if now:
                 _check_clock(st, cfg.now, now)
             progress = stack.enter_context(_Progress(quiet, dry_run))
@@ -543,6 +550,14 @@ def run(
         return 0 if ok else 1
 
     _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
+
+
+def _fresh(state: str, store) -> bool:
+    """No collection and no SQLite state yet: nothing can name a model but the default."""
+    try:
+        return state != QDRANT_STATE and not store.exists() and not Path(state).exists()
+    except OSError:  # a state path this user may not look at: `_open_state` says so
+        return False
 
 
 def _check_selectors(rules) -> None:

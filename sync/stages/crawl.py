@@ -20,7 +20,9 @@ A complete crawl (no failure, no bound hit, no page's links cut short) knows the
 reachable pages: the crawl's pages it no longer reaches leave like pages that left a
 sitemap (behind the mass-deletion guard), and a sitemap page the crawl reaches stays when
 its sitemap drops it (it becomes a crawl page). An incomplete crawl purges nothing for not
-being reached.
+being reached. A start page that answers 404/410 is a broken deploy or configuration, as a
+sitemap that does: an error of the pass (exit 1, `crawl_start_errors`), and one never
+tracked leaves no row (it is named again by the next pass).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class CrawlStage:
         self.crawl_links: dict[str, PageLinks] = {}
         self.crawl_keeps = not cfg.dry_run and hasattr(self.state, "put_links")
         self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
+        self.crawl_starts = {crawl_start(u) for u in cfg.crawl}
+        self.crawl_gone: dict[str, int] = {}  # url -> the 404/410 it answered this pass
+        self.crawl_why: list[str] = []  # why the crawl is incomplete, for its log line
 
     def _in_crawl(self, url: str) -> bool:
         return self.crawl_on and any(url.startswith(p) for p in self.crawl_rules.prefixes)
@@ -110,6 +115,7 @@ class CrawlStage:
             return False
         if outcome is Outcome.GONE:
             self.crawl_seen[url] = GONE_NOW
+            self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
             if self.crawl_keeps:
                 self.state.drop_links([url])
@@ -168,6 +174,7 @@ class CrawlStage:
                 seen = self.crawl_seen.get(url)
                 if seen == FAILED:
                     complete = False  # what it links to now is not known (kept links still followed)
+                    self._crawl_incomplete("a page failed")
                 elif seen in (GONE_NOW, SKIPPED):
                     continue
                 if url in self.crawl_moved:
@@ -177,12 +184,16 @@ class CrawlStage:
                 links = kept.get(url)
                 if links is None:
                     continue
-                complete &= not links.truncated
+                if links.truncated:
+                    complete = False
+                    self._crawl_incomplete("a page had too many links")
                 if links.canonical and links.canonical != url and url not in self.crawl_moved:
                     frontier.offer(links.canonical)  # an alias read in an earlier pass
                 for link in links.links:
                     frontier.offer(link)
-        complete &= not frontier.bound_hit
+        if frontier.bound_hit:
+            complete = False
+            self._crawl_incomplete("over --max-pages")
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
         for url in starts:
@@ -190,11 +201,29 @@ class CrawlStage:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED):
+            elif self.crawl_seen.get(url) == GONE_NOW:
                 complete = False
-                log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
-                            url, "gone" if self.crawl_seen[url] == GONE_NOW else "skipped")
+                self._start_gone(url)
+            elif self.crawl_seen.get(url) == SKIPPED:
+                complete = False
+                log.warning("crawl start page %s could not be read (skipped): no page purged for not being "
+                            "linked", url)
         self._crawl_settle(frontier, complete)
+
+    def _crawl_incomplete(self, why: str) -> None:
+        if why not in self.crawl_why:
+            self.crawl_why.append(why)
+
+    def _start_gone(self, url: str) -> None:
+        """A start page answered 404/410 (or did when last visited, and is not due): an
+        error of the pass, as a sitemap's 404 is. One never tracked gets no state row."""
+        status = self.crawl_gone.get(url)
+        self.report.crawl_start_errors += 1
+        self.report.error(url, f"crawl start page: HTTP {status}" if status is not None
+                          else "crawl start page: gone (a 404 or 410 when last visited)")
+        queued = self.purges.get(url)
+        if queued is not None and queued[0].status == NEW:
+            del self.purges[url]  # nothing to purge or to keep: the next pass asks again
 
     async def _crawl_visit(self, level: Sequence[str]) -> None:
         """Visit the pages of one level the crawl cannot follow without reading them: new,
@@ -222,7 +251,8 @@ class CrawlStage:
                 self.crawl_unread.add(url)
             pages.append(page)
         # New pages become rows first (NEW, no points claimed): a crash later leaves them due.
-        self._save(new)
+        # Not a start page: every pass names it again, and one that is gone must leave no row.
+        self._save([p for p in new if p.url not in self.crawl_starts])
         self.visiting.update(p.url for p in pages)
         await self._visit(pages)
 
@@ -238,8 +268,8 @@ class CrawlStage:
                 page.source, page.in_sitemap = "crawl", False
                 self._save([page])
         if not complete:
-            log.info("crawl incomplete (%s): no page purged for not being linked",
-                     "over --max-pages" if frontier.bound_hit else "a page failed or had too many links")
+            if self.crawl_why:  # a start page that could not be read was said already
+                log.info("crawl incomplete (%s): no page purged for not being linked", ", ".join(self.crawl_why))
             return
         for page in self.state.all_pages():
             if (page.source == "crawl" and not page.in_sitemap and page.status != GONE

@@ -72,3 +72,12 @@ def test_the_same_model_goes_on(site, h):
     build(site)
     h.run()
     assert h.run(embedder=HashEmbedder(16)).pages_failed == 0
+
+
+def test_another_model_of_the_same_size_is_refused_with_full_too(site, h):
+    """--full re-embeds every page it keeps, yet switches no model: applications embed their
+    queries with the collection's model, and `reindex` is the switch."""
+    build(site)
+    h.run()
+    line = _refused(h, site, embedder=OTHER, full=True)
+    assert "'fake-hash-16'" in line and "pagesync reindex --embedder fake-other-model" in line
