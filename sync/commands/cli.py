@@ -51,11 +51,13 @@ StateOpt = typer.Option(
          "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.")
 WaitLockOpt = typer.Option(0.0, "--wait-lock", min=0.0,
                            help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).")
-EMBEDDER_HELP = ("Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; "
+EMBEDDER_HELP = ("Embedder (default: the collection's own model, as the last pass into it or its points name it; "
+                 "for a new collection the bundled all-MiniLM-L6-v2): the bundled all-MiniLM-L6-v2 (offline; ONNX "
+                 "Runtime when installed, else torch; "
                  "force one with 'minilm-onnx' or 'minilm-torch'), 'st:NAME_OR_PATH' (a sentence-transformers model "
                  "in a folder or the local cache; never downloaded), 'openai:MODEL' (OpenAI's embeddings API or any "
                  "server speaking it, at env OPENAI_BASE_URL, key from env OPENAI_API_KEY) or 'fake' (tests). Another "
-                 "model than the collection's is exit 2: change models with 'pagesync reindex'.")
+                 "model than the collection's is exit 2, --full or not: change models with 'pagesync reindex'.")
 def _query_embedder(name: str | None, dimensions: int | None, concurrency: int | None):
     """The embedder `search` was given: its name (the read API picks and checks it), or, with a
     remote embedder's options, the embedder itself, checked to run."""
