@@ -6,10 +6,13 @@ points, made for another vector size (it decides no model)."""
 from __future__ import annotations
 
 import itertools
+import os
+import tempfile
 
+from ..errors import StoreUnavailableError
 from .store import ClientStore, EdgeStore, Store
 
-__all__ = ["stored_embedder", "stored_size", "drop_empty_collection", "can_drop", "SAMPLE"]
+__all__ = ["stored_embedder", "stored_size", "drop_empty_collection", "can_drop", "check_creatable", "SAMPLE"]
 
 SAMPLE = 256  # points read to learn the collection's embedder
 
@@ -55,3 +58,24 @@ def drop_empty_collection(store: Store) -> None:
     elif isinstance(store, ClientStore):
         with store._guard("delete collection"):
             store.client.delete_collection(store.collection)
+
+
+def check_creatable(store: Store) -> None:
+    """StoreUnavailableError (exit 2) when an embedded collection that does not exist yet could
+    not be created where --qdrant-path points (a plain file, a path that cannot hold a
+    directory), found before the pass fetches anything although it creates the collection
+    only at its first write. A directory is made and removed there to learn it (root passes
+    every permission check, not every mkdir). A server's store says so on its first request."""
+    if not isinstance(store, EdgeStore) or store.exists():
+        return
+    path = store.dir
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise StoreUnavailableError(f"embedded store ({path}): cannot hold a collection: {probe} is not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".pagesync-probe-", dir=probe))
+    except OSError as exc:
+        raise StoreUnavailableError(f"embedded store ({path}): cannot hold a collection: "
+                                    f"{exc.strerror or exc} in {probe}") from None

@@ -26,7 +26,7 @@ from ..core.points_check import (
     short_pages,
 )
 from ..edges.state import PageState
-from ..edges.stored_model import can_drop, drop_empty_collection, stored_embedder, stored_size
+from ..edges.stored_model import can_drop, check_creatable, drop_empty_collection, stored_embedder, stored_size
 
 log = logging.getLogger("pagesync")
 
@@ -67,6 +67,8 @@ class PreflightStage:
         elif self.store.exists() and not self.replace_empty:
             self.store.ensure_collection(self.embedder.dimension)  # checks it; creates nothing
             self.collection_ready = True
+        elif not cfg.dry_run:
+            check_creatable(self.store)  # a --qdrant-path that cannot hold one: exit 2 before any request
         if lost_pages:
             self._start_rebuild(lost_pages)
         elif not cfg.repair:
