@@ -9,6 +9,9 @@ report of zero points.
   the one asked for, else the one the collection's points name in their `embedder`
   payload (exit 2 when pagesync cannot make that one), else the default; checked against
   the collection's vector size and the points' model before anything is written.
+- `collection_embedder`: the embedder `run` uses when none is named: the collection's own
+  (the last pass's into it, else its points'), as `search` picks it; exit 2 when that one
+  cannot run here. The model is checked against the collection in the pass's preflight.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..errors import CollectionMismatchError, CollectionNotFoundError
+from ..errors import CollectionMismatchError, CollectionNotFoundError, ConfigError, EmbedderError
 from ..edges.state_protocol import State
 from ..edges.store import Store
 from ..edges.stored_model import stored_embedder, stored_size
 
-__all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits", "check_runs"]
+__all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits", "check_runs",
+           "collection_embedder"]
 
 log = logging.getLogger("pagesync")
 
@@ -95,4 +99,38 @@ def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int
         if callable(close):
             close()
         raise
+    return emb
+
+
+def collection_embedder(store: Store, last_run: dict | None, *, dimensions: int | None = None,
+                        concurrency: int | None = None) -> Any:
+    """The embedder of a `run` given no --embedder (nor the `embedder` key), checked to run:
+    the model of the last pass recorded into this collection (`last_run`, the state's; a
+    reindex records its new one), else the one its points name (an embedded shard is loaded
+    for it), else the default. ConfigError (exit 2) when pagesync cannot make that model
+    here, saying which it is and how to name one."""
+    from embedders import DEFAULT_NAMES, make_embedder, name_for_model_id
+
+    last = last_run or {}
+    model_id = last.get("embedder") if last.get("collection") in (None, store.collection) else None
+    if not isinstance(model_id, str) or not model_id:
+        model_id = stored_embedder(store) if store.exists() else None
+    name = None
+    if model_id is not None:
+        name = name_for_model_id(model_id)
+        if name is None:  # e.g. a model from a folder: its id does not say where the folder is
+            raise ConfigError(f"collection {store.collection!r} holds vectors of {model_id!r}, which pagesync cannot "
+                              f"find by that name: give --embedder (st:PATH for a model in a folder), or set "
+                              f"`embedder` in pagesync.toml")
+        if name not in DEFAULT_NAMES:  # the default needs no word
+            log.info("run: using embedder %r, the collection's (--embedder to choose)", model_id)
+    try:
+        emb = make_embedder(name, dimensions=dimensions, concurrency=concurrency)
+        check_runs(emb)
+    except (ConfigError, EmbedderError) as exc:
+        if model_id is None:
+            raise
+        raise ConfigError(f"collection {store.collection!r} holds vectors of {model_id!r}, which cannot run here "
+                          f"({exc}): give --embedder {name} once it can, or set `embedder` in pagesync.toml; "
+                          f"another model goes through `pagesync reindex --embedder NEW`") from None
     return emb

@@ -56,11 +56,13 @@ StateOpt = typer.Option(
          "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.")
 WaitLockOpt = typer.Option(0.0, "--wait-lock", min=0.0,
                            help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).")
-EMBEDDER_HELP = ("Embedder: the bundled all-MiniLM-L6-v2 (default, offline; ONNX Runtime when installed, else torch; "
+EMBEDDER_HELP = ("Embedder (default: the collection's own model, as the last pass into it or its points name it; "
+                 "for a new collection the bundled all-MiniLM-L6-v2): the bundled all-MiniLM-L6-v2 (offline; ONNX "
+                 "Runtime when installed, else torch; "
                  "force one with 'minilm-onnx' or 'minilm-torch'), 'st:NAME_OR_PATH' (a sentence-transformers model "
                  "in a folder or the local cache; never downloaded), 'openai:MODEL' (OpenAI's embeddings API or any "
                  "server speaking it, at env OPENAI_BASE_URL, key from env OPENAI_API_KEY) or 'fake' (tests). Another "
-                 "model than the collection's is exit 2: change models with 'pagesync reindex'.")
+                 "model than the collection's is exit 2, --full or not: change models with 'pagesync reindex'.")
 def _query_embedder(name: str | None, dimensions: int | None, concurrency: int | None):
     """The embedder `search` was given: its name (the read API picks and checks it), or, with a
     remote embedder's options, the embedder itself, checked to run."""
@@ -519,7 +521,9 @@ class _RunSetup:
     with it and `watch` one per wake-up (each with its own clock)."""
 
     cfg: "PassConfig"
-    embedder: object
+    embedder: object | None  # None: the collection's own model, resolved once the store is open
+    embed_dimensions: Optional[int]
+    embed_concurrency: Optional[int]
     collection: str
     qdrant_url: Optional[str]
     api_key: Optional[str]
@@ -591,7 +595,8 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
     cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
     _check_output(report, "--report")
     _check_output(metrics, "--metrics")
-    emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
+    # Without --embedder (nor the file's key) the collection's own model, once the store is open.
+    emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency) if embedder is not None else None
     if not (src.sitemaps or src.urls or src.crawl):
         # The state does not keep them, and the scope (which hosts may be fetched) is
         # theirs: without one, every due page would be skipped as out of scope.
@@ -599,8 +604,10 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
                           "pagesync.toml; the page state does not keep them)")
     from .checks import check_runs
 
-    check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
-    return _RunSetup(cfg=cfg, embedder=emb, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
+    if emb is not None:
+        check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
+    return _RunSetup(cfg=cfg, embedder=emb, embed_dimensions=embed_dimensions,
+                     embed_concurrency=embed_concurrency, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
                      qdrant_path=qdrant_path, state=state, now_given=now, report=report, metrics=metrics,
                      user_agent=user_agent, timeout=timeout, per_host=per_host, ignore_robots=ignore_robots,
                      max_crawl_delay=max_crawl_delay, quiet=quiet, max_failed_share=max_failed_share)
@@ -614,6 +621,7 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
 
     from ..engine import arun_pass
     from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
+    from .checks import collection_embedder
 
     cfg = replace(setup.cfg, now=now)
     dry_run, metrics, report = cfg.dry_run, setup.metrics, setup.report
@@ -621,8 +629,16 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
     with ExitStack() as stack:
         store = _open_store(setup.collection, setup.qdrant_url, setup.api_key, setup.qdrant_path)
         stack.callback(store.close)
+        emb = setup.embedder
+        dims, conc = setup.embed_dimensions, setup.embed_concurrency
+        if emb is None and _fresh(setup.state, store):  # the default, checked before the state is created
+            emb = collection_embedder(store, None, dimensions=dims, concurrency=conc)
         # A dry run on a fresh setup must not even create the state (file or collection).
         st = stack.enter_context(_open_state(setup.state, store, dry_run=dry_run))
+        if emb is None:  # the last pass's model into this collection, else its points'
+            emb = collection_embedder(store, st.last_run(), dimensions=dims, concurrency=conc)
+        if watching:  # the watcher's next passes use the model this one resolved
+            setup.embedder = emb
         if setup.now_given:
             _check_clock(st, cfg.now, setup.now_given)
         progress = stack.enter_context(_Progress(setup.quiet, dry_run))
@@ -633,7 +649,7 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
                 fetcher = Fetcher(client, per_host=setup.per_host, respect_robots=not setup.ignore_robots,
                                   max_crawl_delay=setup.max_crawl_delay)
                 return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
-                                       embedder=setup.embedder, splitter=Splitter(), on_progress=progress)
+                                       embedder=emb, splitter=Splitter(), on_progress=progress)
 
         rep = asyncio.run(go())
         data = rep.to_dict()
@@ -728,6 +744,14 @@ def _watch_signature() -> None:
 
 _watch_signature()
 app.command(short_help="A long-running sync: a pass whenever a deploy is seen or a page is due (SIGTERM ends it).")(watch)
+
+
+def _fresh(state: str, store) -> bool:
+    """No collection and no SQLite state yet: nothing can name a model but the default."""
+    try:
+        return state != QDRANT_STATE and not store.exists() and not Path(state).exists()
+    except OSError:  # a state path this user may not look at: `_open_state` says so
+        return False
 
 
 def _check_selectors(rules) -> None:

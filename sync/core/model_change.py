@@ -1,12 +1,12 @@
 """The model-change rule: one collection, one model.
 
 A command that embeds into an existing collection with another model than the one its
-vectors came from is refused (exit 2, nothing fetched or written): a pass would re-embed
-only the pages it visits and leave the collection answering searches with two models'
-vectors, which no count or audit notices when the vector size is the same. The way to
+vectors came from is refused (exit 2, nothing fetched or written), `--full` or not: a
+pass would leave the collection answering searches with two models' vectors (or, every
+page re-embedded, with another model than the one the applications embed their queries
+with), which no count or audit notices when the vector size is the same. The way to
 change models is `pagesync reindex --embedder NEW` (a new collection, switched to whole
-when verified); `run --full` (every page re-embedded in one pass) works in place when the
-vector size is the same.
+when verified). A collection that holds no points decides nothing (the caller asks).
 
 Pure: what the collection holds is looked up by the caller (`sync.edges.stored_model`).
 """
@@ -17,18 +17,16 @@ __all__ = ["model_change_refusal"]
 
 
 def model_change_refusal(collection: str, *, was: str | None, was_size: int | None, model_id: str,
-                         dimension: int, name: str, was_name: str | None = None,
-                         in_place: bool = False) -> str | None:
+                         dimension: int, name: str, was_name: str | None = None) -> str | None:
     """The one-line refusal when embedding into `collection` with `model_id` (`dimension`-d,
-    given as `--embedder name`) would mix models, else None.
+    given as `--embedder name`) would mix or switch models, else None.
 
     `was`: the model the collection's vectors came from (None: not known); `was_size`:
     their size (None: no collection, or not known); `was_name`: the `--embedder` name of
-    `was`, when pagesync has it. `in_place`: a pass that rewrites every page it keeps
-    (`run --full`) may change models when the size fits."""
+    `was`, when pagesync has it."""
     other_size = was_size is not None and was_size != dimension
     other_model = was is not None and was != model_id
-    if not other_size and (not other_model or in_place):
+    if not (other_size or other_model):
         return None
     if other_size:
         of = f" (of {was!r})" if was else ""
@@ -40,7 +38,5 @@ def model_change_refusal(collection: str, *, was: str | None, was_size: int | No
     line += (f": switch models with `pagesync reindex --embedder {name}` (a new collection, switched to when "
              f"verified)")
     if was_name:
-        line += f", or keep the model with --embedder {was_name}"
-    if not other_size:
-        line += "; `run --full` re-embeds every page in place in this pass"
+        line += f", or keep the model with --embedder {was_name} (or leave --embedder out)"
     return line

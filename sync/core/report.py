@@ -106,6 +106,7 @@ class Report:
     # New URLs a crawl found but did not track: its pages were at --max-pages. A pass that
     # overflows after one that did is exit 1 (`overflow_again`, not a report key).
     crawl_overflow: int = 0
+    crawl_start_errors: int = 0  # --crawl start pages that answered 404/410: the pass is not ok (exit 1)
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
@@ -124,7 +125,8 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
-                and not self.embed_budget_reached and not (self.crawl_overflow and self.overflow_again))
+                and not self.embed_budget_reached and not (self.crawl_overflow and self.overflow_again)
+                and self.crawl_start_errors == 0)
 
     @property
     def pages_failed_share(self) -> float:
@@ -157,6 +159,8 @@ class Report:
         # A sitemap that failed makes the pass not ok: the line says so, not only the exit code.
         if self.sitemap_errors:
             deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
+        if self.crawl_start_errors:  # as a sitemap error: the line says why the pass is not ok
+            deferred += f", {plural(self.crawl_start_errors, 'crawl start page')} gone"
         if self.embed_budget_reached:
             deferred += f", {self.pages_over_token_budget} left by --max-embed-tokens"
         if self.tokens_embedded:  # said only when an embedder counts tokens (a remote one)

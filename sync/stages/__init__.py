@@ -10,6 +10,7 @@ the pass's config, clock, report, state, store and embedder.
 Ways in and out, stage by stage (the conductor calls the first of each):
 
 - preflight `_preflight()`: marks the pages to rebuild or rewrite (`rebuild`, `marked`);
+  `_ready_collection()` makes the collection at the first write (write calls it);
 - plan `_read_sitemaps() -> SitemapRead`, `_plan(SitemapRead) -> Plan`; `_reschedule` sets a
   visited page's next due time for the stages after it;
 - visit `_visit(pages)`: each page to a skip or failure (write), a purge (settle), a held

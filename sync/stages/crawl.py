@@ -20,7 +20,9 @@ A complete crawl (no failure, no bound hit, no page's links cut short) knows the
 reachable pages: the crawl's pages it no longer reaches leave like pages that left a
 sitemap (behind the mass-deletion guard), and a sitemap page the crawl reaches stays when
 its sitemap drops it (it becomes a crawl page). An incomplete crawl purges nothing for not
-being reached.
+being reached. A start page that answers 404/410 is a broken deploy or configuration, as a
+sitemap that does: an error of the pass (exit 1, `crawl_start_errors`), and one never
+tracked leaves no row (it is named again by the next pass).
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ class CrawlStage:
         self.crawl_capped: set[str] = set()  # tracked pages refused only by a cap, still linked
         self.crawl_overflow = 0  # new URLs not tracked: the crawl's pages are at --max-pages
         self.crawl_tracked: set[str] = set()  # the crawl's pages (`_crawl`)
+        self.crawl_starts = {crawl_start(u) for u in cfg.crawl}
+        self.crawl_gone: dict[str, int] = {}  # url -> the 404/410 it answered this pass
+        self.crawl_why: list[str] = []  # why the crawl is incomplete, for its log line
 
     def _in_crawl(self, url: str) -> bool:
         return self.crawl_on and any(url.startswith(p) for p in self.crawl_rules.prefixes)
@@ -158,6 +163,7 @@ class CrawlStage:
             return False
         if answer.kind == "gone":
             self.crawl_seen[url] = GONE_NOW
+            self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
             if self.crawl_keeps:
                 self.state.drop_links([url])
@@ -208,6 +214,7 @@ class CrawlStage:
                 seen = self.crawl_seen.get(url)
                 if seen == FAILED:
                     complete = False  # what it links to now is not known (kept links still followed)
+                    self._crawl_incomplete("a page failed")
                 elif seen in (GONE_NOW, SKIPPED):
                     continue
                 if url in self.crawl_moved:
@@ -217,7 +224,9 @@ class CrawlStage:
                 links = kept.get(url)
                 if links is None:
                     continue
-                complete &= not links.truncated
+                if links.truncated:
+                    complete = False
+                    self._crawl_incomplete("a page had too many links")
                 if links.canonical and links.canonical != url and url not in self.crawl_moved:
                     offered.append(links.canonical)  # an alias read in an earlier pass
                 offered.extend(links.links)
@@ -226,7 +235,9 @@ class CrawlStage:
                 if not frontier.offer(link) and link not in frontier and link in self.crawl_tracked \
                         and frontier.last_refusal in _CAPS:
                     self.crawl_capped.add(link)  # still linked, refused by a cap only: reached
-        complete &= not frontier.bound_hit and not self.crawl_overflow
+        if frontier.bound_hit or self.crawl_overflow:
+            complete = False
+            self._crawl_incomplete("over --max-pages")
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
         for url in starts:
@@ -234,12 +245,30 @@ class CrawlStage:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) in (GONE_NOW, SKIPPED, HELD):
+            elif self.crawl_seen.get(url) == GONE_NOW:
+                complete = False
+                self._start_gone(url)
+            elif self.crawl_seen.get(url) in (SKIPPED, HELD):
                 complete = False
                 seen = self.crawl_seen[url]
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
-                            url, "gone" if seen == GONE_NOW else "skipped" if seen == SKIPPED else self.crawl_held[url])
+                            url, "skipped" if seen == SKIPPED else self.crawl_held[url])
         self._crawl_settle(frontier, complete)
+
+    def _crawl_incomplete(self, why: str) -> None:
+        if why not in self.crawl_why:
+            self.crawl_why.append(why)
+
+    def _start_gone(self, url: str) -> None:
+        """A start page answered 404/410 (or did when last visited, and is not due): an
+        error of the pass, as a sitemap's 404 is. One never tracked gets no state row."""
+        status = self.crawl_gone.get(url)
+        self.report.crawl_start_errors += 1
+        self.report.error(url, f"crawl start page: HTTP {status}" if status is not None
+                          else "crawl start page: gone (a 404 or 410 when last visited)")
+        queued = self.purges.get(url)
+        if queued is not None and queued[0].status == NEW:
+            del self.purges[url]  # nothing to purge or to keep: the next pass asks again
 
     async def _crawl_visit(self, level: Sequence[str]) -> None:
         """Visit the pages of one level the crawl cannot follow without reading them: new,
@@ -277,7 +306,8 @@ class CrawlStage:
                 self.crawl_unread.add(url)
             pages.append(page)
         # New pages become rows first (NEW, no points claimed): a crash later leaves them due.
-        self._save(new)
+        # Not a start page: every pass names it again, and one that is gone must leave no row.
+        self._save([p for p in new if p.url not in self.crawl_starts])
         self.visiting.update(p.url for p in pages)
         await self._visit(pages)
 
@@ -305,10 +335,8 @@ class CrawlStage:
                 del self.purges[url]  # still linked: the crawl keeps it
                 page.source, page.in_sitemap = "crawl", False
                 self._save([page])
-        if not complete:
-            log.info("crawl incomplete (%s): no page purged for not being linked",
-                     "over --max-pages" if frontier.bound_hit or self.crawl_overflow
-                     else "a page failed or had too many links")
+        if not complete and self.crawl_why:  # a start page that could not be read was said already
+            log.info("crawl incomplete (%s): no page purged for not being linked", ", ".join(self.crawl_why))
         changed: list[PageState] = []
         for page in self.state.all_pages():
             if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in self.purges:

@@ -5,6 +5,8 @@ collection missing or empty while the state records indexed pages (a mistyped na
 likely as a lost collection) stop the pass here (exit 2), before anything is created.
 With --rebuild a lost collection is rebuilt (`_start_rebuild`); a collection that lost
 some points has the pages that lack them marked pending and rewritten (`_check_points`).
+A collection is created at the pass's first write (`_ready_collection`), so a pass that
+writes nothing creates none; one that holds no points decides no model (it is replaced).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..core.points_check import (
     short_pages,
 )
 from ..edges.state import PageState
-from ..edges.stored_model import stored_embedder, stored_size
+from ..edges.stored_model import can_drop, check_creatable, drop_empty_collection, stored_embedder, stored_size
 
 log = logging.getLogger("pagesync")
 
@@ -40,6 +42,10 @@ class PreflightStage:
         # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
         self.rebuild: set[str] = set()
         self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
+        # The collection fits the embedder and exists (else `_ready_collection` makes it at the
+        # first write); `replace_empty`: it exists with no points, made for another model.
+        self.collection_ready = False
+        self.replace_empty = False
 
     def _preflight(self) -> None:
         """Before anything is fetched: the model can run, the collection is the one the state
@@ -56,8 +62,13 @@ class PreflightStage:
             raise lost_refusal(self.store.collection, str(getattr(self.store, "location", "the store")), lost_pages)
         # Before anything is fetched or written: another model (or vector size) is exit 2.
         self._check_embedder()
-        if self.store.exists() or not cfg.dry_run:
-            self.store.ensure_collection(self.embedder.dimension)
+        if lost_pages and not cfg.dry_run:
+            self._ready_collection()  # a rebuild makes its collection first: a cut-short one goes on with it
+        elif self.store.exists() and not self.replace_empty:
+            self.store.ensure_collection(self.embedder.dimension)  # checks it; creates nothing
+            self.collection_ready = True
+        elif not cfg.dry_run:
+            check_creatable(self.store)  # a --qdrant-path that cannot hold one: exit 2 before any request
         if lost_pages:
             self._start_rebuild(lost_pages)
         elif not cfg.repair:
@@ -72,10 +83,11 @@ class PreflightStage:
 
     def _check_embedder(self) -> None:
         """Refuse a pass whose model is not the one the collection's vectors came from
-        (`sync.core.model_change`): another vector size always, another model of the same
-        size unless --full (every page re-embedded in this pass). The model is the last
-        pass's into this collection, as the state records it; without such a record (a new
-        state beside an existing collection) the one its points name."""
+        (`sync.core.model_change`): another vector size, or another model of the same size,
+        --full or not. The model is the last pass's into this collection, as the state
+        records it; without such a record (a new state beside an existing collection) the
+        one its points name. A collection without points decides nothing: a pass that
+        writes replaces it (`replace_empty`)."""
         from embedders import name_for_model_id
 
         emb, last = self.embedder, self.last_report
@@ -87,10 +99,31 @@ class PreflightStage:
         size = stored_size(self.store)  # None without a collection
         name = getattr(emb, "spec", None) or name_for_model_id(emb.model_id) or emb.model_id
         refusal = model_change_refusal(self.store.collection, was=was, was_size=size, model_id=emb.model_id,
-                                       dimension=emb.dimension, name=name, was_name=name_for_model_id(was),
-                                       in_place=bool(self.cfg.full or self.cfg.repair))
-        if refusal:
+                                       dimension=emb.dimension, name=name, was_name=name_for_model_id(was))
+        if refusal is None:
+            return
+        # Counted only now, to refuse: an embedded shard is loaded for it.
+        if self.store.exists() and self.store.count() > 0:
             raise CollectionMismatchError(refusal)
+        self.replace_empty = size is not None and size != emb.dimension
+        if self.replace_empty and not can_drop(self.store):
+            raise CollectionMismatchError(f"{refusal} (it holds no points, but is an alias pagesync cannot "
+                                          f"make anew: delete it, or give another --collection)")
+        if self.store.exists():
+            log.info("collection %r holds no points: %s", self.store.collection,
+                     "the pass's first write makes it anew for this embedder" if self.replace_empty
+                     else "no model to keep")
+
+    def _ready_collection(self) -> None:
+        """Before the pass's first write: the collection exists for this embedder (created
+        now; an empty one made for another vector size is dropped and made anew)."""
+        if self.collection_ready:
+            return
+        if self.replace_empty:
+            drop_empty_collection(self.store)
+            self.replace_empty = False
+        self.store.ensure_collection(self.embedder.dimension)
+        self.collection_ready = True
 
     def _collection_empty(self) -> bool:
         """Whether the collection is missing or holds no points, cheaply: existence and a

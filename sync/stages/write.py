@@ -123,6 +123,9 @@ class WriteStage:
                 fetched_at=self.now_iso, embedder_id=self.embedder.model_id)))
         self._save([i.page for i in items])
         try:
+            # The collection is made at the first write (`_ready_collection`): a pass that
+            # writes nothing creates none. After the pending marks: a crash between leaves them.
+            await asyncio.to_thread(self._ready_collection)
             deleted = await asyncio.to_thread(self.store.replace_pages, writes)
         except PagesyncError as exc:
             for item in items:  # pending mark stays: the next pass revisits these pages

@@ -314,25 +314,25 @@ def test_audit_fix_now_is_the_repair_pass_clock(site, work):
     assert bad.returncode == 2 and "--now 'yesterday'" in one_error_line(bad)
 
 
-def test_a_run_with_another_embedder_of_the_same_size_is_refused_unless_full(site, work):
+def test_a_run_with_another_embedder_of_the_same_size_is_refused_even_with_full(site, work):
     """Seen in use: a pass with another model of the same vector size (fake-384, then the
     default all-MiniLM-L6-v2) re-embedded only the pages it visited; the collection then held
     both models' vectors, and audit, status and search said nothing. Refused (exit 2, nothing
-    written) unless --full re-embeds every page in that pass."""
+    written), --full too; without --embedder a run keeps the collection's own model."""
     build(site, n=3)
     common = ("--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db")
     assert cli(work, "run", *common, "--embedder", "fake-384").returncode == 0
     site.set("/p1.html", site.resources["/p1.html"].body.replace(b"p1-s1", b"p1-s1 edited"))
     before = stored(work)
-    r = cli(work, "run", *common, env={"HF_HUB_OFFLINE": "1"})  # the default embedder
-    assert r.returncode == 2, r.stdout + r.stderr
-    line = one_error_line(r)
-    assert "'fake-hash-384'" in line and "reindex" in line and "--full" in line
-    assert stored(work) == before
-    r = cli(work, "run", *common, "--full")
+    for extra in ((), ("--full",)):
+        r = cli(work, "run", *common, "--embedder", "all-MiniLM-L6-v2", *extra, env={"HF_HUB_OFFLINE": "1"})
+        assert r.returncode == 2, r.stdout + r.stderr
+        line = one_error_line(r)
+        assert "'fake-hash-384'" in line and "reindex" in line and "--embedder fake-384" in line
+        assert stored(work) == before
+    r = cli(work, "run", *common, "--full")  # no --embedder: the collection's own model
     assert r.returncode == 0, r.stderr
-    assert {p["embedder"] for p in stored(work).values()} == {"sentence-transformers/all-MiniLM-L6-v2"}
-    assert cli(work, "run", *common).returncode == 0  # the new model from now on
+    assert {p["embedder"] for p in stored(work).values()} == {"fake-hash-384"}
 
 
 def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):

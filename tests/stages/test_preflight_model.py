@@ -72,3 +72,46 @@ def test_the_same_model_goes_on(site, h):
     build(site)
     h.run()
     assert h.run(embedder=HashEmbedder(16)).pages_failed == 0
+
+
+def test_another_model_of_the_same_size_is_refused_with_full_too(site, h):
+    """--full re-embeds every page it keeps, yet switches no model: applications embed their
+    queries with the collection's model, and `reindex` is the switch."""
+    build(site)
+    h.run()
+    line = _refused(h, site, embedder=OTHER, full=True)
+    assert "'fake-hash-16'" in line and "pagesync reindex --embedder fake-other-model" in line
+
+
+def test_a_collection_without_points_pins_no_model_and_is_made_anew_at_the_first_write(site, h):
+    """An empty collection of another vector size (left by an earlier version) is no model to
+    keep: a dry run goes on and changes nothing, a pass drops it and makes it for its embedder."""
+    store = h.open_store()
+    try:
+        store.ensure_collection(384)
+    finally:
+        store.close()
+    build(site)
+    h.run(embedder=HashEmbedder(8), dry_run=True)
+    store = h.open_store()
+    try:
+        assert store.vector_size() == 384
+    finally:
+        store.close()
+    rep = h.run(embedder=HashEmbedder(8))
+    assert rep.pages_added == 2 and rep.pages_failed == 0
+    store = h.open_store()
+    try:
+        assert store.vector_size() == 8
+        assert {p.payload["embedder"] for p in store.scroll()} == {"fake-hash-8"}
+    finally:
+        store.close()
+
+
+def test_a_pass_that_writes_nothing_creates_no_collection(site, h):
+    h.run(sitemaps=[site.server.url("/missing.xml")])  # a 404: a sitemap error, nothing written
+    store = h.open_store()
+    try:
+        assert not store.exists()
+    finally:
+        store.close()

@@ -16,7 +16,7 @@ import pytest
 from chunking import Splitter
 from demo.site_server import render_page
 from embedders import HashEmbedder
-from sync.errors import StoreError
+from sync.errors import CollectionMismatchError, StoreError
 from sync.edges.state import StateDB
 from sync.edges.store import EdgeStore
 from tests.helpers import Harness, para, without_fetched_at
@@ -164,29 +164,19 @@ def test_section_inserted_at_the_top_embeds_only_that_section(site, tmp_path):
     assert_equals_fresh_index(h, tmp_path)
 
 
-def test_changed_embedder_identity_never_reuses(site, tmp_path):
+def test_changed_embedder_identity_is_refused_even_with_full(site, tmp_path):
+    """Same dimension and, for this fake, even the same vectors for the same text: still not
+    the same embedder. A --full pass does not switch models in place (reindex does): refused
+    before anything is fetched, nothing embedded, reused or written."""
     h = Harness(site, tmp_path, embedder=RecordingEmbedder(16, "fake-model-a"))
     site.set(PAGE, guide(ten_sections()))
     h.run()
-    n = len(h.points())
-    # Same dimension and, for this fake, even the same vectors for the same text: still not
-    # the same embedder, so nothing it stored may be reused.
+    before = h.points()
     h.embedder = RecordingEmbedder(16, "fake-model-b")
-    rep = h.run(full=True, store=CountingStore(h.store_path, "pages"))
-    assert rep.pages_changed == 1 and rep.changes[0]["reason"] == "pipeline changed"
-    assert rep.chunks_reused == 0 and rep.chunks_embedded == n == len(h.embedder.texts())
-    assert {p["embedder"] for p in h.points().values()} == {"fake-model-b"}
-    assert_equals_fresh_index(h, tmp_path, "fresh-b")
-
-    # A model with other vectors under its own id: every stored vector is its own.
-    h.embedder = RecordingEmbedder(16, "fake-model-c", salt="c:")
-    rep = h.run(full=True)
-    assert rep.chunks_reused == 0 and rep.chunks_embedded == n
-    assert_equals_fresh_index(h, tmp_path, "fresh-c")
-    # ...and back to model b: its vectors were replaced by c's, so nothing to reuse either.
-    h.embedder = RecordingEmbedder(16, "fake-model-b")
-    rep = h.run(full=True)
-    assert rep.chunks_reused == 0 and rep.chunks_embedded == n
+    site.clear_log()
+    with pytest.raises(CollectionMismatchError, match="'fake-model-a'"):
+        h.run(full=True, store=CountingStore(h.store_path, "pages"))
+    assert site.requests == [] and h.embedder.texts() == [] and h.points() == before
 
 
 def test_chunker_change_reuses_every_text_that_survives(site, tmp_path):
