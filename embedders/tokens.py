@@ -95,3 +95,23 @@ def folder_counter(folder: Path) -> TokenizerJsonCounter | None:
     if not path.is_file():
         return None
     return TokenizerJsonCounter(path, max_seq_length(folder))
+
+
+def counter_for(embedder: object) -> TokenCounter | None:
+    """The token counter of `embedder`: its own `token_counter` when it has one; the model
+    folder's tokenizer for the bundled model and `st:` models; the offline bound for
+    `openai:` (the known model's input limit, or the embedder's `max_input_tokens`); None
+    for an embedder without tokens (the test fake: the splitter counts characters)."""
+    own = getattr(embedder, "token_counter", None)
+    if own is not None:
+        return own() if callable(own) else own
+    from .onnx_backend import OnnxMiniLMEmbedder
+    from .openai_api import OpenAIEmbedder
+    from .sentence import MiniLMEmbedder, bundled_model_path
+
+    if isinstance(embedder, (OnnxMiniLMEmbedder, MiniLMEmbedder)):
+        folder = getattr(embedder, "_path", None) or bundled_model_path()
+        return folder_counter(Path(folder))
+    if isinstance(embedder, OpenAIEmbedder):
+        return FunctionCounter("utf8-bytes+4", embedder.max_input_tokens, token_bound)
+    return None

@@ -41,7 +41,7 @@ from ..edges.store import Store
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "restore_metadata", "run_audit", "CATEGORIES"]
 
 CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata")
-_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", METADATA_KEY]
+_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "headings", METADATA_KEY]
 
 
 class _UrlSummary:

@@ -80,6 +80,18 @@ MaxEmbedTokensOpt = typer.Option(None, "--max-embed-tokens", min=0,
                                       "(counted offline as an upper bound before sending); the pages not embedded "
                                       "keep their points and are embedded by the next pass (exit 1).")
 
+ChunkTokensOpt = typer.Option(None, "--chunk-tokens", min=8,
+                              help="Chunk size in the embedder's own tokens (default: what the model reads, at "
+                                   "most 1024; the bundled model 256). Characters for an embedder without a "
+                                   "tokenizer. A new size re-chunks every page once.")
+ChunkOverlapOpt = typer.Option(None, "--chunk-overlap", min=0,
+                               help="Tokens a chunk shares with the one before it when a section is cut by size "
+                                    "(default: a tenth of --chunk-tokens).")
+MaxChunkTokensOpt = typer.Option(None, "--max-chunk-tokens", min=16,
+                                 help="The most tokens one embedded text (heading path and chunk) may take "
+                                      "(default: the model's input; needed for an openai: model pagesync does not "
+                                      "know; cannot exceed a known model's input).")
+
 
 def _config_callback(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
     """Eager: the configuration file and PAGESYNC_* variables become the command's
@@ -427,6 +439,9 @@ def run(
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
     max_embed_tokens: Optional[int] = MaxEmbedTokensOpt,
+    chunk_tokens: Optional[int] = ChunkTokensOpt,
+    chunk_overlap: Optional[int] = ChunkOverlapOpt,
+    max_chunk_tokens: Optional[int] = MaxChunkTokensOpt,
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="The collection is missing or empty while the state records pages: rebuild it (without this flag such a run exits 2 and writes nothing)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
@@ -462,10 +477,10 @@ def run(
     _set_verbose(verbose)
 
     def body() -> int:
-        from chunking import Splitter
         from embedders import make_embedder
 
         from ..engine import PassConfig, arun_pass
+        from ..stages.chunks import splitter_for
         from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
 
         from ..core.config import rule_set, sources
@@ -504,6 +519,8 @@ def run(
         from .checks import check_runs
 
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
+        splitter = splitter_for(emb, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+                                max_chunk_tokens=max_chunk_tokens)  # sizes that cannot hold: exit 2
         with ExitStack() as stack:
             store = _open_store(collection, qdrant_url, api_key, qdrant_path)
             stack.callback(store.close)
@@ -519,7 +536,7 @@ def run(
                     fetcher = Fetcher(client, per_host=per_host, respect_robots=not ignore_robots,
                                       max_crawl_delay=max_crawl_delay)
                     return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
-                                           embedder=emb, splitter=Splitter(), on_progress=progress)
+                                           embedder=emb, splitter=splitter, on_progress=progress)
 
             rep = asyncio.run(go())
             data = rep.to_dict()
@@ -850,6 +867,9 @@ def reindex(
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2; any --embedder name `run` takes, e.g. st:NAME_OR_PATH or openai:MODEL)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
+    chunk_tokens: Optional[int] = ChunkTokensOpt,
+    chunk_overlap: Optional[int] = ChunkOverlapOpt,
+    max_chunk_tokens: Optional[int] = MaxChunkTokensOpt,
     alias: Optional[str] = typer.Option(None, "--alias", help="The alias to create or switch, when not --collection (e.g. the first time on a server, where --collection is a plain collection that is to stay)."),
     drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous collection after a successful switch (on a server the first time: right before the alias is created)."),
     drop_failed: bool = typer.Option(False, "--drop-failed", help="Delete the new collection when it fails to build or verify (default: keep it for inspection)."),
@@ -866,9 +886,9 @@ def reindex(
     collection is kept until --drop-old. This is how a collection changes models."""
 
     def body() -> int:
-        from chunking import Splitter
         from embedders import make_embedder
 
+        from ..stages.chunks import splitter_for
         from ..edges.catalog import ClientCatalog, EdgeCatalog
         from ..edges.fetcher import DEFAULT_USER_AGENT, make_client
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
@@ -882,6 +902,8 @@ def reindex(
         _check_selectors(rules)
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         check_runs(emb)  # a remote server's key and the model's size, before anything is opened
+        splitter = splitter_for(emb, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+                                max_chunk_tokens=max_chunk_tokens)
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
                             embed_batch=embed_batch, workers=workers, wait_lock=wait_lock, site_rules=rules)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
@@ -889,7 +911,7 @@ def reindex(
                    else EdgeCatalog(qdrant_path, lock_wait=_store_wait()))
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
-                rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,
+                rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=splitter, cfg=cfg,
                                   client_factory=lambda: make_client(user_agent=user_agent or DEFAULT_USER_AGENT,
                                                                      timeout=timeout))
         except ReindexFailed as exc:
