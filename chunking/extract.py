@@ -24,7 +24,9 @@ __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID", "SelectorError", "NoMatc
 # v6: the hash covers the normal form (code indentation included, `chunking.normalise`); only
 # the main content when a page marks it; no headerlinks (Sphinx's, MkDocs') or converter
 # escapes. Every page's next visit re-reads and re-hashes it.
-EXTRACTOR_ID = "trafilatura-md-v6"
+# v7: a <details> block's <summary> is a paragraph, not a heading (trafilatura made every
+# Pallets "Changelog" summary a `## Changelog`, cutting the real section short).
+EXTRACTOR_ID = "trafilatura-md-v7"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
@@ -203,7 +205,16 @@ def _keep_content_asides(tree) -> None:
 
 # What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow
 # (looked for in the first MiB, without copying it).
-_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|headerlink|\xc2\xb6", re.I)
+_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6", re.I)
+
+
+def _summaries_as_paragraphs(tree) -> None:
+    """<details> as a <div> and its <summary> as a <p>: a disclosure's label is text of
+    the section it sits in, not a heading of its own."""
+    for el in tree.iter("summary"):
+        el.tag = "p"
+    for el in tree.iter("details"):
+        el.tag = "div"
 
 
 class SelectorError(ValueError):
@@ -254,6 +265,7 @@ def _prepared(body: bytes, select: str | None = None):
     else:
         _main_only(tree)
     _keep_content_asides(tree)
+    _summaries_as_paragraphs(tree)
     _drop(tree, _HEADERLINKS)
     return tree
 

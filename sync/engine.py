@@ -270,7 +270,11 @@ async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: S
     cfg.check()
     state.lock(wait=cfg.wait_lock)
     try:
-        return await _Pass(cfg, fetcher, store, state, embedder, splitter or Splitter(), on_progress).run()
+        if splitter is None:
+            from .stages.chunks import splitter_for
+
+            splitter = splitter_for(embedder)  # the embedder's own tokens, up to what it reads
+        return await _Pass(cfg, fetcher, store, state, embedder, splitter, on_progress).run()
     finally:
         state.unlock()
 

@@ -31,7 +31,9 @@ vector and each point without one gets it, computed from its stored text and hea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+from chunking.split import embedded_text
 
 from ..core.ids import point_id as make_point_id
 from ..core.ids import url_digest
@@ -43,15 +45,15 @@ from ..edges.store import Store
 
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "restore_metadata", "run_audit", "CATEGORIES"]
 
-CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata", "keywords")
-_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", METADATA_KEY]
+CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata", "keywords", "too_long")
+_FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "headings", METADATA_KEY]
 
 
 class _UrlSummary:
     """What the scan saw of one live url's points."""
 
     __slots__ = ("content_hash", "title", "chunk_prefix", "indexes", "bad_ids", "stale_ids", "old_titles",
-                 "stored_title", "no_metadata")
+                 "stored_title", "no_metadata", "too_long", "model_input")
 
     def __init__(self, url: str, content_hash: str | None, title: str | None):
         self.content_hash = content_hash
@@ -65,6 +67,8 @@ class _UrlSummary:
         self.old_titles = 0
         self.stored_title: Any = None
         self.no_metadata = 0  # current, well-formed points whose `metadata` is not their own
+        self.too_long = 0  # current points whose embedded text is longer than their model reads
+        self.model_input: int | None = None  # what that model reads, in tokens
 
 
 @dataclass
@@ -126,11 +130,17 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
         return f"{plural(ex['points'], 'point')} without a current metadata object: {ex['url']}"
     if category == "keywords":
         return f"{plural(ex['points'], 'point')} without a keyword vector ({ex['vector']!r})"
+    if category == "too_long":
+        return f"{plural(ex['points'], 'point')} longer than the model reads ({ex['limit']} tokens): {ex['url']}"
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
-def audit_collection(store: Store, state: State, *, examples: int = 5, batch: int = 1024) -> AuditReport:
-    """Scan the collection once and compare it with the state (read-only)."""
+def audit_collection(store: Store, state: State, *, examples: int = 5, batch: int = 1024,
+                     counter_of: Callable[[str], Any] | None = None) -> AuditReport:
+    """Scan the collection once and compare it with the state (read-only). `counter_of`:
+    a point's embedder id -> its token counter (`embedders.tokens`) or None; with it the
+    texts are read too, and current points whose embedded text is longer than their model
+    reads are `too_long` (a collection chunked before chunks were sized in tokens)."""
     import time
 
     t0 = time.monotonic()
@@ -146,7 +156,8 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
     # The hot loop: one pass of plain tuples and dicts, the per-url work (page lookup, url
     # digest) done once per url; per point only the point id's uuid5 is computed.
     seen_get, live_get, point_id = seen.get, live.get, make_point_id
-    for rows in _payload_pages(store, batch):
+    fields = [*_FIELDS, "text", "embedder"] if counter_of is not None else _FIELDS
+    for rows in _payload_pages(store, batch, fields):
         scanned += len(rows)
         for pid, pl in rows:
             url = pl.get("url")
@@ -186,6 +197,9 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
                 summary.old_titles += 1
             elif not metadata_is_current(pl):
                 summary.no_metadata += 1
+            if counter_of is not None and (limit := _over_model_input(pl, counter_of)) is not None:
+                summary.too_long += 1
+                summary.model_input = limit
     rep.points_scanned = scanned
 
     for url, page in live.items():
@@ -210,6 +224,10 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
             rep.note("metadata", s.no_metadata, {"url": url, "points": s.no_metadata}, examples)
             if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # a re-indexed page gets it anyway
                 rep.metadata_urls.append(url)
+        if s is not None and s.too_long:
+            rep.note("too_long", s.too_long, {"url": url, "points": s.too_long, "limit": s.model_input}, examples)
+            if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # re-chunked by the repair pass
+                rep.reindex_urls.append(url)
     missing_keywords = getattr(store, "keywords_missing", None)  # (a Store from before keyword vectors: none)
     no_keywords = missing_keywords() if callable(missing_keywords) and scanned else 0
     if no_keywords:
@@ -218,6 +236,44 @@ def audit_collection(store: Store, state: State, *, examples: int = 5, batch: in
         rep.note("keywords", no_keywords, {"points": no_keywords, "vector": SPARSE_VECTOR}, examples)
     rep.seconds = round(time.monotonic() - t0, 3)
     return rep
+
+
+def _over_model_input(pl: dict[str, Any], counter_of: Callable[[str], Any]) -> int | None:
+    """What the point's model reads, when its embedded text (`headings` and `text`) is
+    longer; None when it fits (or its model's tokens are not known here)."""
+    text, embedder = pl.get("text"), pl.get("embedder")
+    if not isinstance(text, str) or not isinstance(embedder, str):
+        return None
+    counter = counter_of(embedder)
+    if counter is None or counter.limit is None:
+        return None
+    headings = pl.get("headings")
+    if isinstance(headings, list) and all(isinstance(h, str) for h in headings):
+        text = embedded_text(text, headings)
+    return counter.limit if counter.count(text) > counter.limit else None
+
+
+def model_counters() -> Callable[[str], Any]:
+    """Embedder id -> the token counter of that model as pagesync runs it (memoised; None
+    for a model pagesync does not have, or one with no tokenizer here). Nothing is loaded
+    but a tokenizer file; a remote model's counter is its offline bound."""
+    memo: dict[str, Any] = {}
+
+    def counter_of(model_id: str) -> Any:
+        if model_id not in memo:
+            memo[model_id] = None
+            try:
+                from embedders import make_embedder, name_for_model_id
+                from embedders.tokens import counter_for
+
+                name = name_for_model_id(model_id)
+                if name is not None and not name.startswith("openai:"):  # the byte bound overcounts
+                    memo[model_id] = counter_for(make_embedder(name))
+            except Exception:  # noqa: BLE001 - an audit of a model not installed checks the rest
+                memo[model_id] = None
+        return memo[model_id]
+
+    return counter_of
 
 
 def _payload_pages(store: Store, batch: int, fields: Sequence[str] = _FIELDS) -> Iterator[list[tuple[str, dict[str, Any]]]]:
@@ -306,7 +362,8 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
     import asyncio
 
     state.lock(wait=wait_lock)
-    first = audit_collection(store, state, examples=examples)
+    counters = model_counters()
+    first = audit_collection(store, state, examples=examples, counter_of=counters)
     out: dict[str, Any] = {"audit": first.to_dict()}
     text = first.render()
     final = first
@@ -331,7 +388,7 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())
         state.lock(wait=wait_lock)
-        final = audit_collection(store, state, examples=examples)
+        final = audit_collection(store, state, examples=examples, counter_of=counters)
         deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
         out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
                       "metadata_pages": len(first.metadata_urls), "keyword_points": first.counts["keywords"],

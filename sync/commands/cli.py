@@ -87,6 +87,18 @@ MaxEmbedTokensOpt = typer.Option(None, "--max-embed-tokens", min=0,
                                       "(counted offline as an upper bound before sending); the pages not embedded "
                                       "keep their points and are embedded by the next pass (exit 1).")
 
+ChunkTokensOpt = typer.Option(None, "--chunk-tokens", min=8,
+                              help="Chunk size in the embedder's own tokens (default: what the model reads, at "
+                                   "most 1024; the bundled model 256). Characters for an embedder without a "
+                                   "tokenizer. A new size re-chunks every page once.")
+ChunkOverlapOpt = typer.Option(None, "--chunk-overlap", min=0,
+                               help="Tokens a chunk shares with the one before it when a section is cut by size "
+                                    "(default: a tenth of --chunk-tokens).")
+MaxChunkTokensOpt = typer.Option(None, "--max-chunk-tokens", min=16,
+                                 help="The most tokens one embedded text (heading path and chunk) may take "
+                                      "(default: the model's input; needed for an openai: model pagesync does not "
+                                      "know; cannot exceed a known model's input).")
+
 
 def _config_callback(ctx: typer.Context, value: Optional[Path]) -> Optional[Path]:
     """Eager: the configuration file and PAGESYNC_* variables become the command's
@@ -474,6 +486,9 @@ def run(
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
     max_embed_tokens: Optional[int] = MaxEmbedTokensOpt,
+    chunk_tokens: Optional[int] = ChunkTokensOpt,
+    chunk_overlap: Optional[int] = ChunkOverlapOpt,
+    max_chunk_tokens: Optional[int] = MaxChunkTokensOpt,
     full: bool = typer.Option(False, "--full", help="Visit every known page this pass (conditional GET still applies)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="The collection is missing or empty while the state records pages: rebuild it (without this flag such a run exits 2 and writes nothing)."),
     now: Optional[str] = typer.Option(None, "--now", help="The pass's clock, ISO 8601 (replays, backfills)."),
@@ -524,6 +539,7 @@ class _RunSetup:
     embedder: object | None  # None: the collection's own model, resolved once the store is open
     embed_dimensions: Optional[int]
     embed_concurrency: Optional[int]
+    chunking: dict[str, Optional[int]]  # --chunk-tokens, --chunk-overlap, --max-chunk-tokens
     collection: str
     qdrant_url: Optional[str]
     api_key: Optional[str]
@@ -554,7 +570,8 @@ class _RunOutcome:
 def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl: list[str], max_pages: int,
                  collection: str, qdrant_url: Optional[str], api_key: Optional[str], qdrant_path: Path, state: str,
                  wait_lock: float, embedder: Optional[str], embed_dimensions: Optional[int],
-                 embed_concurrency: Optional[int], max_embed_tokens: Optional[int], full: bool, rebuild: bool,
+                 embed_concurrency: Optional[int], max_embed_tokens: Optional[int], chunk_tokens: Optional[int],
+                 chunk_overlap: Optional[int], max_chunk_tokens: Optional[int], full: bool, rebuild: bool,
                  now: Optional[str], report: Optional[Path], dry_run: bool, workers: int, per_host: int,
                  embed_batch: int, no_reuse: bool, user_agent: Optional[str], timeout: float, allow_host: list[str],
                  allow_mass_delete: bool, max_delete_share: float, ignore_robots: bool, max_crawl_delay: float,
@@ -604,10 +621,14 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
                           "pagesync.toml; the page state does not keep them)")
     from .checks import check_runs
 
+    chunking = {"chunk_tokens": chunk_tokens, "chunk_overlap": chunk_overlap, "max_chunk_tokens": max_chunk_tokens}
     if emb is not None:
+        from ..stages.chunks import splitter_for
+
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
+        splitter_for(emb, **chunking)  # sizes that cannot hold: exit 2 before anything opens
     return _RunSetup(cfg=cfg, embedder=emb, embed_dimensions=embed_dimensions,
-                     embed_concurrency=embed_concurrency, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
+                     embed_concurrency=embed_concurrency, chunking=chunking, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
                      qdrant_path=qdrant_path, state=state, now_given=now, report=report, metrics=metrics,
                      user_agent=user_agent, timeout=timeout, per_host=per_host, ignore_robots=ignore_robots,
                      max_crawl_delay=max_crawl_delay, quiet=quiet, max_failed_share=max_failed_share)
@@ -617,9 +638,8 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
     """One pass of `setup` at `now`: the store and the state are opened for it and closed
     after it. `watching`: --metrics is left to the watcher (which adds its own figures), and
     the state's due times and freshness figures are read before it is closed."""
-    from chunking import Splitter
-
     from ..engine import arun_pass
+    from ..stages.chunks import splitter_for
     from ..edges.fetcher import DEFAULT_USER_AGENT, Fetcher, make_client
     from .checks import collection_embedder
 
@@ -639,6 +659,7 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
             emb = collection_embedder(store, st.last_run(), dimensions=dims, concurrency=conc)
         if watching:  # the watcher's next passes use the model this one resolved
             setup.embedder = emb
+        splitter = splitter_for(emb, **setup.chunking)
         if setup.now_given:
             _check_clock(st, cfg.now, setup.now_given)
         progress = stack.enter_context(_Progress(setup.quiet, dry_run))
@@ -649,7 +670,7 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
                 fetcher = Fetcher(client, per_host=setup.per_host, respect_robots=not setup.ignore_robots,
                                   max_crawl_delay=setup.max_crawl_delay)
                 return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
-                                       embedder=emb, splitter=Splitter(), on_progress=progress)
+                                       embedder=emb, splitter=splitter, on_progress=progress)
 
         rep = asyncio.run(go())
         data = rep.to_dict()
@@ -1063,6 +1084,9 @@ def reindex(
     embedder: Optional[str] = typer.Option(None, "--embedder", help="The embedder of the new collection (default: the bundled all-MiniLM-L6-v2; any --embedder name `run` takes, e.g. st:NAME_OR_PATH or openai:MODEL)."),
     embed_dimensions: Optional[int] = EmbedDimensionsOpt,
     embed_concurrency: Optional[int] = EmbedConcurrencyOpt,
+    chunk_tokens: Optional[int] = ChunkTokensOpt,
+    chunk_overlap: Optional[int] = ChunkOverlapOpt,
+    max_chunk_tokens: Optional[int] = MaxChunkTokensOpt,
     alias: Optional[str] = typer.Option(None, "--alias", help="The alias to create or switch, when not --collection (e.g. the first time on a server, where --collection is a plain collection that is to stay)."),
     drop_old: bool = typer.Option(False, "--drop-old", help="Delete the previous collection after a successful switch (on a server the first time: right before the alias is created)."),
     drop_failed: bool = typer.Option(False, "--drop-failed", help="Delete the new collection when it fails to build or verify (default: keep it for inspection)."),
@@ -1079,9 +1103,9 @@ def reindex(
     collection is kept until --drop-old. This is how a collection changes models."""
 
     def body() -> int:
-        from chunking import Splitter
         from embedders import make_embedder
 
+        from ..stages.chunks import splitter_for
         from ..edges.catalog import ClientCatalog, EdgeCatalog
         from ..edges.fetcher import DEFAULT_USER_AGENT, make_client
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
@@ -1095,6 +1119,8 @@ def reindex(
         _check_selectors(rules)
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
         check_runs(emb)  # a remote server's key and the model's size, before anything is opened
+        splitter = splitter_for(emb, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+                                max_chunk_tokens=max_chunk_tokens)
         cfg = ReindexConfig(alias=alias, drop_old=drop_old, drop_failed=drop_failed, dry_run=dry_run,
                             embed_batch=embed_batch, workers=workers, wait_lock=wait_lock, site_rules=rules)
         store = _open_store(collection, qdrant_url, api_key, qdrant_path)  # where the page state may live
@@ -1102,7 +1128,7 @@ def reindex(
                    else EdgeCatalog(qdrant_path, lock_wait=_store_wait()))
         try:
             with _open_state(state, store, missing=NO_STATE) as st:
-                rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=Splitter(), cfg=cfg,
+                rep = run_reindex(catalog, collection, state=st, embedder=emb, splitter=splitter, cfg=cfg,
                                   client_factory=lambda: make_client(user_agent=user_agent or DEFAULT_USER_AGENT,
                                                                      timeout=timeout))
         except ReindexFailed as exc:

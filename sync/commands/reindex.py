@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import sqlite3
 import tempfile
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chunking import EXTRACTOR_ID, Splitter, extract_page
+from chunking.split import Chunk, embedded_text
 from embedders.base import Embedder
 
 from .audit import audit_collection
@@ -75,7 +77,7 @@ __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "ar
 
 TEXT_SOURCES = ("state", "points", "fetch")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
-_HARVEST_FIELDS = ["url", "chunk_index", "content_hash", "text", "embedder", "fetched_at"]
+_HARVEST_FIELDS = ["url", "chunk_index", "content_hash", "text", "embedder", "fetched_at", "headings"]
 
 
 class ReindexFailed(PagesyncError):
@@ -207,6 +209,13 @@ class _Item:
     fetched_at: str
     markdown: str | None = None  # re-fetched text, kept in the state
     old_hash: str | None = None  # the page's hash before the reindex
+    headings: list[tuple[str, ...]] = dataclasses.field(default_factory=list)  # per chunk: its heading path
+
+    @property
+    def inputs(self) -> list[str]:
+        """What the model embeds per chunk: its heading path, then the chunk."""
+        paths = self.headings or [() for _ in self.chunks]
+        return [embedded_text(t, h) for t, h in zip(self.chunks, paths, strict=True)]
 
 
 class _Planned:
@@ -227,7 +236,8 @@ class _Harvest:
         self.db = sqlite3.connect(str(Path(tmpdir) / "harvest.db"), isolation_level=None)
         self.db.execute("PRAGMA journal_mode=OFF")
         self.db.execute("PRAGMA synchronous=OFF")
-        self.db.execute("CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT)")
+        self.db.execute("CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT, "
+                        "headings TEXT)")
         self.embedders: set[str] = set()
 
     def fill(self, store: Store, urls: set[str]) -> int:
@@ -238,7 +248,7 @@ class _Harvest:
             if pl.get("url") not in urls:
                 continue
             rows.append((pl["url"], pl.get("chunk_index"), pl.get("content_hash"), pl.get("embedder"),
-                         pl.get("fetched_at"), pl.get("text")))
+                         pl.get("fetched_at"), pl.get("text"), json.dumps(pl.get("headings"))))
             if isinstance(pl.get("embedder"), str):
                 self.embedders.add(pl["embedder"])
             n += 1
@@ -252,14 +262,15 @@ class _Harvest:
     def _put(self, rows: list[tuple]) -> None:
         if rows:
             self.db.execute("BEGIN")
-            self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self.db.execute("COMMIT")
 
-    def page(self, page: PageState, fingerprint: Callable[[str], str]) -> tuple[list[str], str | None] | None:
-        """The page's chunk texts and fetched_at when its points are exactly its current
+    def page(self, page: PageState, fingerprint: Callable[[str], str]
+             ) -> tuple[list[str], str | None, list[tuple[str, ...]]] | None:
+        """The page's chunk texts, fetched_at and heading paths when its points are exactly its current
         generation, cut by the current extractor (with the page's selector) and chunker:
         `fingerprint(embedder)` is then the page's for one embedder seen; else None."""
-        rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text FROM chunks WHERE url = ? ORDER BY idx",
+        rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text, headings FROM chunks WHERE url = ? ORDER BY idx",
                                (page.url,)).fetchall()
         if len(rows) != page.chunk_count:
             return None
@@ -272,7 +283,9 @@ class _Harvest:
         made_by = {r[2] for r in rows} if rows else self.embedders
         if not any(isinstance(e, str) and fingerprint(e) == page.fingerprint for e in made_by):
             return None
-        return [r[4] for r in rows], (rows[0][3] if rows else None)
+        paths = [json.loads(r[5]) if r[5] else None for r in rows]
+        headings = [tuple(p) if isinstance(p, list) else () for p in paths]
+        return [r[4] for r in rows], (rows[0][3] if rows else None), headings
 
     def close(self) -> None:
         self.db.close()
@@ -385,16 +398,16 @@ class _Reindex:
         if source == "state":
             h, md = kept.get(page.url, (None, ""))
             if h == page.content_hash and content_hash(md) == page.content_hash and self._text_is_current(page):
-                chunks = await asyncio.to_thread(self.splitter.split, md)
+                pieces = await asyncio.to_thread(self._chunks_of, md, page.title or "")
                 stamp = page.last_changed_at.isoformat() if page.last_changed_at else self.now_iso
-                return _Item(after, "state", chunks, stamp)
+                return _Item(after, "state", [c.text for c in pieces], stamp, headings=[c.headings for c in pieces])
             source = "fetch"  # damaged or changed meanwhile: read the page again
         if source == "points":
             got = (harvest.page(page, lambda e: self._fingerprint_of(e, page.url))
                    if harvest is not None else None)
             if got is not None:
-                chunks, stamp = got
-                return _Item(after, "points", chunks, stamp or self.now_iso)
+                chunks, stamp, paths = got
+                return _Item(after, "points", chunks, stamp or self.now_iso, headings=paths)
             source = "fetch"
         async with sem:
             res = await self.fetcher.fetch_page(page.url, None)
@@ -411,8 +424,9 @@ class _Reindex:
             problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
         if problem is None:
             try:
-                md, title, chunks = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url,
+                md, title, pieces = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url,
                                                                res.charset)
+                chunks = [c.text for c in pieces]
             except Exception as exc:  # a page the extractor chokes on
                 problem = f"extraction failed: {exc}"
         if problem is not None:
@@ -427,13 +441,21 @@ class _Reindex:
             after.etag, after.last_modified = res.validators.etag, res.validators.last_modified
             after.last_changed_at = self.now
             stamp = self.now_iso
-        return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash)
+        return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash,
+                     headings=[c.headings for c in pieces])
 
-    def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[str]]:
+    def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
+        """The text's chunks with their heading paths (a splitter that only `split`s: none)."""
+        chunks = getattr(self.splitter, "chunks", None)
+        if chunks is not None:
+            return chunks(markdown, title)
+        return [Chunk(text) for text in self.splitter.split(markdown)]
+
+    def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[Chunk]]:
         """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
         select = self._select(url)
         ex = extract_page(body, ctype, url, charset=charset, **({"select": select} if select is not None else {}))
-        return ex.markdown, ex.title or "", self.splitter.split(ex.markdown)
+        return ex.markdown, ex.title or "", self._chunks_of(ex.markdown, ex.title or "")
 
     async def _build(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None, store: Store) -> None:
         sem = asyncio.Semaphore(max(1, self.cfg.workers))
@@ -471,7 +493,7 @@ class _Reindex:
         if not self.queue:
             return
         batch, self.queue, self.queued = self.queue, [], 0
-        texts = [c for item in batch for c in item.chunks]
+        texts = [c for item in batch for c in item.inputs]
         vectors: list[list[float]] = []
         if texts:
             try:
@@ -490,7 +512,7 @@ class _Reindex:
             pos += len(item.chunks)
             points += build_points(item.page.url, item.chunks, vecs, hash_=item.page.content_hash or "",
                                    title=item.page.title or "", fetched_at=item.fetched_at,
-                                   embedder_id=self.embedder.model_id)
+                                   embedder_id=self.embedder.model_id, headings=item.headings or None)
         if points:
             await asyncio.to_thread(store.upsert, points)
             if self.sample is None:
@@ -691,7 +713,11 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
                        splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
                        client_factory: Callable[[], Any] | None = None) -> ReindexReport:
     """Async form of `run_reindex`."""
-    job = _Reindex(catalog, collection, state, embedder, splitter or Splitter(), cfg or ReindexConfig(),
+    if splitter is None:
+        from ..stages.chunks import splitter_for
+
+        splitter = splitter_for(embedder)  # as a pass chunks for this embedder
+    job = _Reindex(catalog, collection, state, embedder, splitter, cfg or ReindexConfig(),
                    fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
     _check_selectors(job.cfg.site_rules)  # a selector no CSS parser reads: exit 2, nothing read

@@ -35,7 +35,8 @@ def pipeline_fingerprint(embedder_id: str, chunker_settings: str) -> str:
 
 
 def reuse_key(embedder_id: str, text: str) -> str:
-    """Identity of a vector: the embedder that made it and the exact chunk text it embeds.
+    """Identity of a vector: the embedder that made it and the exact text it embeds (the
+    chunk behind its heading path, `chunking.embedded_text`).
 
     A stored point's vector is reused for a new chunk only when both are equal (no
     whitespace folding: the model sees every character). The extractor and chunker

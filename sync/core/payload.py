@@ -2,7 +2,8 @@
 
 LangChain's `QdrantVectorStore` returns a point's `metadata_payload_key` object (default
 `metadata`) as a Document's metadata and reads nothing else but the text, so each point
-carries a copy of its own `url`, `title`, `chunk_id`, `chunk_index` and `fetched_at` there.
+carries a copy of its own `url`, `title`, `chunk_id`, `chunk_index`, `fetched_at` and
+`headings` (the chunk's page title and heading path) there.
 The copy is derived from the point's top-level payload alone: a pass writes it with the
 point, and the audit checks (and `--fix` restores) it from the same fields, with no fetch
 and no embedding.
@@ -16,7 +17,7 @@ __all__ = ["METADATA_KEY", "METADATA_FIELDS", "point_metadata", "metadata_is_cur
 
 METADATA_KEY = "metadata"
 # The top-level payload fields the `metadata` object mirrors, in the contract's order.
-METADATA_FIELDS = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
+METADATA_FIELDS = ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings")
 
 
 def point_metadata(payload: Mapping[str, Any]) -> dict[str, Any]:

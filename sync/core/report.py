@@ -52,6 +52,9 @@ class Report:
     # did not embed (pages_over_token_budget) keep their points and state, due next pass.
     embed_budget_reached: bool = False
     pages_over_token_budget: int = 0
+    # Chunks written whose embedded text (heading path and chunk) is longer than the
+    # embedder reads (its tokens): 0, the splitter sizes every chunk to fit.
+    chunks_over_model_input: int = 0
     dry_run: bool = False
     now: str = ""
     collection: str = ""

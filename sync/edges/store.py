@@ -40,6 +40,8 @@ from .aliasfile import resolve_alias
 from .lease import Holder, iso, this_process
 from ..errors import (CollectionMismatchError, ConfigError, PagesyncError, StateError, StateUnusableError,
                      StoreError, StoreFullError, StoreHeldError, StoreReadOnlyError, StoreUnavailableError)
+from chunking.split import embedded_text
+
 from ..core.hashing import reuse_key
 from ..core.secrets import public_url, url_secrets
 from ..core.secrets import redact as _redact
@@ -181,8 +183,8 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-REUSE_FIELDS = ("text", "embedder")
-KEY_FIELDS = ("url", "text", "embedder")
+REUSE_FIELDS = ("text", "embedder", "headings")
+KEY_FIELDS = ("url", "text", "embedder", "headings")
 URLS_PER_READ = 256  # urls in one `reuse_keys_for_urls` filter (one request each on a server)
 
 
@@ -214,17 +216,28 @@ def _reuse_entry(payload: Any, vector: Any) -> tuple[str, list[float]] | None:
         vector = vector.get("")
     if not payload or vector is None:
         return None
-    text, embedder = payload.get("text"), payload.get("embedder")
+    text, embedder = _embedded_of(payload), payload.get("embedder")
     if not isinstance(text, str) or not isinstance(embedder, str):
         return None
     return reuse_key(embedder, text), list(vector)
+
+
+def _embedded_of(payload: Any) -> str | None:
+    """What the point's vector was embedded from: its heading path and text
+    (`chunking.embedded_text`); the text alone for a point without `headings`."""
+    text, headings = payload.get("text"), payload.get("headings")
+    if not isinstance(text, str):
+        return None
+    if isinstance(headings, list) and all(isinstance(h, str) for h in headings):
+        return embedded_text(text, headings)
+    return text
 
 
 def _reuse_key_of(payload: Any) -> tuple[str, str] | None:
     """(reuse key, url) of one stored point's payload, or None when it cannot be reused."""
     if not payload:
         return None
-    text, embedder, url = payload.get("text"), payload.get("embedder"), payload.get("url")
+    text, embedder, url = _embedded_of(payload), payload.get("embedder"), payload.get("url")
     if not isinstance(text, str) or not isinstance(embedder, str) or not isinstance(url, str):
         return None
     return reuse_key(embedder, text), url

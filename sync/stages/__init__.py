@@ -1,5 +1,6 @@
 """The stages of a sync pass, one module each, in the order a page's data flows through them.
 
+`chunks` (the splitter for the embedder's tokens: chunk sizes up to what the model reads),
 `preflight` (the collection and the model against the state), `plan` (sitemap diff,
 schedule, budget -> visits and removals; `bulk_edits` watches for site-wide edits beside it), `visit` (fetch -> extract -> decide), `embed`
 (reuse, de-duplication, batching, the model call's overlap), `write` (a page's replace in

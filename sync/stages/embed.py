@@ -33,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from chunking.split import embedded_text
 from embedders.limits import token_bound
 
 from ..core.decision import Decision
@@ -60,6 +61,16 @@ class _Pending:
     # Per chunk: a vector already known (reused), or None until the batch's model call.
     vectors: list[Sequence[float] | None] = field(default_factory=list)
     reused: int = 0  # chunks that will not be model inputs of their own
+    # Per chunk: its heading path (payload `headings`), and what the model embeds for it
+    # (`chunking.embedded_text`: the path, then the chunk), which the reuse key is taken over.
+    headings: list[tuple[str, ...]] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.headings:
+            self.headings = [() for _ in self.chunks]
+        if not self.inputs:
+            self.inputs = [embedded_text(t, h) for t, h in zip(self.chunks, self.headings, strict=True)]
 
 
 class _VectorCache:
@@ -142,7 +153,7 @@ class EmbedStage:
         if self.leaving_on and (self.leaving_todo or self.leaving_keys):
             # Texts neither its own points nor the pass hold: maybe a page leaving this pass does.
             model_id = self.embedder.model_id
-            keys = [reuse_key(model_id, text) for text in chunks]
+            keys = [reuse_key(model_id, text) for text in item.inputs]
             missing = [k for k in keys if k not in stored and k not in self.cache]
             if missing:
                 stored = {**stored, **await self._leaving_vectors(missing)}
@@ -256,8 +267,8 @@ class EmbedStage:
                 self.cache.put(key, vec)
         dedup = self.cfg.reuse_vectors
         if keys is None:
-            keys = [reuse_key(model_id, text) for text in item.chunks]
-        for text, key in zip(item.chunks, keys, strict=True):
+            keys = [reuse_key(model_id, text) for text in item.inputs]
+        for text, key in zip(item.inputs, keys, strict=True):
             vec = stored.get(key)
             if vec is None or len(vec) != dim:
                 vec = self.cache.get(key)
@@ -297,7 +308,7 @@ class EmbedStage:
                     if vec is None and key not in to_embed:
                         known = self.last_fresh.get(key)
                         if known is None:
-                            to_embed[key] = item.chunks[i]
+                            to_embed[key] = item.inputs[i]
                             item.reused -= 1
                         else:
                             item.vectors[i] = known
@@ -439,6 +450,6 @@ class EmbedStage:
         last = self.last_report.get("tokens_per_chunk")
         per_chunk = r.tokens_per_chunk or (last if isinstance(last, (int, float)) and last > 0 else None)
         if per_chunk is None:
-            per_chunk = getattr(self.splitter, "chunk_size", 1000) / 4
+            per_chunk = getattr(self.splitter, "chunk_size", 1000) / (1 if getattr(self.splitter, "counter", None) else 4)
         r.tokens_saved_by_skip = round(self.chunks_skipped * per_chunk)
         r.tokens_saved_by_reuse = round(r.chunks_reused * per_chunk)

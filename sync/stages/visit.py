@@ -17,6 +17,7 @@ import logging
 from typing import Sequence
 
 from chunking import EXTRACTOR_ID, extract_page
+from chunking.split import Chunk
 
 from ..core.hashing import content_hash
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
@@ -39,6 +40,14 @@ class VisitStage:
         pipeline fingerprint of each --select in use."""
         self.visiting: set[str] = set()
         self.fingerprints: dict[str | None, str] = {None: self.fingerprint}
+
+    def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
+        """The page's chunks with their heading paths; a splitter that only `split`s (an
+        older one, a test's) gives chunks without a path, embedded as their text alone."""
+        chunks = getattr(self.splitter, "chunks", None)
+        if chunks is not None:
+            return chunks(markdown, title)
+        return [Chunk(text) for text in self.splitter.split(markdown)]
 
     def _fingerprint_for(self, url: str) -> str:
         """The pipeline fingerprint of `url`'s points: the pass's, with the selector its site
@@ -231,7 +240,8 @@ class VisitStage:
                 self._flush_skips()
             return
         # Chunking happens only for a real change.
-        chunks = self.splitter.split(extracted.markdown)
+        pieces = self._chunks_of(extracted.markdown, title or "")
+        chunks = [c.text for c in pieces]
         cap = self.cfg.max_chunks_per_page
         if cap is not None and len(chunks) > cap:
             reason = (f"{len(chunks)} chunks, over the cap of {cap} per page (--max-chunks-per-page); "
@@ -239,7 +249,10 @@ class VisitStage:
             log.warning("skipped %s: %s", page.url, reason)
             self._skip(page, reason, reason)
             return
-        item = _Pending(page, decision, result, new_hash, title or "", chunks)
+        item = _Pending(page, decision, result, new_hash, title or "", chunks, headings=[c.headings for c in pieces])
+        limit = getattr(self.splitter, "max_tokens", None)
+        if limit is not None:
+            self.report.chunks_over_model_input += sum(1 for c in pieces if c.tokens is not None and c.tokens > limit)
         if (decision.action is Action.REPLACE and decision.reason == "content changed"
                 and may_be_broken(page.chunk_count, len(chunks), len(extracted.markdown))):
             # A collapse or a short text: written (or held) once the guard has seen the pass.

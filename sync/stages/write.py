@@ -40,12 +40,15 @@ _LANDED = frozenset({Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED, Action.ADD
 
 
 def build_points(
-    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str, embedder_id: str
+    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str,
+    embedder_id: str, headings: Sequence[Sequence[str]] | None = None
 ) -> list[StoredPoint]:
     """A page's points, exactly as the contract lays out ids and payload (its `metadata`
-    object included: `sync.core.payload`)."""
+    object included: `sync.core.payload`). `headings`: each chunk's heading path, the one
+    its vector was embedded under (none: embedded as the text alone)."""
     out = []
-    for i, (text, vec) in enumerate(zip(chunks, vectors, strict=True)):
+    paths = list(headings) if headings is not None else [() for _ in chunks]
+    for i, (text, vec, path) in enumerate(zip(chunks, vectors, paths, strict=True)):
         cid = chunk_id(url, i)
         payload = {
             "url": url,
@@ -56,6 +59,7 @@ def build_points(
             "title": title,
             "fetched_at": fetched_at,
             "embedder": embedder_id,
+            "headings": list(path),
         }
         payload[METADATA_KEY] = point_metadata(payload)  # what LangChain reads as a Document's metadata
         out.append(StoredPoint(point_id(cid), payload, list(vec)))
@@ -120,7 +124,7 @@ class WriteStage:
             item.page.pending_hash = item.hash_
             writes.append(PageWrite(item.page.url, build_points(
                 item.page.url, item.chunks, item.vectors or [], hash_=item.hash_, title=item.title,
-                fetched_at=self.now_iso, embedder_id=self.embedder.model_id)))
+                fetched_at=self.now_iso, embedder_id=self.embedder.model_id, headings=item.headings)))
         self._save([i.page for i in items])
         try:
             # The collection is made at the first write (`_ready_collection`): a pass that

@@ -53,7 +53,7 @@ def test_audit_finds_every_kind_of_damage(site, harness):
         rep = audit_collection(store, st)
     store.close()
     assert not rep.ok
-    assert rep.counts == {"orphans": 2, "stale": 1, "broken": 1, "missing": 0, "foreign": 1, "metadata": 0, "keywords": 0}
+    assert rep.counts == {"orphans": 2, "stale": 1, "broken": 1, "missing": 0, "foreign": 1, "metadata": 0, "keywords": 0, "too_long": 0}
     assert {e["url"] for e in rep.examples["orphans"]} == {urls["stray"]}
     assert rep.examples["stale"][0]["url"] == urls["old"]
     assert rep.reindex_urls == [urls["gap"]]
@@ -90,7 +90,7 @@ def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its
         store.upsert([StoredPoint(pid, {**clean[pid], "title": "Page 0 (old)"}, vectors[pid]) for pid in hit])
         with StateDB(harness.state_path) as st:
             rep = audit_collection(store, st)
-            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0, "metadata": 0, "keywords": 0}
+            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0, "metadata": 0, "keywords": 0, "too_long": 0}
             assert rep.examples["stale"] == [{"url": url, "points": 2, "title": "Page 0", "stored_title": "Page 0 (old)"}]
             assert "2 points with an old title" in rep.render()
             assert rep.reindex_urls == [url] and rep.delete_ids == []
@@ -147,3 +147,21 @@ def test_foreign_points_are_never_touched_without_the_flag(site, harness):
     assert r.returncode == 1 and "foreign" in r.stdout
     assert len(harness.points()) == len([p for p in harness.points().values()])
     assert "00000000-0000-4000-8000-000000000002" in harness.points()
+
+
+def test_audit_finds_points_longer_than_their_model_reads(site, harness):
+    # A collection chunked before chunks were sized in tokens: its points are counted with
+    # their model's tokenizer (here a word count standing in for it) and `too_long` is found.
+    from embedders.tokens import FunctionCounter
+
+    build_site(site)
+    harness.run()
+    store = EdgeStore(harness.store_path, "pages")
+    with StateDB(harness.state_path) as st:
+        fits = audit_collection(store, st, counter_of=lambda e: FunctionCounter("words", 10_000, lambda t: len(t.split())))
+        short = audit_collection(store, st, counter_of=lambda e: FunctionCounter("words", 20, lambda t: len(t.split())))
+    store.close()
+    assert fits.ok and fits.counts["too_long"] == 0
+    assert not short.ok and short.counts["too_long"] > 0
+    assert short.examples["too_long"][0]["limit"] == 20
+    assert set(short.reindex_urls) == {site.server.url(f"/p{i}.html") for i in range(4)}

@@ -97,7 +97,7 @@ def test_an_export_of_points_without_metadata_imports_as_given_and_the_fix_adds_
         old = [json.loads(line) for line in out.getvalue().splitlines()]
         for rec in old:
             assert rec["payload"].pop("metadata") == {k: rec["payload"][k] for k in
-                                                       ("url", "title", "chunk_id", "chunk_index", "fetched_at")}
+                                                       ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings")}
         store.delete_points(list(clean))
         import_points(store, io.StringIO("".join(json.dumps(r) + "\n" for r in old)))
         assert all("metadata" not in p.payload for p in store.scroll())

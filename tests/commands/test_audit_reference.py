@@ -72,7 +72,7 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
     sites = {urlsplit(p.url).netloc.lower() for p in state.all_pages()}
     rep.pages_live = len(live)
     seen: dict[str, dict] = {}
-    fields = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "metadata"]
+    fields = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "headings", "metadata"]
     for point in store.scroll(batch=batch, payload_fields=fields):
         rep.points_scanned += 1
         pl = point.payload
@@ -103,7 +103,7 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
         s["indexes"][idx] = s["indexes"].get(idx, 0) + 1
         if (pl.get("title") or "") != (page.title or ""):
             s["titles"].append(pl.get("title"))
-        elif pl.get("metadata") != {k: pl[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at") if k in pl}:
+        elif pl.get("metadata") != {k: pl[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings") if k in pl}:
             s["metadata"] += 1
     for url, page in live.items():
         s = seen.get(url)
@@ -162,7 +162,7 @@ def with_metadata(draw, payload: dict[str, Any]) -> dict[str, Any]:
     none, one of an older write (another `fetched_at`) or one that is no object."""
     if draw(st.booleans()):
         payload["fetched_at"] = draw(st.sampled_from(["2026-01-01", "2026-02-01"]))
-    own = {k: payload[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at") if k in payload}
+    own = {k: payload[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings") if k in payload}
     meta = draw(st.sampled_from(["own", "own", "own", "none", "older", "junk"]))
     if meta == "own":
         payload["metadata"] = own

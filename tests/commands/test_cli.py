@@ -560,3 +560,15 @@ def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
     assert "pages: 3 tracked" in r.stdout
     info = json.loads(rj.stdout)
     assert info["points"] is None and info["pages_tracked"] == 3
+
+
+@pytest.mark.slow
+def test_chunk_sizes_the_model_cannot_take_are_exit_2(tmp_path):
+    # Checked before anything is fetched or created: the bundled model reads 256 word pieces.
+    for args, words in ((["--chunk-tokens", "300"], "more than the model reads"),
+                        (["--max-chunk-tokens", "512"], "reads 256 tokens"),
+                        (["--chunk-tokens", "100", "--chunk-overlap", "100"], "--chunk-overlap 100")):
+        r = cli(tmp_path, "run", "--url", "https://docs.example.com/a", *args)
+        assert r.returncode == 2, r.stderr
+        assert words in one_error_line(r)
+    assert not (tmp_path / ".pagesync").exists()

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from chunking.split import embedded_text
 from tests.embedders.st_cache import cached_model
 from tests.commands.test_cli import build, cli, one_error_line, sitemap, stored
 
@@ -98,5 +99,5 @@ def test_reindex_to_a_cached_model_by_name_then_run_by_its_folder_embeds_nothing
         got = list(store.scroll(with_vectors=True))
     finally:
         store.close()
-    want = minilm.embed([p.payload["text"] for p in got])
+    want = minilm.embed([embedded_text(p.payload["text"], p.payload.get("headings") or []) for p in got])
     assert np.allclose([p.vector for p in got], want, atol=1e-5)

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import sync.engine as engine
 import sync.stages.visit as visit
+from chunking.split import embedded_text
 from embedders import HashEmbedder
 from sync.edges.state import LIVE, StateDB
 from tests.helpers import page_html, para
@@ -80,7 +81,7 @@ def assert_consistent(harness) -> dict:
     by_url: dict[str, list[dict]] = {}
     for pid, p in pts.items():
         by_url.setdefault(p["url"], []).append(p)
-        want = ref.embed([p["text"]])[0]  # stored as float32
+        want = ref.embed([embedded_text(p["text"], p.get("headings") or [])])[0]  # stored as float32
         assert max(abs(a - b) for a, b in zip(vecs[pid], want, strict=True)) < 1e-6
     for url, page in pages.items():
         assert page.pending_hash is None
