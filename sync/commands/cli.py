@@ -457,6 +457,8 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
     max_failed_share: float = typer.Option(0.0, "--max-failed-share", min=0.0, max=1.0, help="Exit 1 only when more than this share of the visited pages failed (default 0: any failed page); the summary names them either way. A sitemap error, a purge held back by the guard or pages left by --max-embed-tokens are exit 1 regardless."),
     metrics: Optional[Path] = typer.Option(None, "--metrics", dir_okay=False, help="Write the run's numbers to this file in the Prometheus text format (pagesync_<report key> gauges and the status figures), atomically: for node_exporter's textfile collector or a Pushgateway."),
+    changed: list[str] = typer.Option([], "--changed", help="A page a deploy changed: visited this pass, unconditionally (repeatable); nothing else is fetched unless due. A URL outside the run's scope is exit 2."),
+    changed_from: Optional[str] = typer.Option(None, "--changed-from", help="A file of changed pages, one URL a line (- for stdin), as --changed."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
     _set_verbose(verbose)
@@ -487,12 +489,13 @@ def run(
                          allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                          policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
                          reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
-                         max_embed_tokens=max_embed_tokens,
+                         max_embed_tokens=max_embed_tokens, changed=[*changed, *_read_changed(changed_from)],
                          revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
         from ..core.policy import make_policy
 
         make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
         cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
+        cfg.check_changed()  # a --changed URL outside the run's scope: exit 2, naming it
         _check_output(report, "--report")
         _check_output(metrics, "--metrics")
         emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
@@ -543,6 +546,17 @@ def run(
         return 0 if ok else 1
 
     _guarded(body, "dry run interrupted; nothing was written" if dry_run else RUN_INTERRUPTED)
+
+
+def _read_changed(path: Optional[str]) -> list[str]:
+    """The URLs of --changed-from: one a line, blank lines and # comments left out; - is stdin."""
+    if path is None:
+        return []
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--changed-from {path}: cannot read it ({exc})") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _check_selectors(rules) -> None:
