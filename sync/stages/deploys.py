@@ -140,12 +140,12 @@ class DeployStage:
             if deploying:
                 for u in self._chosen_at_deploy(deploying, known):
                     extra.setdefault(u, "deploy")
+        self.report.pages_due_by_feed = sum(1 for r in extra.values() if r == "feed")
         for u in [u for u, r in extra.items() if u in by_url and REASONS.index(by_url[u].reason) <= REASONS.index(r)]:
             del extra[u]
         need = [u for u in extra if u not in known]
         if need:
             known.update(self.state.get_many(need))
-        self.report.pages_due_by_feed = sum(1 for r in extra.values() if r == "feed")
         self.report.pages_changed_given = len(self.changed_given)
         out: list[ChangeEvent] = []
         dropped: list[PageState] = []
