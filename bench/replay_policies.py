@@ -24,7 +24,10 @@ Two sitemap scenarios:
   code sample changes the page without moving its lastmod, and a typo fix in the
   markdown source can move it without changing the text;
 - same-lastmod: every URL carries one stamp (mkdocs' default sitemap, the build date).
-  The engine ignores it, so the revisit policy alone decides.
+  The engine ignores it, so the revisit policy alone decides;
+- deploy-date: every commit is a deploy that stamps every URL with its time and rewrites
+  every page's bytes (a build stamp: new ETag, same text), as a CI-built site does;
+- mkdocs: deploy-date plus `search/search_index.json` (each page's text), as MkDocs serves it.
 
 Run it with `make replay-policies`, or
 
@@ -59,11 +62,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import freshness as fr  # noqa: E402
-from freshness import D, H, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
+from freshness import D, DEPLOY_DATE, H, MKDOCS, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
 from replay_docs_history import DEFAULT_GIT_DIR, Git, Renderer, _INCLUDE, _JINJA, _H1, Page, page_url  # noqa: E402
 
 GIT_LASTMOD = "git-lastmod"
-SCENARIOS = (GIT_LASTMOD, SAME_LASTMOD)
+SCENARIOS = (GIT_LASTMOD, SAME_LASTMOD, DEPLOY_DATE, MKDOCS)
 SAMPLES_DIR = "docs_src"
 
 
