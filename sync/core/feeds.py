@@ -152,7 +152,8 @@ def match_urls(feed: Feed, root: str, known: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for loc, digest in feed.digests.items():
         base = urljoin(root, loc)
-        for cand in (base, base + ".html", base.rstrip("/") + "/", base.removesuffix("index.html")):
+        for cand in (base, base + ".html", base.rstrip("/") + "/", base.removesuffix("index.html"),
+                     base + "index.html" if base.endswith("/") else base + "/index.html"):
             if cand in urls:
                 out[cand] = digest
                 break

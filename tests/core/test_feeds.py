@@ -55,6 +55,8 @@ def test_locations_match_tracked_urls_with_or_without_suffixes():
     feed = parse_feed("mkdocs", mkdocs({"": "a", "guide/": "b", "api": "c", "gone/": "d"}))
     got = match_urls(feed, "https://h/docs/", ["https://h/docs/", "https://h/docs/guide/", "https://h/docs/api.html"])
     assert set(got) == {"https://h/docs/", "https://h/docs/guide/", "https://h/docs/api.html"}
+    files = match_urls(feed, "https://h/docs/", ["https://h/docs/index.html", "https://h/docs/guide/index.html"])
+    assert set(files) == {"https://h/docs/index.html", "https://h/docs/guide/index.html"}
 
 
 def test_candidates_sit_next_to_the_sitemap():
