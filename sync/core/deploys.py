@@ -35,6 +35,7 @@ __all__ = [
     "choose_at_deploy",
     "deploy_seen",
     "deploys_between",
+    "schedule_lines",
     "schedules_from_json",
     "schedules_to_json",
     "site_signals",
@@ -216,3 +217,17 @@ def choose_at_deploy(cands: Sequence[DeployCandidate], budget: int | None = None
     if budget is not None:
         chosen = chosen[:max(0, budget)]
     return [c.url for c in chosen]
+
+
+def schedule_lines(raw: object) -> list[str]:
+    """`status`'s lines for the last pass's host schedules (`host_schedule` of its report):
+    static or dynamic (and why), deploys seen, and the change feed with its trust."""
+    lines = []
+    for host, hs in sorted(schedules_from_json(raw).items()):
+        kind = {True: "static (pages visited at its deploys)", False: "dynamic (change-rate schedules it)",
+                None: "no deploy seen yet (change-rate schedules it)"}[hs.static]
+        feed = (f"change feed {hs.feed_kind} {'trusted' if hs.feed_trusted else 'NOT trusted'}" if hs.feed_kind
+                else "no change feed" if hs.feed_trusted else "change feed NOT trusted")
+        why = f": {hs.reason}" if hs.reason else ""
+        lines.append(f"host {host}: {kind}, {len(hs.deploys)} deploys seen, {feed}{why}")
+    return lines

@@ -69,3 +69,14 @@ def test_schedule_round_trips_through_json_and_learns_static():
     back = schedules_from_json(schedules_to_json({"h": hs}))["h"]
     assert back == hs
     assert schedules_from_json("junk") == {} and HostSchedule.from_json(3) == HostSchedule()
+
+
+def test_status_lines_say_static_dynamic_and_the_feed_trust():
+    hs = {"a": HostSchedule(static=True, feed_kind="mkdocs").to_json(),
+          "b": HostSchedule(static=False, feed_trusted=False, reason="https://b/x changed with no deploy seen").to_json()}
+    from sync.core.deploys import schedule_lines
+
+    a, b = schedule_lines(hs)
+    assert a.startswith("host a: static") and "mkdocs trusted" in a
+    assert "dynamic" in b and "NOT trusted" in b and "https://b/x" in b
+    assert schedule_lines(None) == []
