@@ -96,6 +96,13 @@ D = 86400.0
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 SCENARIOS = ("honest", "lying")
 SAME_LASTMOD = "same-lastmod"  # a scenario whose sitemap gives every URL one stamp (replay_policies.py)
+# Deploy scenarios (replay_policies.py): every commit is a deploy that rewrites every page's
+# bytes (a build stamp) and stamps every URL with the deploy time; "mkdocs" also serves
+# search/search_index.json (each page's text) as MkDocs does.
+DEPLOY_DATE = "deploy-date"
+MKDOCS = "mkdocs"
+DEPLOY_SCENARIOS = (DEPLOY_DATE, MKDOCS)
+FEED_PATH = "/search/search_index.json"
 KINDS = ("static", "weekly", "hot")
 HTML_TYPE = "text/html; charset=utf-8"
 
@@ -551,6 +558,7 @@ class Strategy:
     uniform_interval_s: float | None = None  # for policy "uniform"
     key: str = ""  # short id for the budget targets
     bulk_edits: bool = False  # PassConfig.bulk_edits (bulk-edit detection)
+    full_after_deploy: bool = False  # a --full pass when the site changed since the last one, else none
 
     def cap(self, k: int) -> int | None:
         """Integer max_fetches for pass k whose running mean is `budget`; the first pass,
@@ -584,11 +592,38 @@ class _Site:
     def __init__(self, scenario: str):
         self.scenario = scenario
         self.site = Site()
-        if scenario == SAME_LASTMOD:  # one stamp on every URL: the engine must ignore it
+        if scenario in (SAME_LASTMOD, *DEPLOY_SCENARIOS):  # one stamp on every URL: the engine must ignore it
             self.site.sitemap_mode = "same-lastmod"
         self.server = SiteServer(self.site)
+        self.html: dict[str, str] = {}  # live path -> its HTML as the history has it (deploy scenarios)
+        self.texts: dict[str, str] = {}  # live path -> its text hash (the feed's text)
+        self.builds = 0
+
+    def deploy(self, t: float) -> None:
+        """A deploy at `t`: every live page rewritten with a new build stamp (same text), every
+        URL stamped `t`, and with MkDocs the search index regenerated."""
+        if self.scenario not in DEPLOY_SCENARIOS:
+            return
+        self.builds += 1
+        mtime = (T0 + timedelta(seconds=t)).timestamp()
+        self.site.same_lastmod_at = mtime
+        for path, html in self.html.items():
+            self.site.set(path, html.replace("</body>", f"<!-- build {self.builds} --></body>"), mtime=mtime)
+        if self.scenario == MKDOCS:
+            docs = [{"location": p.lstrip("/"), "title": p, "text": h} for p, h in sorted(self.texts.items())]
+            self.site.set(FEED_PATH, json.dumps({"config": {}, "docs": docs}), content_type="application/json",
+                          mtime=mtime)
+
+    def _track(self, ev: SiteEvent) -> None:
+        if ev.op in ("set", "move") and ev.html is not None:
+            self.html[ev.live_path] = ev.html
+            self.texts[ev.live_path] = ev.text_hash or ""
+        if ev.op in ("remove", "gone", "move"):
+            self.html.pop(ev.path, None)
+            self.texts.pop(ev.path, None)
 
     def apply(self, ev: SiteEvent) -> None:
+        self._track(ev)
         mtime = (T0 + timedelta(seconds=ev.lastmod.get(self.scenario, 0.0))).timestamp()
         if ev.op == "set":
             self.site.set(ev.path, ev.html, mtime=mtime)
@@ -675,15 +710,23 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
                 for k in range(0, n_ticks, st.every_passes):
                     t = k * run.pass_s
                     end = bisect.bisect_right(times, t)
-                    for ev in events[pos:end]:
+                    deployed = end > pos
+                    for i, ev in enumerate(events[pos:end]):
                         meter.advance(ev.t)
                         site.apply(ev)
                         meter.site_event(ev)
+                        if pos + i + 1 == end or events[pos + i + 1].t != ev.t:
+                            site.deploy(ev.t)  # a commit's events together are one deploy
                     pos = end
+                    if st.full_after_deploy and k > 0 and not deployed:
+                        meter.advance(t)
+                        index, pages = _index(state, base)
+                        meter.index_snapshot(index)
+                        continue
                     meter.advance(t)
                     sitemap_size = site.sitemap_bytes()
                     now = T0 + timedelta(seconds=t)
-                    cfg = PassConfig(sitemaps=[sitemap], now=now, full=st.full, policy=policy,
+                    cfg = PassConfig(sitemaps=[sitemap], now=now, full=st.full or st.full_after_deploy, policy=policy,
                                      max_fetches=st.cap(k // st.every_passes), bulk_edits=st.bulk_edits)
                     report = await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=state,
                                              embedder=HashEmbedder(16))
@@ -753,6 +796,8 @@ def _reference_strategies(pass_s: float) -> list[Strategy]:
         Strategy("change-rate, uncapped", key="cr"),
         Strategy("change-rate + bulk edits, uncapped", bulk_edits=True, key="cr+bulk"),
         Strategy("change-rate, one pass a day", every_passes=round(D / pass_s), key="cr-daily"),
+        Strategy("deploys (the new policy)", policy="deploys", key="dep"),
+        Strategy("every page after each deploy", policy="change-rate", full_after_deploy=True, key="dep-full"),
     ]
 
 
@@ -941,7 +986,7 @@ def log(msg: str) -> None:
 # ==========================================================================================
 # reporting: markdown table, goals, plot
 # ==========================================================================================
-ORDER = ("nightly", "hd", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
+ORDER = ("nightly", "dep-full", "hd", "dep", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
 REFERENCE_KEYS = ("hd", "nightly")  # the budgets of the capped runs come from these
 
 

@@ -24,7 +24,10 @@ Two sitemap scenarios:
   code sample changes the page without moving its lastmod, and a typo fix in the
   markdown source can move it without changing the text;
 - same-lastmod: every URL carries one stamp (mkdocs' default sitemap, the build date).
-  The engine ignores it, so the revisit policy alone decides.
+  The engine ignores it, so the revisit policy alone decides;
+- deploy-date: every commit is a deploy that stamps every URL with its time and rewrites
+  every page's bytes (a build stamp: new ETag, same text), as a CI-built site does;
+- mkdocs: deploy-date plus `search/search_index.json` (each page's text), as MkDocs serves it.
 
 Run it with `make replay-policies`, or
 
@@ -59,11 +62,11 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import freshness as fr  # noqa: E402
-from freshness import D, H, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
+from freshness import D, DEPLOY_DATE, H, MKDOCS, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
 from replay_docs_history import DEFAULT_GIT_DIR, Git, Renderer, _INCLUDE, _JINJA, _H1, Page, page_url  # noqa: E402
 
 GIT_LASTMOD = "git-lastmod"
-SCENARIOS = (GIT_LASTMOD, SAME_LASTMOD)
+SCENARIOS = (GIT_LASTMOD, SAME_LASTMOD, DEPLOY_DATE, MKDOCS)
 SAMPLES_DIR = "docs_src"
 
 
@@ -249,7 +252,7 @@ def verdicts(results: list[dict]) -> list[str]:
     """Does the default beat both references on this history? Checked, not asserted.
     `results` includes the references (halve-double, nightly), run or taken from
     --refs-from."""
-    out = []
+    out = deploy_verdicts(results)
     for sc in SCENARIOS:
         by = {r["strategy"]["key"]: r for r in results if r["scenario"] == sc}
         if not {"hd", "nightly"} <= set(by) or not any(k.startswith("cr") for k in by):
@@ -281,6 +284,31 @@ def verdicts(results: list[dict]) -> list[str]:
         else:
             out.append(f"- **{sc}, vs the nightly full recrawl**: no change-rate run reached its freshness "
                        f"{night['freshness']:.4f}: DOES NOT BEAT it.")
+    return out
+
+
+def deploy_verdicts(results: list[dict]) -> list[str]:
+    """`--policy deploys` against the nightly full sync, halve-double and visiting every page
+    after each deploy, per scenario: the goals are at most half the nightly's stale share
+    with fewer requests (deploy date), and the honest-lastmod freshness at a few hundred
+    requests (MkDocs feed). Checked, not asserted."""
+    out = []
+    for sc in SCENARIOS:
+        by = {r["strategy"]["key"]: r for r in results if r.get("scenario") == sc}
+        dep, night = by.get("dep"), by.get("nightly")
+        if dep is None or night is None:
+            continue
+        ratio = dep["stale_share"] / night["stale_share"] if night["stale_share"] else math.inf
+        line = (f"- **{sc}, deploys vs the nightly full sync**: stale {dep['stale_share']:.4f} with "
+                f"{dep['page_requests']:,} requests against {night['stale_share']:.4f} with "
+                f"{night['page_requests']:,}: stale share ratio {ratio:.2f} ("
+                f"{'at most half: met' if ratio <= 0.5 else 'at most half: missed'}), "
+                f"{dep['page_requests'] / night['page_requests']:.1%} of its requests")
+        for key, name in (("hd", "halve-double"), ("dep-full", "every page after each deploy")):
+            if key in by:
+                r = by[key]
+                line += f"; {name}: stale {r['stale_share']:.4f} with {r['page_requests']:,}"
+        out.append(line + ".")
     return out
 
 
@@ -355,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             "n_passes": campaign.n_passes, "jobs": args.jobs, "wall_s": time.monotonic() - started,
             "results": results,
             # reference runs taken from --refs-from (the verdicts need them), not re-run here
-            "references": [r for r in campaign.refs.values() if r not in results]}
+            "references": [r for r in campaign.refs.values() if r and r not in results]}
     write_markdown(data, command, args.out)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=1))
     fr.write_plot(data, args.plot, SCENARIOS, title="(FastAPI history)")

@@ -69,6 +69,7 @@ class Site:
         self.times: list[float] = []  # time.monotonic() of each logged request, parallel to `requests`
         self.trickling: dict[str, float] = {}  # path -> seconds between the body's bytes (see `trickle`)
         self.sitemap_mode = "plain"  # plain | index | gzip | broken | missing | same-lastmod
+        self.same_lastmod_at: float | None = None  # same-lastmod's one stamp (None: a fixed one)
         self.base_url = ""
         self._sitemap_stamps: dict[str, tuple[bytes, float]] = {}  # path -> (sha256 of body, mtime)
         # Pages no resource holds, made per request from the path with its query (a calendar
@@ -143,7 +144,7 @@ class Site:
             stamps = {p: self.resources[p].mtime for p in paths if p in self.resources}
         items = []
         for p in paths:
-            ts = 1_700_000_000 if same_lastmod else stamps.get(p, 0)
+            ts = (self.same_lastmod_at or 1_700_000_000) if same_lastmod else stamps.get(p, 0)
             lm = datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
             items.append(f"<url><loc>{self.base_url}{p}</loc><lastmod>{lm}</lastmod></url>")
         return (

@@ -53,7 +53,7 @@ from .core.hashing import pipeline_fingerprint
 from .edges.httpcache import FetchCache, ReadOnlyCache
 from .core.policy import DEFAULT_POLICY
 from .core.report import Report
-from .core.ids import url_problem
+from .core.ids import canonical_url, url_problem
 from .core.scope import Scope
 from .core.site_rules import SiteRuleSet, headers_in_scope
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
@@ -62,6 +62,7 @@ from .stages.plan import PlanStage
 from .core.links import CrawlLimits
 from .stages.bulk_edits import BulkEditStage
 from .stages.crawl import CrawlStage
+from .stages.deploys import DeployStage
 from .stages.preflight import PreflightStage
 from .stages.settle import SettleStage
 from .stages.visit import VisitStage
@@ -121,6 +122,8 @@ class PassConfig:
     # this (counted offline as an upper bound before sending, `embedders.limits.token_bound`;
     # what was sent, as the provider counted it). None: no guard.
     max_embed_tokens: int | None = None
+    # Pages a deploy job says it changed (--changed): visited this pass, unconditionally.
+    changed: Sequence[str] = ()
 
     def check(self) -> None:
         """`ConfigError` for a configuration the CLI would refuse too (exit 2, nothing done):
@@ -144,6 +147,21 @@ class PassConfig:
         if not 0.0 <= self.max_delete_share <= 1.0:
             raise ConfigError(f"max_delete_share {self.max_delete_share} is not a share in [0, 1]")
         self.check_rules()
+        self.check_changed()
+
+    def check_changed(self) -> None:
+        """`ConfigError` naming the first --changed URL that is no URL or lies outside the
+        run's scope (the hosts of its sitemaps, URLs, crawl start pages and --allow-host)."""
+        if not self.changed:
+            return
+        scope = Scope.from_urls([*self.sitemaps, *self.urls, *self.crawl], self.allow_hosts)
+        for u in self.changed:
+            problem = url_problem(u)
+            if problem:
+                raise ConfigError(f"--changed {u!r} {problem}")
+            why = scope.check(canonical_url(u))
+            if why:
+                raise ConfigError(f"--changed {u} is outside this run's scope ({why})")
 
     def check_rules(self) -> None:
         """`ConfigError` for a --select that is no CSS selector."""
@@ -154,7 +172,7 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
+class _Pass(PreflightStage, PlanStage, DeployStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
@@ -177,6 +195,7 @@ class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, Em
         # Each stage's own state, in the order the data flows (`sync.stages`).
         self._init_preflight()
         self._init_plan()
+        self._init_deploys()
         self._init_visit()
         self._init_embed()
         self._init_write()
@@ -222,6 +241,7 @@ class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, Em
             await self._repair()
             return self._finish(t0)
         read = await self._read_sitemaps()
+        await self._read_deploys(read)  # the change feed and the deploy signal, before the plan
         plan = self._plan(read)
         self._queue_removals(plan.removals, plan.known, read.out_of_scope)
         self.visiting = {ev.url for ev in plan.visits}
@@ -245,6 +265,7 @@ class _Pass(PreflightStage, PlanStage, BulkEditStage, VisitStage, CrawlStage, Em
         self._count_tokens()
         if self.cfg.bulk_edits:
             self.report.bulk_edits = self._bulk_update()
+        self._deploy_finish()
         if not self.cfg.dry_run:
             self.state.add_host_trust({h: (a, c) for h, (a, c) in self.trust_delta.items()})
             self.state.record_run(self.report.to_dict())

@@ -505,7 +505,7 @@ def run(
     max_delete_share: float = typer.Option(0.2, "--max-delete-share", min=0.0, max=1.0, help="The mass-deletion guard's threshold (share of tracked pages)."),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="Do not read robots.txt (only for sites you run yourself)."),
     max_crawl_delay: float = typer.Option(10.0, "--max-crawl-delay", min=0.0, help="Cap on a robots.txt Crawl-delay, in seconds."),
-    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), halve-double (halve a page's interval when it changed, double it when not) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
+    policy: str = typer.Option("change-rate", "--policy", help="Revisit policy: change-rate (learned per page, the default), deploys (a static site's pages at its deploys, by their chance of a change per deploy, and what its MkDocs/Sphinx/Docusaurus search index says changed), halve-double (halve a page's interval when it changed, double it when not) or uniform (one fixed interval, --revisit-interval; the better choice measured for a sitemap without a usable lastmod)."),
     revisit_interval: Optional[str] = typer.Option(None, "--revisit-interval", help="With --policy uniform: visit every page this often (12h, 3d, 1w; within [6h, 60d]; default 3d)."),
     max_fetches: Optional[int] = typer.Option(None, "--max-fetches", min=0, help="Visit at most this many pages this pass: repairs, then new pages, then the stalest (repairs, trusted lastmod advances and pages unvisited for 60 d may exceed it)."),
     max_chunks_per_page: int = typer.Option(2000, "--max-chunks-per-page", min=1, help="Skip a page cut into more chunks than this (its old points are kept; the report lists it under skipped)."),
@@ -519,6 +519,8 @@ def run(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (as the global -v)."),
     max_failed_share: float = typer.Option(0.0, "--max-failed-share", min=0.0, max=1.0, help="Exit 1 only when more than this share of the visited pages failed (default 0: any failed page); the summary names them either way. A sitemap error, a purge held back by the guard or pages left by --max-embed-tokens are exit 1 regardless."),
     metrics: Optional[Path] = typer.Option(None, "--metrics", dir_okay=False, help="Write the run's numbers to this file in the Prometheus text format (pagesync_<report key> gauges and the status figures), atomically: for node_exporter's textfile collector or a Pushgateway."),
+    changed: list[str] = typer.Option([], "--changed", help="A page a deploy changed: visited this pass, unconditionally (repeatable); nothing else is fetched unless due. A URL outside the run's scope is exit 2."),
+    changed_from: Optional[str] = typer.Option(None, "--changed-from", help="A file of changed pages, one URL a line (- for stdin), as --changed."),
 ) -> None:
     """One sync pass: diff the sitemap(s), visit what is due, write changes, exit."""
     _set_verbose(verbose)
@@ -578,7 +580,8 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
                  policy: str, revisit_interval: Optional[str], max_fetches: Optional[int],
                  max_chunks_per_page: int, bulk_edits: bool, include: list[str], exclude: list[str],
                  no_default_excludes: bool, select: Optional[str], header: list[str], quiet: bool,
-                 max_failed_share: float, metrics: Optional[Path], **_: object) -> _RunSetup:
+                 max_failed_share: float, metrics: Optional[Path], changed: list[str], changed_from: Optional[str],
+                 **_: object) -> _RunSetup:
     """`run`'s options (as `ctx.params` holds them; `watch` has the same and more) checked and
     built into a pass configuration and an embedder: a bad one is exit 2, nothing opened."""
     from embedders import make_embedder
@@ -604,12 +607,13 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
                      allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
                      policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
                      reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
-                     max_embed_tokens=max_embed_tokens,
+                     max_embed_tokens=max_embed_tokens, changed=[*changed, *_read_changed(changed_from)],
                      revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
     from ..core.policy import make_policy
 
     make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
     cfg.check_rules()  # a --select that is no CSS selector: exit 2 too
+    cfg.check_changed()  # a --changed URL outside the run's scope: exit 2, naming it
     _check_output(report, "--report")
     _check_output(metrics, "--metrics")
     # Without --embedder (nor the file's key) the collection's own model, once the store is open.
@@ -721,7 +725,9 @@ def watch(ctx: typer.Context, **params: object) -> None:
         from ..edges.fetcher import DEFAULT_USER_AGENT
 
         for name, flag, why in (("dry_run", "--dry-run", "a dry run of one pass is `pagesync run --dry-run`"),
-                                ("now", "--now", "the watcher follows the real clock; replays are `pagesync run --now`")):
+                                ("now", "--now", "the watcher follows the real clock; replays are `pagesync run --now`"),
+                                ("changed", "--changed", "a deploy job's list is for one `pagesync run --changed`"),
+                                ("changed_from", "--changed-from", "a deploy job's list is for one `pagesync run`")):
             if ctx.params[name]:
                 raise ConfigError(f"watch takes no {flag}: {why}")
         setup = _prepare_run(ctx, **ctx.params)
@@ -773,6 +779,17 @@ def _fresh(state: str, store) -> bool:
         return state != QDRANT_STATE and not store.exists() and not Path(state).exists()
     except OSError:  # a state path this user may not look at: `_open_state` says so
         return False
+
+
+def _read_changed(path: Optional[str]) -> list[str]:
+    """The URLs of --changed-from: one a line, blank lines and # comments left out; - is stdin."""
+    if path is None:
+        return []
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--changed-from {path}: cannot read it ({exc})") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _check_selectors(rules) -> None:

@@ -215,6 +215,10 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"host {h['host']}: {plural(h['lastmod_advances'], 'sitemap lastmod advance')}, {h['lastmod_confirmed']} "
                      f"confirmed by a text change: trust {h['lastmod_trust']:.2f}, "
                      + ("advances make a page due now" if h["lastmod_followed"] else "advances not followed"))
+    if lp:  # --policy deploys: each host's deploys and change feed (`sync.core.deploys`)
+        from ..core.deploys import schedule_lines
+
+        lines += schedule_lines(lp.get("host_schedule"))
     for p in info.get("page_list", []):
         lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} "
                      f"{p['chunks']:>4} chunk{'' if p['chunks'] == 1 else 's'}  {p['url']}"  # aligned: not plural()

@@ -596,7 +596,18 @@ class UniformPolicy:
         return self
 
 
+@dataclass(frozen=True)
+class DeployPolicy(ChangeRatePolicy):
+    """Deploy-aware scheduling (`--policy deploys`, `sync.core.deploys`): on a host whose
+    pages change only when it is deployed, a pass visits pages only at a deploy, by their
+    learned chance of a change per deploy, and only what a trusted change feed names;
+    elsewhere (a dynamic host, or before a first deploy is seen) it is change-rate."""
+
+    name = "deploys"
+
+
 POLICIES: dict[str, Callable[[], Policy]] = {
+    "deploys": DeployPolicy,
     "change-rate": ChangeRatePolicy,
     "halve-double": HalveDoublePolicy,
     "uniform": UniformPolicy,

@@ -100,6 +100,18 @@ class Report:
     # last passes and the bulk edit under way, if any (sync.core.policy.bulk_state_to_json).
     # The next pass reads it back from the last run.
     bulk_edits: dict[str, Any] = field(default_factory=dict)
+    # Deploy-aware scheduling and change feeds (sync.core.deploys, sync.core.feeds): the
+    # change feed's kind when one was read (None: no feed), whether every host's feed is
+    # still trusted (None: no feed), the pages its changed texts made due, whether a deploy
+    # was seen, the pages visited for a deploy, those --changed named, and per host the
+    # schedule the next pass reads back from the last run.
+    feed: str | None = None
+    feed_trusted: bool | None = None
+    pages_due_by_feed: int = 0
+    deploy_seen: bool = False
+    pages_due_by_deploy: int = 0
+    pages_changed_given: int = 0
+    host_schedule: dict[str, Any] = field(default_factory=dict)
     # A crawl (--crawl): the pages it reached (admitted to its frontier, at most --max-pages),
     # whether it saw all it links to (no failure, no bound hit: only then may it purge the
     # pages it no longer reaches; None without a crawl), and its refused links by reason.

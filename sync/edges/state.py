@@ -99,6 +99,10 @@ CREATE TABLE IF NOT EXISTS page_texts (
     content_hash TEXT NOT NULL,        -- the hash of this text: used only while it equals the page's
     text BLOB NOT NULL                 -- zlib-compressed extracted markdown (pagesync reindex rebuilds from it)
 );
+CREATE TABLE IF NOT EXISTS page_feed (
+    url TEXT PRIMARY KEY,              -- a page its host's change feed (sync.core.feeds) names
+    digest TEXT NOT NULL               -- the feed's digest of its text when the page was last visited
+);
 CREATE TABLE IF NOT EXISTS page_links (
     url TEXT PRIMARY KEY,              -- a page a crawl read
     links BLOB NOT NULL                -- zlib-compressed sync.core.links.links_to_json: what it linked to when last read
@@ -526,7 +530,7 @@ class StateDB:
         try:
             with self.transaction():
                 for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "sitemap_parses", "page_texts",
-                              "page_links"):
+                              "page_links", "page_feed"):
                     self._db.execute(f"DELETE FROM {table}")
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot clear page state") from exc
@@ -571,6 +575,22 @@ class StateDB:
                 self._db.execute(f"DELETE FROM page_texts WHERE url IN ({marks})", part)
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot drop page texts from") from exc
+
+    # -- change feed digests (sync.core.feeds): what the feed said of a page at its last visit --
+    def feed_digests(self) -> dict[str, str]:
+        """url -> the feed digest recorded for the page."""
+        return {r["url"]: r["digest"] for r in self._db.execute("SELECT url, digest FROM page_feed")}
+
+    def put_feed_digests(self, items: dict[str, str]) -> None:
+        """Record (url -> digest) for these pages."""
+        if not items:
+            return
+        try:
+            with self.transaction():
+                self._db.executemany("INSERT INTO page_feed (url, digest) VALUES (?, ?) "
+                                     "ON CONFLICT(url) DO UPDATE SET digest = excluded.digest", sorted(items.items()))
+        except sqlite3.Error as exc:
+            raise state_error(self.path, exc, "cannot write feed digests to") from exc
 
     # -- page links (what a crawl follows from a page it does not read again: a 304, a page not due) --
     def put_links(self, items: Iterable[tuple[str, str]]) -> None:

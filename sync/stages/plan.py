@@ -21,6 +21,7 @@ from ..edges.httpcache import memo_parser
 from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.scope import all_out_of_scope, allow_host_flags, refused_by_host, some_out_of_scope, url_host
+from ..core.scheduler import MAX_INTERVAL
 from ..core.site_rules import unwanted_reason
 from ..core.policy import (
     BulkState,
@@ -46,7 +47,7 @@ log = logging.getLogger("pagesync")
 
 
 # Why a page is visited this pass, most specific first (a page gets its first reason).
-REASONS = ("new", "pending", "rebuild", "lastmod", "due", "full", "removed", "bulk")
+REASONS = ("new", "pending", "rebuild", "changed", "lastmod", "feed", "deploy", "due", "full", "removed", "bulk")
 
 
 @dataclass(frozen=True)
@@ -430,6 +431,7 @@ class PlanStage:
             self.report.mass_delete_blocked = sum(
                 1 for u in before.keys() - sitemap_now.keys()
                 if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra)
+        visits = self._deploy_plan(visits, known)  # --changed, the feed, a deploy (`sync.stages.deploys`)
         visits += self._bulk_suspects(visits, known, sitemap_now)
         visits, unwanted = self._wanted_only(visits, known, sm.complete and bool(cfg.sitemaps))
         removals += unwanted
@@ -572,7 +574,7 @@ class PlanStage:
             last = page.last_fetched_at if page is not None else None
             # Forced visits go regardless of priority (`select_visits` never scores them):
             # their histories, bulk-edit bonus and policy need not be looked up.
-            forced = ev.reason in ("lastmod", "full")
+            forced = ev.reason in ("lastmod", "full", "changed", "feed")
             edit = self._edit_for(ev.url) if not forced else None
             cands.append(Candidate(
                 url=ev.url,
@@ -597,6 +599,7 @@ class PlanStage:
         `changed` is None for a page's first visit with text (it starts at 3 d), else
         whether the extracted text's hash changed (never ETag churn).
         """
+        self._deploy_observe(page, changed)  # before the visit is recorded: it reads the last one
         visits = history_from_json(page.history)
         if changed is not None and page.last_fetched_at is not None:
             # Whole seconds: far below what a rate in changes per day can resolve, and the
@@ -620,5 +623,7 @@ class PlanStage:
                 counts[1] += int(changed)
             page.lastmod_pending = False
         page.interval = self._policy_for(page.url).next_interval(visits, page.interval, changed)
+        if self._deploy_interval(page):  # a deploy or the feed says when: the 60 d visit only
+            page.interval = MAX_INTERVAL
         page.due_at = self.now + page.interval
         page.last_fetched_at = self.now

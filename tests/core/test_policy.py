@@ -532,7 +532,7 @@ def test_change_rate_rejects_bad_parameters():
 
 
 def test_registry():
-    assert set(POLICIES) == {"change-rate", "halve-double", "uniform"}
+    assert set(POLICIES) == {"deploys", "change-rate", "halve-double", "uniform"}
     assert DEFAULT_POLICY == "change-rate"
     for name, cls in POLICIES.items():
         p = make_policy(name)

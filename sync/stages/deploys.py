@@ -1,0 +1,248 @@
+"""Deploys and change feeds in the pass (`--policy deploys`; `sync.core.deploys`, `sync.core.feeds`).
+
+`_read_deploys` (after the sitemaps are read) fetches each site's change feed with one
+conditional GET, and says per host whether a deploy is seen; `_deploy_plan` (inside the
+plan) adds the pages a deploy, the feed or --changed make due and drops the due visits a
+static host or a trusted feed makes needless; `_deploy_observe` (at each visit's
+reschedule) learns whether the host is static and the feed honest. The schedules ride in
+the run report (`host_schedule`), the feed digests in the state's `page_feed` table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import replace
+from datetime import timedelta
+from urllib.parse import urljoin
+
+from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
+                            choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
+                            schedules_to_json, site_signals)
+from ..core.feeds import FeedError, feed_candidates, match_urls, parse_feed
+from ..core.ids import canonical_url
+from ..core.page import LIVE, PageState
+from ..core.policy import history_from_json
+from ..core.scheduler import MAX_INTERVAL
+from ..core.scope import url_host
+from ..errors import PagesyncError
+from .plan import REASONS, ChangeEvent, SitemapRead
+
+log = logging.getLogger("pagesync")
+
+FEED_RECHECK = timedelta(days=7)  # a site with no feed is looked at again this often
+
+
+class DeployStage:
+    """Deploy-aware scheduling and change feeds (a mixin of the pass)."""
+
+    def _init_deploys(self) -> None:
+        self.deploys_on = self.cfg.policy == "deploys" and not self.cfg.repair
+        self.schedules: dict[str, HostSchedule] = schedules_from_json(self.last_report.get("host_schedule"))
+        self.deploy_now: set[str] = set()  # hosts that deployed since the last pass
+        self.feed_now: dict[str, str] = {}  # url -> the feed's digest this pass (trusted feeds)
+        self.feed_hosts_read: set[str] = set()
+        self.feed_before: dict[str, str] = {}
+        self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
+        self.changed_given = {canonical_url(u) for u in self.cfg.changed}
+
+    async def _read_deploys(self, read: SitemapRead) -> None:
+        """Each site's feed (one conditional GET; looked for next to the sitemap when not
+        known) and each host's signal; a host whose signal moved since the last pass deployed."""
+        if not self.deploys_on:
+            return
+        feeds: dict[str, str | None] = {}
+        roots: dict[str, str] = {}
+        for sm in self.cfg.sitemaps:
+            host = url_host(canonical_url(sm))[0]
+            if host in feeds:
+                continue
+            roots[host] = urljoin(sm, ".")
+            feeds[host] = await self._read_feed(host, sm, read)
+        cache = getattr(self.fetcher, "cache", None)
+        validators: dict[str, tuple[str | None, str | None]] = {}
+        for sm in self.cfg.sitemaps:
+            kept = cache.cached_sitemap(sm) if cache is not None and hasattr(cache, "cached_sitemap") else None
+            if kept is not None:
+                validators[sm] = (kept.etag, kept.last_modified)
+        now_s = self.now.timestamp()
+        for host, signal in site_signals(read.entries, validators, feeds).items():
+            hs = self.schedules.get(host, HostSchedule())
+            if signal.feed is None and hs.signal is not None and host not in self.feed_hosts_read:
+                signal = SiteSignal(signal.validators, signal.entries, hs.signal.feed)  # not read: not moved
+            if deploy_seen(hs.signal, signal):
+                hs = hs.with_deploy(now_s)
+                self.deploy_now.add(host)
+            self.schedules[host] = _with_signal(hs, signal, now_s)
+        self.report.deploy_seen = bool(self.deploy_now)
+        kinds = sorted({s.feed_kind for h, s in self.schedules.items() if h in self.feed_hosts_read and s.feed_kind})
+        self.report.feed = kinds[0] if kinds else None
+        if self.feed_hosts_read:
+            self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
+        if self.feed_now and hasattr(self.state, "feed_digests"):
+            self.feed_before = self.state.feed_digests()
+            # A page the feed names with nothing recorded yet: its digest now is the baseline.
+            self.feed_record.update({u: d for u, d in self.feed_now.items() if u not in self.feed_before})
+
+    async def _read_feed(self, host: str, sitemap: str, read: SitemapRead) -> str | None:
+        """The digest of `host`'s feed body (None: no feed, or not trusted); `feed_now` gets
+        its per-page digests. A site with no known feed is probed next to the sitemap, again
+        every `FEED_RECHECK`."""
+        hs = self.schedules.get(host, HostSchedule())
+        now_s = self.now.timestamp()
+        if not hs.feed_trusted or not hasattr(self.state, "feed_digests"):
+            return None
+        if hs.feed_url and hs.feed_kind:
+            cands = [(hs.feed_kind, hs.feed_url)]
+        elif hs.feed_checked_s is None or now_s - hs.feed_checked_s >= FEED_RECHECK.total_seconds():
+            cands = feed_candidates(sitemap)
+        else:
+            return None
+        kept_count = getattr(self.fetcher, "sitemaps_not_modified", 0)
+        found = None
+        for kind, url in cands:
+            try:
+                body, wire = await self.fetcher.fetch_bytes(url)
+            except (PagesyncError, OSError, ValueError):
+                continue
+            finally:
+                if hasattr(self.fetcher, "sitemaps_not_modified"):
+                    self.fetcher.sitemaps_not_modified = kept_count  # the feed is no sitemap
+            self.report.bytes_downloaded += wire
+            try:
+                feed = parse_feed(kind, body)
+            except FeedError:
+                continue
+            found = (kind, url, feed, hashlib.sha256(body).hexdigest()[:32])
+            break
+        self.schedules[host] = replace(hs, feed_checked_s=now_s, feed_kind=found[0] if found else None,
+                                       feed_url=found[1] if found else None)
+        if found is None:
+            return None
+        self.feed_hosts_read.add(host)
+        self.feed_now.update(match_urls(found[2], urljoin(sitemap, "."), read.entries))
+        return found[3]
+
+    def _deploy_plan(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
+        """The visits with what --changed, the feed and a deploy add, and without the due
+        visits a static host or a trusted feed makes needless (those pages keep their
+        60 d visit, so a 404 is still seen: they are rescheduled to it)."""
+        by_url = {ev.url: ev for ev in visits}
+        extra: dict[str, str] = {}  # url -> why: only where it is more specific than the plan's reason
+        for u in sorted(self.changed_given):
+            extra[u] = "changed"
+        if self.deploys_on:
+            for u in sorted(self.feed_now):
+                before = self.feed_before.get(u)
+                if before is not None and before != self.feed_now[u]:
+                    extra.setdefault(u, "feed")
+            deploying = {h for h in self.deploy_now if self.schedules[h].deploy_mode}
+            if deploying:
+                for u in self._chosen_at_deploy(deploying, known):
+                    extra.setdefault(u, "deploy")
+        self.report.pages_due_by_feed = sum(1 for r in extra.values() if r == "feed")
+        for u in [u for u, r in extra.items() if u in by_url and REASONS.index(by_url[u].reason) <= REASONS.index(r)]:
+            del extra[u]
+        need = [u for u in extra if u not in known]
+        if need:
+            known.update(self.state.get_many(need))
+        self.report.pages_changed_given = len(self.changed_given)
+        out: list[ChangeEvent] = []
+        dropped: list[PageState] = []
+        ceiling = self.now - MAX_INTERVAL
+        for ev in visits:
+            if ev.url in extra:
+                continue
+            page = known.get(ev.url)
+            if (self.deploys_on and ev.reason == "due" and page is not None and page.last_fetched_at is not None
+                    and page.last_fetched_at > ceiling and page.pending_hash is None and not page.failures
+                    and self._needs_no_schedule(ev.url)):
+                page.due_at = page.last_fetched_at + MAX_INTERVAL
+                page.interval = MAX_INTERVAL
+                dropped.append(page)
+                continue
+            out.append(ev)
+        if dropped and not self.cfg.dry_run:
+            self._save(dropped)
+        added = [ChangeEvent(u, r) for u, r in extra.items()]
+        self.report.pages_due_by_deploy = sum(1 for ev in added if ev.reason == "deploy")
+        return added + out
+
+    def _needs_no_schedule(self, url: str) -> bool:
+        """A page whose visits a deploy or a trusted feed decides: its host is static (pages
+        change only at deploys), or the feed names it."""
+        if url in self.feed_now:
+            return True
+        hs = self.schedules.get(url_host(url)[0])
+        return hs is not None and hs.deploy_mode
+
+    def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState]) -> list[str]:
+        """The pages of the deploying static hosts whose chance of a change since their
+        last visit reaches the threshold, within --max-fetches. Pages a trusted feed or a
+        trusted lastmod covers are left to them."""
+        now_s = self.now.timestamp()
+        cands: list[DeployCandidate] = []
+        pages = [p for p in self.state.all_pages() if url_host(p.url)[0] in hosts]
+        for p in pages:
+            if p.status != LIVE or p.last_fetched_at is None or p.url in self.feed_now:
+                continue
+            if self.sitemap_now.get(p.url) is not None and url_host(p.url)[0] in self.feed_hosts \
+                    and self._lastmod_due(p.url):
+                continue
+            deploys = self.schedules[url_host(p.url)[0]].deploys
+            last_s = p.last_fetched_at.timestamp()
+            k = deploys_between(deploys, last_s, now_s)
+            if not k:
+                continue
+            chance = change_chance(chance_per_deploy(history_from_json(p.history), last_s, deploys), k)
+            cands.append(DeployCandidate(chance, p.url))
+            known.setdefault(p.url, p)
+        return choose_at_deploy(cands, self.cfg.max_fetches)
+
+    def _deploy_observe(self, page: PageState, changed: bool | None) -> None:
+        """At a visit (before it is recorded): a change with no deploy seen since the
+        page's last visit makes its host dynamic; a change its feed did not show makes the
+        feed untrusted. Either is said once, and kept."""
+        if not self.deploys_on:
+            return
+        host = url_host(page.url)[0]
+        hs = self.schedules.get(host)
+        if page.url in self.feed_now:
+            self.feed_record[page.url] = self.feed_now[page.url]
+        if hs is None or not changed or page.last_fetched_at is None:
+            return
+        last_s = page.last_fetched_at.timestamp()
+        if page.url in self.feed_now and hs.feed_trusted:
+            before = self.feed_before.get(page.url)
+            if before is not None and before == self.feed_now[page.url]:
+                why = f"{page.url} changed while its {hs.feed_kind} feed text did not"
+                log.warning("change feed of %s no longer trusted: %s", host, why)
+                hs = replace(hs, feed_trusted=False, reason=why)
+                self.report.feed_trusted = False
+                for u in [u for u in self.feed_now if url_host(u)[0] == host]:
+                    self.feed_now.pop(u)
+        watched = hs.watched_since_s
+        if hs.static is not False and watched is not None and last_s >= watched \
+                and not deploys_between(hs.deploys, last_s, self.now.timestamp()) \
+                and page.url not in self.changed_given:
+            why = f"{page.url} changed with no deploy seen"
+            log.warning("%s is scheduled as a dynamic site from now on: %s", host, why)
+            hs = replace(hs, static=False, reason=hs.reason or why)
+        self.schedules[host] = hs
+
+    def _deploy_interval(self, page: PageState) -> bool:
+        """Whether a deploy or the feed decides this page's next visit: then its next
+        scheduled visit is the 60 d one (its 404 check)."""
+        return self.deploys_on and self._needs_no_schedule(page.url)
+
+    def _deploy_finish(self) -> None:
+        if not self.deploys_on:
+            return
+        self.report.host_schedule = schedules_to_json(self.schedules)
+        if self.feed_record and not self.cfg.dry_run and hasattr(self.state, "put_feed_digests"):
+            self.state.put_feed_digests(self.feed_record)
+
+
+def _with_signal(hs: HostSchedule, signal: SiteSignal, now_s: float) -> HostSchedule:
+    watched = hs.watched_since_s if hs.watched_since_s is not None else now_s
+    return replace(hs, signal=signal, watched_since_s=watched)

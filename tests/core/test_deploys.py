@@ -1,0 +1,82 @@
+"""Deploy detection and the choice of pages at a deploy: pure, tables and properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sync.core.deploys import (DEPLOYS_KEPT, DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy,
+                               change_chance, choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
+                               schedules_to_json, site_signals)
+from sync.core.policy import Visit
+
+A = {"https://h/a": "2026-01-01", "https://h/b": "2026-01-01"}
+
+
+def sig(entries=A, validators=None, feeds=None) -> SiteSignal:
+    return site_signals(entries, validators or {}, feeds)["h"]
+
+
+@pytest.mark.parametrize("before, now, seen", [
+    (None, sig(), False),  # a first read is no deploy
+    (sig(), sig(), False),
+    (sig(), sig({**A, "https://h/b": "2026-01-02"}), True),  # a lastmod moved
+    (sig(), sig({"https://h/a": None}), True),  # a page left
+    (sig(validators={"https://h/sitemap.xml": ("e1", None)}), sig(validators={"https://h/sitemap.xml": ("e2", None)}), True),
+    (sig(), sig(validators={"https://h/sitemap.xml": ("e2", None)}), False),  # validators first seen: no deploy
+    (sig(feeds={"h": "f1"}), sig(feeds={"h": "f2"}), True),  # the feed changed
+])
+def test_deploy_seen(before, now, seen):
+    assert deploy_seen(before, now) is seen
+
+
+def test_signals_are_per_host():
+    got = site_signals({"https://a/x": None, "https://b/y": None}, {})
+    assert set(got) == {"a", "b"}
+
+
+def test_deploys_between_counts_the_half_open_span():
+    d = (10.0, 20.0, 30.0)
+    assert [deploys_between(d, 0, 30), deploys_between(d, 10, 30), deploys_between(d, 30, 40)] == [3, 2, 0]
+    full = tuple(float(i) for i in range(100, 100 + DEPLOYS_KEPT))
+    assert deploys_between(full, 0, 100) == 2  # older deploys were dropped: at least one more
+
+
+def test_chance_per_deploy_learns_from_visits_over_deploys():
+    deploys = [float(t) for t in range(1, 11)]  # one deploy a second
+    never = [Visit(elapsed_s=1.0, changed=False)] * 10
+    always = [Visit(elapsed_s=1.0, changed=True)] * 10
+    assert chance_per_deploy(never, 10.5, deploys) < 0.1 < 0.8 < chance_per_deploy(always, 10.5, deploys)
+    assert chance_per_deploy([], 10.5, deploys) == pytest.approx(0.25)  # the prior
+
+
+@given(st.floats(0, 1), st.integers(0, 50))
+def test_change_chance_grows_with_the_deploys(p, k):
+    assert 0.0 <= change_chance(p, k) <= change_chance(p, k + 1) <= 1.0
+
+
+def test_choose_at_deploy_likeliest_first_within_the_budget():
+    cands = [DeployCandidate(0.9, "a"), DeployCandidate(0.1, "b"), DeployCandidate(0.5, "c")]
+    assert choose_at_deploy(cands) == ["a", "c"]
+    assert choose_at_deploy(cands, budget=1) == ["a"]
+    assert choose_at_deploy(cands, budget=0) == []
+
+
+def test_schedule_round_trips_through_json_and_learns_static():
+    hs = HostSchedule(signal=sig()).with_deploy(5.0)
+    assert hs.deploy_mode and hs.deploys == (5.0,)
+    back = schedules_from_json(schedules_to_json({"h": hs}))["h"]
+    assert back == hs
+    assert schedules_from_json("junk") == {} and HostSchedule.from_json(3) == HostSchedule()
+
+
+def test_status_lines_say_static_dynamic_and_the_feed_trust():
+    hs = {"a": HostSchedule(static=True, feed_kind="mkdocs").to_json(),
+          "b": HostSchedule(static=False, feed_trusted=False, reason="https://b/x changed with no deploy seen").to_json()}
+    from sync.core.deploys import schedule_lines
+
+    a, b = schedule_lines(hs)
+    assert a.startswith("host a: static") and "mkdocs trusted" in a
+    assert "dynamic" in b and "NOT trusted" in b and "https://b/x" in b
+    assert schedule_lines(None) == []

@@ -1,0 +1,78 @@
+"""`--policy deploys` through real passes against the local site: a static site is visited
+at its deploys only, a MkDocs search index says which page changed, and a change the feed
+did not show turns the feed off for the host."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from tests.helpers import Harness, page_html, para
+
+FEED = "/search/search_index.json"
+PAGES = [f"/p{i}.html" for i in range(6)]
+
+
+def build(site, texts: dict[str, str], feed: bool = True, feed_texts: dict[str, str] | None = None) -> None:
+    for path, text in texts.items():
+        site.set(path, page_html(path, [text]))
+    if feed:
+        shown = {**texts, **(feed_texts or {})}
+        docs = [{"location": p.lstrip("/"), "title": p, "text": t} for p, t in shown.items()]
+        site.set(FEED, json.dumps({"config": {}, "docs": docs}), content_type="application/json")
+
+
+def requests(site) -> list[str]:
+    paths = [p for _, p, _, _ in site.requests if not p.startswith("/sitemap") and p != "/robots.txt"]
+    site.clear_log()
+    return paths
+
+
+def texts(tag: str = "") -> dict[str, str]:
+    return {p: para(p + tag) for p in PAGES}
+
+
+def test_a_feed_names_the_one_changed_page(site, tmp_path):
+    h = Harness(site, tmp_path)
+    build(site, texts())
+    first = h.run(policy="deploys")
+    assert first.feed == "mkdocs" and first.feed_trusted is True and first.pages_added == len(PAGES)
+    requests(site)
+    quiet = h.run(policy="deploys", advance=timedelta(hours=6))
+    assert requests(site) == [FEED] and quiet.pages_due_by_feed == 0 and not quiet.deploy_seen
+    edited = {**texts(), "/p3.html": para("edited")}
+    build(site, edited)
+    rep = h.run(policy="deploys", advance=timedelta(hours=6))
+    assert requests(site) == [FEED, "/p3.html"]
+    assert rep.pages_due_by_feed == 1 and rep.pages_changed == 1 and rep.deploy_seen and rep.feed_trusted
+
+
+def test_a_change_the_feed_missed_turns_it_off(site, tmp_path):
+    h = Harness(site, tmp_path)
+    build(site, texts())
+    h.run(policy="deploys")
+    # the page changes, its feed text does not (and the sitemap's lastmod moves: a deploy)
+    build(site, {**texts(), "/p1.html": para("silent")}, feed_texts={"/p1.html": texts()["/p1.html"]})
+    h.run(policy="deploys", advance=timedelta(hours=6), full=True)
+    rep = h.run(policy="deploys", advance=timedelta(hours=6))
+    assert rep.feed_trusted is False or rep.feed is None
+    assert rep.host_schedule and not next(iter(rep.host_schedule.values()))["feed_trusted"]
+
+
+def test_a_static_site_with_no_feed_is_left_alone_between_deploys(site, tmp_path):
+    h = Harness(site, tmp_path)
+    build(site, texts(), feed=False)
+    h.run(policy="deploys")
+    h.now += timedelta(days=4)  # the deploy is stamped at its time
+    build(site, {**texts(), "/p0.html": para("first deploy")}, feed=False)
+    dep = h.run(policy="deploys")  # due by change-rate's 3 d; a deploy seen
+    assert dep.deploy_seen and dep.feed is None
+    requests(site)
+    for _ in range(8):  # two days without a deploy
+        rep = h.run(policy="deploys", advance=timedelta(hours=6))
+        assert not rep.deploy_seen
+    assert requests(site) == []  # the feed was looked for at the first pass only
+    h.now += timedelta(hours=6)
+    build(site, {**texts(), "/p0.html": para("first deploy"), "/p5.html": para("second deploy")}, feed=False)
+    rep = h.run(policy="deploys")
+    assert rep.deploy_seen and "/p5.html" in requests(site) and rep.pages_changed == 1
