@@ -8,6 +8,7 @@ scenarios; a JSON list of {scenario, strategy, requests, freshness}).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -44,4 +45,8 @@ def main(src: str, out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    ap = argparse.ArgumentParser(description="Plot stale share against page requests per strategy.")
+    ap.add_argument("src", help="the replay's JSON ({rows: [{scenario, strategy, requests, freshness}]})")
+    ap.add_argument("out", help="the PNG to write")
+    args = ap.parse_args()
+    sys.exit(main(args.src, args.out))

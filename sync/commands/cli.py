@@ -657,13 +657,16 @@ def _execute_run(setup: _RunSetup, now: datetime, *, watching: bool = False) -> 
         dims, conc = setup.embed_dimensions, setup.embed_concurrency
         if emb is None and _fresh(setup.state, store):  # the default, checked before the state is created
             emb = collection_embedder(store, None, dimensions=dims, concurrency=conc)
+        # Chunk sizes the model cannot take: exit 2, before the state is created when it can be.
+        splitter = splitter_for(emb, **setup.chunking) if emb is not None else None
         # A dry run on a fresh setup must not even create the state (file or collection).
         st = stack.enter_context(_open_state(setup.state, store, dry_run=dry_run))
         if emb is None:  # the last pass's model into this collection, else its points'
             emb = collection_embedder(store, st.last_run(), dimensions=dims, concurrency=conc)
+        if splitter is None:
+            splitter = splitter_for(emb, **setup.chunking)
         if watching:  # the watcher's next passes use the model this one resolved
             setup.embedder = emb
-        splitter = splitter_for(emb, **setup.chunking)
         if setup.now_given:
             _check_clock(st, cfg.now, setup.now_given)
         progress = stack.enter_context(_Progress(setup.quiet, dry_run))
