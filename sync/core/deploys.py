@@ -35,6 +35,7 @@ __all__ = [
     "choose_at_deploy",
     "deploy_seen",
     "deploys_between",
+    "feed_urls",
     "schedule_lines",
     "schedules_from_json",
     "schedules_to_json",
@@ -167,6 +168,12 @@ def schedules_from_json(raw: object) -> dict[str, HostSchedule]:
     if not isinstance(raw, dict):
         return {}
     return {str(h): HostSchedule.from_json(v) for h, v in raw.items()}
+
+
+def feed_urls(raw: object) -> list[str]:
+    """The change feeds the last pass found and still trusts (a run report's `host_schedule`),
+    one URL per host, sorted: what `pagesync watch` re-reads between passes."""
+    return sorted({hs.feed_url for hs in schedules_from_json(raw).values() if hs.feed_url and hs.feed_trusted})
 
 
 def deploys_between(deploys: Sequence[float], after_s: float, until_s: float) -> int:
