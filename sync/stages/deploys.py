@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
                             choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
                             schedules_to_json, site_signals)
-from ..core.feeds import FeedError, feed_candidates, match_urls, parse_feed
+from ..core.feeds import FeedError, feed_candidates, feed_page_urls, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
 from ..core.policy import history_from_json
@@ -45,6 +45,7 @@ class DeployStage:
         self.feed_before: dict[str, str] = {}
         self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
         self.changed_given = {canonical_url(u) for u in self.cfg.changed}
+        self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
 
     async def _read_deploys(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
@@ -121,6 +122,7 @@ class DeployStage:
             return None
         self.feed_hosts_read.add(host)
         self.feed_now.update(match_urls(found[2], urljoin(sitemap, "."), read.entries))
+        self.feed_pages.extend(feed_page_urls(found[2], urljoin(sitemap, ".")))
         return found[3]
 
     def _deploy_plan(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
