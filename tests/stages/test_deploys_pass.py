@@ -95,3 +95,18 @@ def test_with_a_crawl_the_pages_the_feed_names_and_no_link_reaches_are_visited(s
     for _ in range(2):  # complete crawls that do not link it: the feed still reaches it, it stays
         h.run(policy="deploys", crawl=[site.server.url("/index.html")], advance=timedelta(days=4))
     assert any(str(p.get("url", "")).endswith("/orphan.html") for p in h.points().values())
+
+
+def test_a_generator_tag_sends_the_next_pass_to_that_kinds_feed_before_the_weekly_recheck(site, tmp_path):
+    h = Harness(site, tmp_path)
+    tagged = {p: page_html(p, [t]).replace("<head>", "<head><meta name='generator' content='mkdocs-1.6.1'>")
+              for p, t in texts().items()}
+    for path, html in tagged.items():
+        site.set(path, html)
+    first = h.run(policy="deploys")  # no feed yet: every kind is looked for once
+    assert first.feed is None and next(iter(first.host_schedule.values()))["generator"] == "mkdocs"
+    docs = [{"location": p.lstrip("/"), "title": p, "text": t} for p, t in texts().items()]
+    site.set(FEED, json.dumps({"config": {}, "docs": docs}), content_type="application/json")
+    requests(site)
+    rep = h.run(policy="deploys", advance=timedelta(hours=6))  # within the week: looked for as mkdocs's only
+    assert rep.feed == "mkdocs" and requests(site) == [FEED]
