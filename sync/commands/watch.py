@@ -1,5 +1,5 @@
-"""`pagesync watch`: a long-running loop of passes. Every poll it reads the sitemaps with
-conditional GETs (a changed body is a deploy seen), runs a pass when a deploy was seen or a
+"""`pagesync watch`: a long-running loop of passes. Every poll it reads the sitemaps and the
+change feeds the last pass found with conditional GETs (a changed body is a deploy seen), runs a pass when a deploy was seen or a
 page fell due, and sleeps until then. Between passes it holds neither the state lock nor the
 store, so readers are never refused. The decisions are `sync.core.watching`'s; the clock,
 the sleep, the pass and the probe are given, so the loop is tested without a site or a clock."""
@@ -19,6 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from ..core.deploys import feed_urls
 from ..core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from ..core.watching import Step, WatchState, after_pass, after_probe, decide
 from ..errors import SitemapError
@@ -60,12 +61,16 @@ class SitemapProbe:
     """Conditional GETs of the sitemaps: their ETag and Last-Modified are sent back, a 304 or
     the same bytes is no change, other bytes are a deploy. The first read only learns. The
     files a sitemap index (or a robots.txt given as --sitemap) names are read the same way,
-    one level down. A sitemap that cannot be read is no change (the pass reports it)."""
+    one level down, and so are the change feeds the last pass found (`feeds`, set after each
+    pass from its report: the pass discovers them). A file that cannot be read, or a feed
+    larger than a sitemap may be, is no change (the pass reports it)."""
 
-    def __init__(self, urls: list[str], client: httpx.Client, headers: Callable[[str], dict[str, str]]):
+    def __init__(self, urls: list[str], client: httpx.Client, headers: Callable[[str], dict[str, str]],
+                 feeds: list[str] | None = None):
         self.urls = urls
         self.client = client
         self.headers = headers  # the --header fields for a URL of the run's sites
+        self.feeds: list[str] = list(feeds or [])  # change feeds to re-read (`sync.core.deploys.feed_urls`)
         self.seen: dict[str, tuple[str | None, str | None, str]] = {}  # url -> (etag, last-modified, sha256)
         self.children: dict[str, list[str]] = {}  # an index's (or robots.txt's) sitemap files, as last read
 
@@ -75,13 +80,16 @@ class SitemapProbe:
             changed = self._try(url) or changed
             for child in self.children.get(url, []):
                 changed = self._try(child) or changed
+        for url in self.feeds:
+            if url not in self.urls:
+                changed = self._try(url) or changed
         return changed
 
     def _try(self, url: str) -> bool:
         try:
             return self._read(url)
         except httpx.HTTPError as exc:
-            log.warning("watch: sitemap %s not read: %s", url, exc)
+            log.warning("watch: %s %s not read: %s", "change feed" if url in self.feeds else "sitemap", url, exc)
             return False
 
     def _read(self, url: str) -> bool:
@@ -105,9 +113,14 @@ class SitemapProbe:
                 if resp.status_code != 200:
                     log.warning("watch: sitemap %s answered HTTP %d", url, resp.status_code)
                     return False
-                digest, body = hashlib.sha256(), bytearray()
+                digest, body, size = hashlib.sha256(), bytearray(), 0
+                feed = url in self.feeds and url not in self.urls
                 for chunk in resp.iter_bytes():
                     digest.update(chunk)
+                    size += len(chunk)
+                    if feed and size > MAX_SITEMAP_BYTES:  # bounded as the pass reads it: not read
+                        log.warning("watch: change feed %s: larger than %d bytes", url, MAX_SITEMAP_BYTES)
+                        return False
                     if len(body) <= MAX_SITEMAP_BYTES:  # kept for its list of files; past it only hashed
                         body += chunk
                 self.seen[url] = (resp.headers.get("etag"), resp.headers.get("last-modified"), digest.hexdigest())
@@ -187,7 +200,7 @@ class Watcher:
             self.counters.polls += 1
             if seen:
                 self.counters.deploys += 1
-                log.info("watch: a sitemap changed: a deploy, a pass is due")
+                log.info("watch: a sitemap or change feed changed: a deploy, a pass is due")
             self.state = after_probe(self.state, now, seen)
         elif step.run:
             self._pass(now, step.reason)
@@ -294,7 +307,9 @@ def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], s
 
     def one_pass(now: datetime) -> PassOutcome:
         with signals.passing():
-            return run_pass(now)
+            outcome = run_pass(now)
+        probe.feeds = feed_urls(outcome.report.get("host_schedule"))  # the feeds this pass found
+        return outcome
 
     def read_sitemaps() -> bool:
         with signals.interruptible():

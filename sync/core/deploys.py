@@ -35,6 +35,7 @@ __all__ = [
     "choose_at_deploy",
     "deploy_seen",
     "deploys_between",
+    "feed_urls",
     "schedule_lines",
     "schedules_from_json",
     "schedules_to_json",
@@ -125,6 +126,7 @@ class HostSchedule:
     feed_trusted: bool = True
     reason: str | None = None  # why the host is dynamic, or its feed untrusted: said in `status`
     watched_since_s: float | None = None  # the first pass that read a signal (a change before it says nothing)
+    generator: str | None = None  # the feed kind a visited page's <meta name="generator"> names
 
     def with_deploy(self, now_s: float) -> "HostSchedule":
         deploys = (*self.deploys, now_s)[-DEPLOYS_KEPT:]
@@ -139,7 +141,7 @@ class HostSchedule:
         return {"signal": self.signal.to_json() if self.signal else None, "deploys": list(self.deploys),
                 "static": self.static, "feed_kind": self.feed_kind, "feed_url": self.feed_url,
                 "feed_checked_s": self.feed_checked_s, "feed_trusted": self.feed_trusted, "reason": self.reason,
-                "watched_since_s": self.watched_since_s}
+                "watched_since_s": self.watched_since_s, "generator": self.generator}
 
     @classmethod
     def from_json(cls, raw: object) -> "HostSchedule":
@@ -156,7 +158,8 @@ class HostSchedule:
                    feed_checked_s=float(checked) if isinstance(checked, (int, float)) else None,
                    feed_trusted=raw.get("feed_trusted") is not False,
                    reason=raw.get("reason") if isinstance(raw.get("reason"), str) else None,
-                   watched_since_s=float(watched) if isinstance(watched, (int, float)) else None)
+                   watched_since_s=float(watched) if isinstance(watched, (int, float)) else None,
+                   generator=raw.get("generator") if isinstance(raw.get("generator"), str) else None)
 
 
 def schedules_to_json(schedules: Mapping[str, HostSchedule]) -> dict:
@@ -167,6 +170,12 @@ def schedules_from_json(raw: object) -> dict[str, HostSchedule]:
     if not isinstance(raw, dict):
         return {}
     return {str(h): HostSchedule.from_json(v) for h, v in raw.items()}
+
+
+def feed_urls(raw: object) -> list[str]:
+    """The change feeds the last pass found and still trusts (a run report's `host_schedule`),
+    one URL per host, sorted: what `pagesync watch` re-reads between passes."""
+    return sorted({hs.feed_url for hs in schedules_from_json(raw).values() if hs.feed_url and hs.feed_trusted})
 
 
 def deploys_between(deploys: Sequence[float], after_s: float, until_s: float) -> int:

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 from urllib.parse import urljoin
 
+from .ids import canonical_url
+
 __all__ = ["FEED_KINDS", "FEED_PATHS", "Feed", "FeedError", "feed_candidates", "parse_feed", "generator_feed_kind",
-           "match_urls"]
+           "match_urls", "feed_page_urls"]
 
 MKDOCS, SPHINX, DOCUSAURUS = "mkdocs", "sphinx", "docusaurus"
 FEED_KINDS = (MKDOCS, SPHINX, DOCUSAURUS)
@@ -158,6 +160,20 @@ def match_urls(feed: Feed, root: str, known: Iterable[str]) -> dict[str, str]:
                 out[cand] = digest
                 break
     return out
+
+
+def feed_page_urls(feed: Feed, root: str) -> list[str]:
+    """The pages an exact feed (MkDocs, docusaurus-lunr-search) names, as canonical URLs under
+    `root`, in the feed's order: their locations are URL paths. Sphinx names documents, not
+    URLs (`.html` or `/` depends on the builder), and search-local's titles only: none."""
+    if not feed.exact or feed.kind == SPHINX:
+        return []
+    out: dict[str, None] = {}
+    for loc in feed.digests:
+        url = urljoin(root, loc)
+        if url.startswith(("http://", "https://")):
+            out[canonical_url(url)] = None
+    return list(out)
 
 
 def changed_pages(before: Mapping[str, str], now: Mapping[str, str]) -> list[str]:

@@ -206,7 +206,14 @@ class CrawlStage:
         self.crawl_tracked = {p.url for p in self.state.all_pages() if p.source == "crawl" and p.status != GONE}
         frontier = Frontier(self.crawl_rules, starts)
         complete = True
-        while level := frontier.take_level():
+        fed = False
+        while True:
+            level = frontier.take_level()
+            if not level and not fed:  # the links are walked: then the feed's pages they did not reach
+                fed = True
+                level = self._feed_level(frontier)
+            if not level:
+                break
             await self._crawl_visit(level)
             kept = self._kept_links(level)
             offered: list[str] = []
@@ -254,6 +261,16 @@ class CrawlStage:
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
                             url, "skipped" if seen == SKIPPED else self.crawl_held[url])
         self._crawl_settle(frontier, complete)
+
+    def _feed_level(self, frontier: Frontier) -> list[str]:
+        """The pages the change feed names that the links did not reach (nor a sitemap lists),
+        offered to the crawl under its rules: one more level, whose links are followed too."""
+        feed_pages = getattr(self, "feed_pages", [])
+        unreached = [u for u in feed_pages if u not in frontier and u not in self.sitemap_now]
+        added = [u for u in unreached if frontier.offer(u)]
+        if added:
+            log.info("crawl: %d page(s) the change feed names and no link reached are visited", len(added))
+        return frontier.take_level()
 
     def _crawl_incomplete(self, why: str) -> None:
         if why not in self.crawl_why:

@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
                             choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
                             schedules_to_json, site_signals)
-from ..core.feeds import FeedError, feed_candidates, match_urls, parse_feed
+from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
 from ..core.policy import history_from_json
@@ -45,6 +45,7 @@ class DeployStage:
         self.feed_before: dict[str, str] = {}
         self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
         self.changed_given = {canonical_url(u) for u in self.cfg.changed}
+        self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
 
     async def _read_deploys(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
@@ -95,7 +96,8 @@ class DeployStage:
         if hs.feed_url and hs.feed_kind:
             cands = [(hs.feed_kind, hs.feed_url)]
         elif hs.feed_checked_s is None or now_s - hs.feed_checked_s >= FEED_RECHECK.total_seconds():
-            cands = feed_candidates(sitemap)
+            # The kind a page's generator tag named is looked for first (and alone, when named).
+            cands = [c for c in feed_candidates(sitemap) if hs.generator in (None, c[0])]
         else:
             return None
         kept_count = getattr(self.fetcher, "sitemaps_not_modified", 0)
@@ -121,7 +123,21 @@ class DeployStage:
             return None
         self.feed_hosts_read.add(host)
         self.feed_now.update(match_urls(found[2], urljoin(sitemap, "."), read.entries))
+        self.feed_pages.extend(feed_page_urls(found[2], urljoin(sitemap, ".")))
         return found[3]
+
+    def _deploy_generator(self, url: str, body: bytes) -> None:
+        """A page read whole names its generator (`<meta name="generator">`): the host's feed
+        is looked for as that kind at the next pass (at once, not after the weekly recheck)."""
+        if not self.deploys_on or not body:
+            return
+        host = url_host(url)[0]
+        hs = self.schedules.get(host)
+        if hs is None or hs.feed_url is not None or not hs.feed_trusted:
+            return
+        kind = generator_feed_kind(body[:65536].decode("utf-8", "replace"))
+        if kind is not None and kind != hs.generator:
+            self.schedules[host] = replace(hs, generator=kind, feed_checked_s=None)
 
     def _deploy_plan(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
         """The visits with what --changed, the feed and a deploy add, and without the due

@@ -196,6 +196,7 @@ class VisitStage:
         new_hash = title = None
         chunks: list[str] = []
         if result.outcome is Outcome.OK:
+            self._deploy_generator(page.url, result.body)  # a generator tag says where the feed is
             select = self.cfg.site_rules.rules_for(page.url).select
             given = {"select": select} if select is not None else {}  # an extractor without the option still fits
             try:

@@ -200,3 +200,44 @@ def test_the_files_of_a_sitemap_index_and_of_a_robots_txt_are_read_too():
         assert probe() is False and seen[-1] == "/part-1.xml"
         files["/part-1.xml"] += b" "  # only the named file changed (its index did not)
         assert probe() is True
+
+
+# -- the change feeds the last pass found ------------------------------------------------------
+FEED = "https://docs.example.com/search/search_index.json"
+
+
+def test_a_change_feed_whose_bytes_changed_is_a_deploy_seen_though_the_sitemap_did_not():
+    files = {"/sitemap.xml": b"<urlset>a</urlset>", "/search/search_index.json": b'{"docs": []}'}
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        body = files[request.url.path]
+        etag = f'"{hash(body) & 0xffff:x}"'
+        if request.headers.get("if-none-match") == etag:
+            return httpx.Response(304, headers={"etag": etag})
+        return httpx.Response(200, content=body, headers={"etag": etag})
+
+    probe = SitemapProbe([SITEMAP], httpx.Client(transport=httpx.MockTransport(handler)), lambda u: {})
+    assert probe() is False and [r.url.path for r in seen] == ["/sitemap.xml"]  # no feed known yet
+    probe.feeds = [FEED]  # what a pass found
+    assert probe() is False  # the feed's first read only learns
+    assert probe() is False and seen[-1].url == FEED and seen[-1].headers["if-none-match"]  # conditional: 304
+    files["/search/search_index.json"] = b'{"docs": [{"location": "a/", "text": "new"}]}'
+    assert probe() is True
+    assert probe() is False
+
+
+def test_a_change_feed_larger_than_a_sitemap_may_be_is_not_read_and_is_no_change(monkeypatch):
+    import sync.commands.watch as watch_mod
+
+    monkeypatch.setattr(watch_mod, "MAX_SITEMAP_BYTES", 64)
+    bodies = [b"x" * 100]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=bodies[0] if request.url == FEED else b"<urlset/>")
+
+    probe = SitemapProbe([SITEMAP], httpx.Client(transport=httpx.MockTransport(handler)), lambda u: {}, feeds=[FEED])
+    assert probe() is False and FEED not in probe.seen
+    bodies[0] = b"y" * 100
+    assert probe() is False

@@ -80,3 +80,15 @@ def test_status_lines_say_static_dynamic_and_the_feed_trust():
     assert a.startswith("host a: static") and "mkdocs trusted" in a
     assert "dynamic" in b and "NOT trusted" in b and "https://b/x" in b
     assert schedule_lines(None) == []
+
+
+def test_feed_urls_are_the_trusted_feeds_the_last_pass_found_one_per_host():
+    from sync.core.deploys import HostSchedule, feed_urls, schedules_to_json
+
+    raw = schedules_to_json({
+        "a.example": HostSchedule(feed_kind="mkdocs", feed_url="https://a.example/search/search_index.json"),
+        "b.example": HostSchedule(feed_kind="sphinx", feed_url="https://b.example/searchindex.js", feed_trusted=False),
+        "c.example": HostSchedule(),
+    })
+    assert feed_urls(raw) == ["https://a.example/search/search_index.json"]
+    assert feed_urls(None) == [] and feed_urls({}) == []

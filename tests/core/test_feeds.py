@@ -74,3 +74,14 @@ def test_generator_tag(html, kind):
 def test_changed_pages_are_those_recorded_with_another_digest(before, now):
     got = changed_pages(before, now)
     assert got == sorted(u for u in now if u in before and before[u] != now[u])
+
+
+def test_feed_page_urls_are_an_exact_feeds_locations_under_the_root_and_none_of_sphinx():
+    from sync.core.feeds import Feed, feed_page_urls
+
+    mk = Feed("mkdocs", True, {"": "d0", "guide/": "d1", "api.html": "d2", "https://other.example/x/": "d3"})
+    assert feed_page_urls(mk, "https://docs.example.com/en/") == [
+        "https://docs.example.com/en/", "https://docs.example.com/en/guide/", "https://docs.example.com/en/api.html",
+        "https://other.example/x/"]
+    assert feed_page_urls(Feed("sphinx", False, {"index": "d"}), "https://docs.example.com/") == []
+    assert feed_page_urls(Feed("docusaurus", False, {"a": "d"}), "https://docs.example.com/") == []

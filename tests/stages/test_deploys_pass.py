@@ -76,3 +76,37 @@ def test_a_static_site_with_no_feed_is_left_alone_between_deploys(site, tmp_path
     build(site, {**texts(), "/p0.html": para("first deploy"), "/p5.html": para("second deploy")}, feed=False)
     rep = h.run(policy="deploys")
     assert rep.deploy_seen and "/p5.html" in requests(site) and rep.pages_changed == 1
+
+
+def test_with_a_crawl_the_pages_the_feed_names_and_no_link_reaches_are_visited(site, tmp_path):
+    h = Harness(site, tmp_path)
+    build(site, texts())
+    site.set("/index.html", page_html("/index.html", [para("home")], nav=["P0.html"]))
+    site.set("/orphan.html", page_html("/orphan.html", [para("orphan")], nav=["P1.html"]), in_sitemap=False)  # the feed names it
+    site.set("/hidden.html", page_html("/hidden.html", [para("hidden")], nav=["P1.html"]), in_sitemap=False)  # nothing names it
+    docs = [{"location": p.lstrip("/"), "title": p, "text": t}
+            for p, t in {**texts(), "/orphan.html": "orphan"}.items()]
+    site.set(FEED, json.dumps({"config": {}, "docs": docs}), content_type="application/json")
+    rep = h.run(policy="deploys", crawl=[site.server.url("/index.html")])
+    seen = requests(site)
+    assert "/orphan.html" in seen and "/hidden.html" not in seen
+    assert any(str(p.get("url", "")).endswith("/orphan.html") for p in h.points().values())
+    assert rep.feed == "mkdocs"
+    for _ in range(2):  # complete crawls that do not link it: the feed still reaches it, it stays
+        h.run(policy="deploys", crawl=[site.server.url("/index.html")], advance=timedelta(days=4))
+    assert any(str(p.get("url", "")).endswith("/orphan.html") for p in h.points().values())
+
+
+def test_a_generator_tag_sends_the_next_pass_to_that_kinds_feed_before_the_weekly_recheck(site, tmp_path):
+    h = Harness(site, tmp_path)
+    tagged = {p: page_html(p, [t]).replace("<head>", "<head><meta name='generator' content='mkdocs-1.6.1'>")
+              for p, t in texts().items()}
+    for path, html in tagged.items():
+        site.set(path, html)
+    first = h.run(policy="deploys")  # no feed yet: every kind is looked for once
+    assert first.feed is None and next(iter(first.host_schedule.values()))["generator"] == "mkdocs"
+    docs = [{"location": p.lstrip("/"), "title": p, "text": t} for p, t in texts().items()]
+    site.set(FEED, json.dumps({"config": {}, "docs": docs}), content_type="application/json")
+    requests(site)
+    rep = h.run(policy="deploys", advance=timedelta(hours=6))  # within the week: looked for as mkdocs's only
+    assert rep.feed == "mkdocs" and requests(site) == [FEED]
