@@ -626,7 +626,7 @@ class EdgeStore(_PagedScroll):
     def delete_pages(self, urls: Sequence[str]) -> int:
         if not self.exists():
             return 0
-        shard = self._open()
+        self._open()
         self._check_space("delete")  # a delete is appended to the write-ahead log first
         with self._guard("delete"):
             deleted = sum(self._delete_url(u) for u in urls)
