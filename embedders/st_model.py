@@ -161,7 +161,7 @@ class SentenceTransformerEmbedder(MiniLMEmbedder):
         self._dim_lock = threading.Lock()
 
     @property
-    def dimension(self) -> int:
+    def dimension(self) -> int:  # type: ignore[override]  # the base's constant becomes this model's size, read lazily
         if self._dim is None:
             with self._dim_lock:
                 if self._dim is None:
