@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.rounds):
             rec: dict = {"round": n + 1, "order": "pass first" if n % 2 == 0 else "plain first"}
 
-            def do_pass() -> None:
+            def do_pass(n: int = n, rec: dict = rec) -> None:  # bound: called within this round
                 proxy.clear()
                 rep = run_pass(work / f"r{n}", web.url("/sitemap.xml"), env, args.concurrency)
                 ex = list(proxy.exchanges)
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                                "tokens_embedded": rep.get("tokens_embedded"), "pass_seconds": rep.get("seconds"),
                                "process_wall_s": rep["process_wall_s"]}
 
-            def do_plain() -> None:
+            def do_plain(rec: dict = rec) -> None:
                 proxy.clear()
                 asyncio.run(plain_loop(proxy.url("/v1"), reference, args.concurrency))
                 texts, secs = window(list(proxy.exchanges))

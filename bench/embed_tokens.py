@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                    "OPENAI_BASE_URL": proxy.url("/v1"), "OPENAI_API_KEY": KEY}
             prev = None
-            for n, day in enumerate(days):
+            for day in days:
                 commit = git.day_commit(args.rev, day)
                 pages = renderer.pages(commit, [], args.max_pages)
                 if prev is None:

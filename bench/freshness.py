@@ -536,8 +536,8 @@ class Meter:
             "freshness": self.fresh_s / self.live_s,
             "stale_share": 1 - self.fresh_s / self.live_s,
             "mean_stale_age_h": self.age_s2 / self.stale_s / H if self.stale_s else 0.0,
-            "freshness_by_kind": {k: (f / l if l else None) for k, (l, f) in self.by_kind.items()},
-            "daily_freshness": [f / l for _, (l, f) in sorted(self.daily.items())],
+            "freshness_by_kind": {k: (f / live if live else None) for k, (live, f) in self.by_kind.items()},
+            "daily_freshness": [f / live for _, (live, f) in sorted(self.daily.items())],
             "new": delays(self.new_delays, len(self.added)),
             "removed": delays(self.removal_delays, len(self.removed)),
         }

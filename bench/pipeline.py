@@ -133,7 +133,7 @@ def pagesync(work: Path, sitemap: str, now: datetime, embedder: str | None, env:
     if not (work / "report.json").exists():
         raise SystemExit(f"pagesync failed: {proc.stderr[-3000:]}")
     rep = json.loads((work / "report.json").read_text())
-    hwm = next((float(l.split()[1]) for l in proc.stderr.splitlines() if l.startswith("HWM ")), None)
+    hwm = next((float(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("HWM ")), None)
     return {**rep, "process_wall_s": wall, "hwm_mb": hwm}
 
 

@@ -11,17 +11,29 @@ so their wall times do not add up to the pass.
 
     .venv/bin/python bench/pipeline_profile.py [MAX_PAGES]   (REPLAY_GIT_DIR: a FastAPI clone)
 """
-import json, os, sys, time, threading, shutil, tempfile, functools, asyncio
-from pathlib import Path
-from datetime import datetime, timezone
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO)); sys.path.append(str(REPO / "bench"))
-from replay_docs_history import DEFAULT_GIT_DIR, Git, Lastmods, Nginx, Renderer
-from pipeline import render, T0
-import sync.engine as eng, chunking, sync.edges.store as st, sync.edges.fetcher as fe
-from embedders import make_embedder
-
+import json
+import os
+import sys
+import time
+import threading
+import shutil
+import tempfile
+import functools
+import asyncio
 import argparse
+from pathlib import Path
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "bench"))
+# after the sys.path set-up above: the repository's and bench/'s modules
+from replay_docs_history import DEFAULT_GIT_DIR, Git, Lastmods, Nginx, Renderer  # noqa: E402
+from pipeline import render, T0  # noqa: E402
+import sync.engine as eng  # noqa: E402
+import chunking  # noqa: E402
+import sync.edges.store as st  # noqa: E402
+import sync.edges.fetcher as fe  # noqa: E402
+from embedders import make_embedder  # noqa: E402
+
 _ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 _ap.add_argument("max_pages", nargs="?", type=int, default=None, help="profile the first N pages only")
 max_pages = _ap.parse_args().max_pages
@@ -30,21 +42,28 @@ T = {}
 lock = threading.Lock()
 def add(k, wall, cpu):
     with lock:
-        a = T.setdefault(k, [0, 0.0, 0.0]); a[0] += 1; a[1] += wall; a[2] += cpu
+        a = T.setdefault(k, [0, 0.0, 0.0])
+        a[0] += 1
+        a[1] += wall
+        a[2] += cpu
 def wrap(obj, name, key, is_async=False):
     f = getattr(obj, name)
     if is_async:
         @functools.wraps(f)
         async def g(*a, **k):
             t = time.perf_counter()
-            try: return await f(*a, **k)
-            finally: add(key, time.perf_counter() - t, 0.0)
+            try:
+                return await f(*a, **k)
+            finally:
+                add(key, time.perf_counter() - t, 0.0)
     else:
         @functools.wraps(f)
         def g(*a, **k):
             t, c = time.perf_counter(), time.thread_time()
-            try: return f(*a, **k)
-            finally: add(key, time.perf_counter() - t, time.thread_time() - c)
+            try:
+                return f(*a, **k)
+            finally:
+                add(key, time.perf_counter() - t, time.thread_time() - c)
     setattr(obj, name, g)
 wrap(eng, "extract_page", "extract")
 wrap(chunking.Splitter, "split", "split")
@@ -64,9 +83,12 @@ git = Git(os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR)
 commit = git("rev-list", "-1", "--first-parent", f"--before={T0.isoformat()}", "HEAD").strip()
 renderer = Renderer(git, "docs/en/docs")
 pages = renderer.pages(commit, [], max_pages)
-lastmods = Lastmods(git, "docs/en/docs"); lastmods.init(commit, {p.src for p in pages})
-root = work / "site"; root.mkdir(parents=True)
-nginx = Nginx(work / "nginx", root); nginx.start()
+lastmods = Lastmods(git, "docs/en/docs")
+lastmods.init(commit, {p.src for p in pages})
+root = work / "site"
+root.mkdir(parents=True)
+nginx = Nginx(work / "nginx", root)
+nginx.start()
 try:
     render(renderer, pages, root, nginx.base, lastmods, T0.timestamp() - 86400)
     emb.embed(["warm up", "the model"])  # load apart
@@ -82,10 +104,11 @@ try:
     async def go():
         async with make_client(user_agent="prof", timeout=30) as client:
             return await arun_pass(cfg, fetcher=Fetcher(client, respect_robots=False), store=store, state=state, embedder=emb, splitter=Splitter())
-    c0 = time.process_time(); t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     rep = asyncio.run(go())
-    wall = time.perf_counter() - t0; cpu = time.process_time() - c0
-    passT = dict(T); T.clear()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    passT = dict(T)
+    T.clear()
     texts = list(dict.fromkeys(p.payload["text"] for p in sorted(store.scroll(payload_fields=["url", "chunk_index", "text"]), key=lambda p: (p.payload["url"], p.payload["chunk_index"]))))
     t = time.perf_counter()
     for i in range(0, len(texts), 64):
@@ -96,4 +119,5 @@ try:
                       "raw_s": raw, "raw_rate": len(texts) / raw, "ratio": (rep.chunks_embedded / wall) / (len(texts) / raw),
                       "breakdown": {k: {"n": v[0], "wall": round(v[1], 2), "cpu": round(v[2], 2)} for k, v in passT.items()}}, indent=1))
 finally:
-    nginx.stop(); shutil.rmtree(work, ignore_errors=True)
+    nginx.stop()
+    shutil.rmtree(work, ignore_errors=True)

@@ -45,7 +45,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -518,7 +518,7 @@ def main() -> int:
         import markdown  # noqa: F401
         import pymdownx  # noqa: F401
     except ImportError:
-        raise SystemExit("needs `markdown` and `pymdown-extensions`: pip install markdown pymdown-extensions")
+        raise SystemExit("needs `markdown` and `pymdown-extensions`: pip install markdown pymdown-extensions") from None
 
     command = "python " + " ".join(shlex.quote(a) for a in [os.path.relpath(__file__, REPO), *sys.argv[1:]])
     work = Path(args.work)
@@ -717,7 +717,7 @@ def render_markdown(raw: dict) -> str:
     L.append(f"- Source: `{a['git_dir']}` ({a['rev']}), `{a['docs_dir']}` ({scope}), code samples included from "
              "docs_src/; one snapshot per UTC day = that day's last first-parent commit.")
     L.append(f"- Window: {recs[0]['day']} .. {recs[-1]['day']} ({len(recs)} days); day 1 is the initial index.")
-    L.append(f"- Served by nginx (static files, ETag = mtime-size, gzip on); sitemap lastmod = the markdown file's "
+    L.append("- Served by nginx (static files, ETag = mtime-size, gzip on); sitemap lastmod = the markdown file's "
              "last commit date; only files whose HTML changed are rewritten.")
     L.append(f"- Incremental chain embedder: `{a['embedder'] or 'default (bundled all-MiniLM-L6-v2)'}`; daily fresh "
              f"indexes: `{a['fresh_embedder']}`. Compared with `pagesync export`: ids, payloads except "

@@ -62,7 +62,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import freshness as fr  # noqa: E402
-from freshness import D, DEPLOY_DATE, H, MKDOCS, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
+from freshness import D, DEPLOY_DATE, MKDOCS, SAME_LASTMOD, SiteEvent, Timeline  # noqa: E402
 from replay_docs_history import DEFAULT_GIT_DIR, Git, Renderer, _INCLUDE, _JINJA, _H1, Page, page_url  # noqa: E402
 
 GIT_LASTMOD = "git-lastmod"

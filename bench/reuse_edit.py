@@ -117,7 +117,7 @@ def main() -> int:
 
     load = os.getloadavg()[0]
     lines = [
-        f"# One-line edit to FastAPI's release notes (`bench/reuse_edit.py`)\n",
+        "# One-line edit to FastAPI's release notes (`bench/reuse_edit.py`)\n",
         f"Page `{args.docs_dir}/{PAGE}` at {commit[:10]}, rendered like the replay; embedder "
         f"`{args.embedder or 'default (bundled all-MiniLM-L6-v2)'}`; default chunk settings; {os.cpu_count()} CPUs, "
         f"1-minute load {load:.1f} at the end. Seconds: the whole pass (fetch, extract, chunk, read vectors, "

@@ -24,6 +24,8 @@ class Embedder(Protocol):
     """
 
     model_id: str
-    dimension: int
+
+    @property
+    def dimension(self) -> int: ...  # read-only: an attribute or a property (a size read lazily) both fit
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...

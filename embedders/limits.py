@@ -132,7 +132,7 @@ def check_vectors(data: Any, n: int, dimension: int | None) -> tuple[list[list[f
     if len(data) != n:
         return [], f"{len(data)} vectors for {n} texts"
     indices = [d.get("index") for d in data]
-    if any(type(i) is not int for i in indices) or sorted(indices) != list(range(n)):  # type: ignore[type-var]
+    if any(type(i) is not int for i in indices) or sorted(indices) != list(range(n)):
         shown = ", ".join(repr(i) for i in indices[:5]) + (", ..." if n > 5 else "")
         return [], (f"its vectors are numbered ({shown}), not each of 0..{n - 1} once by 'index': which "
                     f"text a vector is of is not known")

@@ -299,8 +299,10 @@ class OnnxMiniLMEmbedder:
         self._threads = threads
         self._fallback_factory = fallback
         self._fallback = None
-        self._session = None
-        self._tokenizer = None
+        # onnxruntime's InferenceSession and a tokenizers.Tokenizer, made at the first embed
+        # (`_load`): both libraries are imported there, so they are Any here.
+        self._session: Any = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
         self.texts_embedded = 0
         self.tokens_run = 0  # token slots sent to the model, padding included

@@ -201,7 +201,7 @@ class OpenAIEmbedder:
         if r.status_code == 200:
             try:
                 data = json.loads(body or b"").get("data") or []
-                served = [m.get("id") for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+                served = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
             except (ValueError, AttributeError, TypeError):  # not JSON, not an object, a "data" that is no list
                 served = []
         if r.status_code != 200:
@@ -429,7 +429,7 @@ class OpenAIEmbedder:
         counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
         # A server that counts nothing is charged the offline bound, so the budget guard holds.
         valid = isinstance(counted, (int, float)) and not isinstance(counted, bool) and math.isfinite(counted)
-        tokens = int(counted) if valid else sum(token_bound(t) for t in inputs)
+        tokens = int(counted) if valid and counted is not None else sum(token_bound(t) for t in inputs)
         if not probe:
             with self._lock:
                 self.tokens_embedded += tokens

@@ -96,7 +96,7 @@ def resolve_model(spec: str, *, cache_dir: str | Path | None = None) -> tuple[Pa
     try:
         # local_files_only: the cache answers, the network is never asked.
         found = snapshot_download(spec, cache_dir=where, local_files_only=True)
-    except Exception as exc:  # not cached, or a name the hub would refuse: either way not here
+    except Exception:  # not cached, or a name the hub would refuse: either way not here
         raise _not_here(spec, f"no such folder, and not in the local model cache{f' at {where}' if where else ''}") from None
     return Path(found), spec
 
@@ -161,7 +161,7 @@ class SentenceTransformerEmbedder(MiniLMEmbedder):
         self._dim_lock = threading.Lock()
 
     @property
-    def dimension(self) -> int:
+    def dimension(self) -> int:  # type: ignore[override]  # the base's constant becomes this model's size, read lazily
         if self._dim is None:
             with self._dim_lock:
                 if self._dim is None:

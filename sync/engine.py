@@ -172,7 +172,9 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-class _Pass(PreflightStage, PlanStage, DeployStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):
+# The ignore below: VisitStage resets EmbedStage's `inflight` through the shared `self`, so
+# mypy infers it there as None; it goes when the stages take explicit inputs.
+class _Pass(PreflightStage, PlanStage, DeployStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):  # type: ignore[misc]
     def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
                  splitter: Splitter, on_progress: Callable[[str, str], None] | None):
         self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state

@@ -31,7 +31,7 @@ vector and each point without one gets it, computed from its stored text and hea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 from chunking.split import embedded_text
 
@@ -43,10 +43,19 @@ from ..core.scope import url_host
 from ..edges.state_protocol import State
 from ..edges.store import Store
 
+if TYPE_CHECKING:
+    from ..core.page import PageState
+
 __all__ = ["AuditReport", "audit_collection", "fix_collection", "restore_metadata", "run_audit", "CATEGORIES"]
 
 CATEGORIES = ("orphans", "stale", "broken", "missing", "foreign", "metadata", "keywords", "too_long")
 _FIELDS = ["url", "chunk_id", "chunk_index", "content_hash", "title", "fetched_at", "headings", METADATA_KEY]
+
+
+class _Pages(Protocol):
+    """What the audit reads of a state: its pages (a `State`, or the pages a reindex plans)."""
+
+    def all_pages(self) -> list[PageState]: ...
 
 
 class _UrlSummary:
@@ -135,7 +144,7 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
-def audit_collection(store: Store, state: State, *, examples: int = 5, batch: int = 1024,
+def audit_collection(store: Store, state: _Pages, *, examples: int = 5, batch: int = 1024,
                      counter_of: Callable[[str], Any] | None = None) -> AuditReport:
     """Scan the collection once and compare it with the state (read-only). `counter_of`:
     a point's embedder id -> its token counter (`embedders.tokens`) or None; with it the

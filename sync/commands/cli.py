@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # pygments, ~0.1 s) only to offer `httpx.main`, which pagesync never runs. In the pagesync
 # command's process it gets the stand-in httpx itself uses when those extras are missing.
 if "httpx" not in sys.modules:
-    sys.modules.setdefault("httpx._main", None)
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: that import fails, as httpx expects
 
 __all__ = ["app", "main"]
 
@@ -734,7 +734,7 @@ def watch(ctx: typer.Context, **params: object) -> None:
             if ctx.params[name]:
                 raise ConfigError(f"watch takes no {flag}: {why}")
         setup = _prepare_run(ctx, **ctx.params)
-        poll = timedelta(seconds=float(ctx.params["poll"]))  # type: ignore[arg-type]
+        poll = timedelta(seconds=float(ctx.params["poll"]))
 
         def one_pass(now: datetime) -> PassOutcome:
             out = _execute_run(setup, now, watching=True)
@@ -807,7 +807,8 @@ def _file_sites(ctx: typer.Context) -> list:
     command line (flags override the file: then its sites are not synced)."""
     from .config_file import sites_of
 
-    given = any(ctx.get_parameter_source(n).name == "COMMANDLINE" for n in ("sitemap", "url", "crawl"))
+    sources = [ctx.get_parameter_source(n) for n in ("sitemap", "url", "crawl")]  # by name: typer's own click
+    given = any(s is not None and s.name == "COMMANDLINE" for s in sources)
     return [] if given else sites_of(ctx)
 
 

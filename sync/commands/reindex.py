@@ -48,6 +48,7 @@ import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -387,7 +388,7 @@ class _Reindex:
             if kept.get(p.url) == p.content_hash:
                 plan.append((p, "state"))
             else:
-                usable = harvest.page(p, lambda e, u=p.url: self._fingerprint_of(e, u)) is not None
+                usable = harvest is not None and harvest.page(p, partial(self._fingerprint_of, url=p.url)) is not None
                 plan.append((p, "points" if usable else "fetch"))
         return plan, harvest
 
@@ -406,8 +407,8 @@ class _Reindex:
             got = (harvest.page(page, lambda e: self._fingerprint_of(e, page.url))
                    if harvest is not None else None)
             if got is not None:
-                chunks, stamp, paths = got
-                return _Item(after, "points", chunks, stamp or self.now_iso, headings=paths)
+                chunks, fetched_at, paths = got
+                return _Item(after, "points", chunks, fetched_at or self.now_iso, headings=paths)
             source = "fetch"
         async with sem:
             res = await self.fetcher.fetch_page(page.url, None)
@@ -498,6 +499,7 @@ class _Reindex:
         if texts:
             try:
                 # Each distinct text is embedded once in the whole reindex (`VectorMemo`).
+                assert self.memo is not None  # made before the first flush (`run`)
                 vectors, sent = await asyncio.to_thread(self.memo.embed, texts, self.embedder.embed)
             except Exception as exc:
                 raise PagesyncError(f"embedding failed: {exc}") from None

@@ -61,7 +61,7 @@ def _point(line: str, lineno: int) -> StoredPoint:
     if sparse is not None and keywords is None:
         raise ConfigError(f"line {lineno}: point {pid}'s sparse_vector is not {{\"indices\": [...], \"values\": [...]}}")
     # No sparse_vector (an export from before them): the store computes it from the payload.
-    return StoredPoint(pid, payload, vector, keywords)  # type: ignore[arg-type]  # an int id stays an int
+    return StoredPoint(pid, payload, vector, keywords)
 
 
 def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:

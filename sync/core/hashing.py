@@ -30,7 +30,7 @@ def pipeline_fingerprint(embedder_id: str, chunker_settings: str) -> str:
     Stored per page: when it changes (new model, new chunk size) the page is
     re-embedded even though its text did not change.
     """
-    raw = f"{embedder_id}\n{chunker_settings}".encode("utf-8")
+    raw = f"{embedder_id}\n{chunker_settings}".encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
 

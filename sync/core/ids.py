@@ -75,5 +75,5 @@ def point_id(chunk: str) -> str:
     third of the cost: the audit checks one per stored point); tests/core/test_ids.py holds
     the two equal."""
     n = (int.from_bytes(hashlib.sha1(_NS_BYTES + chunk.encode("utf-8")).digest()[:16], "big") & _KEEP) | _SET
-    h = "%032x" % n
+    h = f"{n:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -24,7 +24,7 @@ _ZSTD_WINDOW = 8 * 1024 * 1024  # RFC 9659: HTTP zstd decoders need not accept a
 try:  # a dependency of httpx's optional zstd support, not of pagesync: used when present
     import zstandard as _zstd
 except ImportError:  # pragma: no cover - depends on the environment
-    _zstd = None
+    _zstd = None  # type: ignore[assignment]  # absent: zstd is then not offered (ACCEPT_ENCODING)
 
 ACCEPT_ENCODING = "gzip, deflate" + (", zstd" if _zstd is not None else "")
 
@@ -100,7 +100,7 @@ class _Zstd(_Stage):
         super().__init__(room)
         self._pieces: list[bytes] = []
         self._w = _zstd.ZstdDecompressor(max_window_size=_ZSTD_WINDOW).stream_writer(
-            self, write_size=_PIECE, closefd=False)
+            self, write_size=_PIECE, closefd=False)  # type: ignore[arg-type]  # a sink needs only write()
 
     def write(self, b: bytes) -> int:  # the stream writer's sink
         self._take(bytes(b), self._pieces)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     import sqlite3
@@ -25,6 +25,10 @@ def to_epoch(dt: datetime | None) -> float | None:
     return None if dt is None else dt.timestamp()
 
 
+@overload
+def from_epoch(ts: float) -> datetime: ...
+@overload
+def from_epoch(ts: None) -> None: ...
 def from_epoch(ts: float | None) -> datetime | None:
     return None if ts is None else datetime.fromtimestamp(ts, tz=timezone.utc)
 

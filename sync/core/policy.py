@@ -921,7 +921,7 @@ class BulkEdit:
         suspect ranks by its own utility plus the edit's, in the same unit, and the
         pages longest unvisited before the edit go first.
         """
-        if not self.suspect(last_visit_s, now_s):
+        if last_visit_s is None or not self.suspect(last_visit_s, now_s):  # never visited: no suspect
             return 0.0
         return self.share_for(section) * (self.since_s - float(last_visit_s))
 

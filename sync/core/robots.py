@@ -10,6 +10,10 @@ keeps 2xx and 4xx answers for 24 h across passes (`sync.edges.httpcache`), never
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from protego import Protego  # imported at parse time: a 4xx or 5xx needs no parser
 
 __all__ = ["RobotsRules", "rules_from_response", "MAX_ROBOTS_BYTES"]
 
@@ -22,7 +26,7 @@ class RobotsRules:
     deny_all: bool = False
     reason: str = ""
     unavailable: str | None = None  # robots.txt could not be read (deny_all): why, e.g. "robots.txt answered 503"
-    _parser: object | None = field(default=None, repr=False)
+    _parser: Protego | None = field(default=None, repr=False)
 
     def allows(self, url: str, user_agent: str) -> bool:
         if self.deny_all:

@@ -32,7 +32,7 @@ _ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\x00-\x20\x7f]*(?=[/?#]|\
 def system_resolve(host: str) -> list[str]:
     """The host's addresses as the OS resolver gives them ([] when it does not resolve)."""
     try:
-        return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)})  # an IP address string
     except (socket.gaierror, UnicodeError, OSError):
         return []
 

@@ -155,9 +155,6 @@ def _invalid_loc(loc: str) -> str | None:
     return f"invalid <loc>: scheme {scheme.lower()}, not http(s)"
 
 
-_UNSEEN = object()
-
-
 def parse_sitemap(data: bytes) -> ParsedSitemap:
     """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
     from lxml import etree  # here, not at the top: a pass whose sitemaps are all kept parses never loads lxml
@@ -220,8 +217,9 @@ def parse_sitemap(data: bytes) -> ParsedSitemap:
         if len(out.entries) >= MAX_SITEMAP_URLS:
             out.truncated = True  # a URL past the limit: the caller must not read absence as removal
             break
-        stamp = stamps.get(lastmod, _UNSEEN)
-        if stamp is _UNSEEN:
+        if lastmod in stamps:
+            stamp = stamps[lastmod]
+        else:
             parsed = parse_lastmod(lastmod)
             # An unreadable stamp is no stamp: a changed typo is not a change of the page.
             stamp = stamps[lastmod] = parsed.isoformat() if parsed else None
@@ -527,8 +525,9 @@ def _merge_entries(entries: dict[str, str | None], new: Iterable[SitemapEntry], 
             continue
         if len(entries) >= max_urls:
             return False
-        stamp = stamps.get(e.lastmod, _UNSEEN)
-        if stamp is _UNSEEN:
+        if e.lastmod in stamps:
+            stamp = stamps[e.lastmod]
+        else:
             stamp = stamps[e.lastmod] = lastmod_in_time(e.lastmod, now)
         entries[e.url] = stamp
     return True

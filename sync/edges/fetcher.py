@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -234,21 +234,23 @@ class _Deadlines:
         """`async with deadlines.bound():` around one request."""
         return _Deadline(self)
 
-    def _start(self, d: "_Deadline") -> None:
+    def _start(self, d: "_Deadline", seconds: float) -> None:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a Fetcher used in another event loop starts afresh
             self._loop, self._running, self._timer = loop, {}, None
-        d.when = loop.time() + self.seconds
+        d.when = loop.time() + seconds
         self._running[d] = None
         if self._timer is None:
             self._timer = loop.call_at(d.when, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
-        now = self._loop.time()
+        loop = self._loop
+        assert loop is not None  # set by the _start that scheduled this timer
+        now = loop.time()
         for d in list(self._running):
             if d.when > now:
-                self._timer = self._loop.call_at(d.when, self._expire)
+                self._timer = loop.call_at(d.when, self._expire)
                 return
             del self._running[d]
             d.expired = True
@@ -259,17 +261,23 @@ class _Deadline:
     """One request's deadline (`_Deadlines.bound`); `__aexit__` is `asyncio.Timeout`'s."""
 
     __slots__ = ("_owner", "task", "when", "expired", "_cancelling")
+    task: asyncio.Task[Any]
+    when: float
+    _cancelling: int
 
     def __init__(self, owner: _Deadlines):
         self._owner = owner
         self.expired = False
 
     async def __aenter__(self) -> None:
-        if self._owner.seconds is None:
+        seconds = self._owner.seconds
+        if seconds is None:
             return
-        self.task = asyncio.current_task()
-        self._cancelling = self.task.cancelling()
-        self._owner._start(self)
+        task = asyncio.current_task()
+        assert task is not None  # an `async with` runs in a task
+        self.task = task
+        self._cancelling = task.cancelling()
+        self._owner._start(self, seconds)
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
         if self._owner.seconds is None:
@@ -497,8 +505,9 @@ class Fetcher:
         # A page fetch_page answers without a request never waits for the host.
         if self.scope and self.scope(url):
             return 0.0
-        if self._robots_on and key and (host.robots.unavailable is not None
-                                        or not host.robots.allows(url, self.user_agent)):
+        robots = host.robots  # not None here when robots are on (the None case returned above)
+        if self._robots_on and key and robots is not None and (robots.unavailable is not None
+                                                               or not robots.allows(url, self.user_agent)):
             return 0.0
         if blocked > self._max_retry_wait:
             return 0.0

@@ -21,7 +21,7 @@ __all__ = ["SPARSE_VECTOR", "BM25_SETTINGS", "Sparse", "keyword_text", "document
 SPARSE_VECTOR = "bm25"  # the sparse vector's name in both stores (the frameworks' sparse_vector_name)
 # Qdrant's BM25 defaults (k 1.2, b 0.75, avg_len 256, English stopwords and stemmer) with the
 # code tokenizer: `auto_envvar_prefix` and `CliRunner` are kept whole and also split in parts.
-BM25_SETTINGS = {"tokenizer": "code", "k": 1.2, "b": 0.75, "avg_len": 256.0, "language": "english"}
+BM25_SETTINGS: dict[str, Any] = {"tokenizer": "code", "k": 1.2, "b": 0.75, "avg_len": 256.0, "language": "english"}
 
 
 @dataclass(frozen=True)

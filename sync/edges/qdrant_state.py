@@ -204,7 +204,7 @@ class QdrantState:
                 return
 
     def _retrieve(self, what: str, ids: list[str]) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         for i in range(0, len(ids), _BATCH):
             with self._guard(what):
                 recs = self.client.retrieve(self.collection, ids=ids[i : i + _BATCH], with_payload=True, with_vectors=False)

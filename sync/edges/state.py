@@ -23,8 +23,7 @@ import os
 import sqlite3
 import time
 import zlib
-from dataclasses import dataclass, fields
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 

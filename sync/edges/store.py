@@ -389,8 +389,10 @@ class EdgeStore(_PagedScroll):
         self.search_threads = search_threads
         self._resolve = resolve_alias
         self._pinned: Path | None = None
-        self._shard = None
-        self._qe = None
+        # qdrant_edge is imported at the first open (a command that never opens the store does not
+        # load it): the module and its EdgeShard are untyped to mypy, hence Any.
+        self._shard: Any = None
+        self._qe: Any = None
         self._lock_fd: int | None = None
         self._keywords: bool | None = None  # the open shard has the keyword vector (None: not read yet)
 
@@ -626,7 +628,7 @@ class EdgeStore(_PagedScroll):
     def delete_pages(self, urls: Sequence[str]) -> int:
         if not self.exists():
             return 0
-        shard = self._open()
+        self._open()
         self._check_space("delete")  # a delete is appended to the write-ahead log first
         with self._guard("delete"):
             deleted = sum(self._delete_url(u) for u in urls)

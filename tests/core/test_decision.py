@@ -192,7 +192,7 @@ def test_broken_deploy_table():
 def test_broken_deploy_properties(changes):
     broken = broken_deploy(changes)
     assert broken <= changes.keys()
-    for url, (old, new, chars, h) in changes.items():
+    for url, (old, new, chars, _h) in changes.items():
         if new * COLLAPSE_RATIO > old and chars >= STUB_CHARS:  # neither collapsed nor short: an edit
             assert url not in broken
         if old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old:

@@ -8,7 +8,7 @@ import math
 import random
 from dataclasses import replace
 from datetime import timedelta
-from functools import lru_cache
+from functools import lru_cache, cache
 
 import pytest
 from hypothesis import assume, given, settings
@@ -763,7 +763,7 @@ def test_lastmod_trust_rejects_bad_counts(args, kw):
 # -------------------------------------------------------------------- simulation
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached_rate(visits: tuple[Visit, ...]) -> float:
     return estimate_rate(visits)
 
@@ -1011,7 +1011,6 @@ evidence_st = st.builds(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(evidence_st, max_size=12), st.integers(0, 24 * 30))
 def test_bulk_state_properties(evidence, now_h):
-    now = now_h * H
     state = BulkState()
     for e in sorted(evidence, key=lambda e: e.at_s):
         state = update_bulk_state(state, e, e.at_s)

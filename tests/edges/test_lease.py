@@ -220,7 +220,7 @@ def test_racing_passes_exactly_one_wins(client):
         barrier = threading.Barrier(len(racers))
         outcome: dict[int, object] = {}
 
-        def go(i: int) -> None:
+        def go(i: int, barrier=barrier, racers=racers, outcome=outcome) -> None:  # bound: joined this round
             barrier.wait()
             try:
                 racers[i].lock()
