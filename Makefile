@@ -5,6 +5,8 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-stamp
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# pytest-xdist workers must collect the same tests: one hash seed for every process
+export PYTHONHASHSEED := 0
 TORCH_INDEX ?=
 
 .PHONY: install infinity demo demo-docs docs lint test test-fast bench bench-audit bench-freshness bench-reuse bench-local bench-embedders bench-openai replay replay-policies notebooks clean
@@ -61,7 +63,7 @@ lint: install
 # when it could not).
 test: install lint
 	-$(MAKE) --no-print-directory infinity
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # The edit-run loop (under 2 minutes): the pure and unit tests. No real model, no nginx,
 # nothing slow (kill-stress, notebooks, stateful properties, the command line as
