@@ -384,8 +384,10 @@ def test_export_lines_and_round_trip_through_import(site, work):
     vec = [json.loads(line) for line in dump.splitlines()]
     assert len(vec) == written
     for rec in vec:
-        assert set(rec) == {"id", "payload", "vector"}
+        # The dense vector, and the BM25 keyword one beside it (every point a pass writes has one).
+        assert set(rec) == {"id", "payload", "vector", "sparse_vector"}
         assert len(rec["vector"]) == 16
+        assert set(rec["sparse_vector"]) == {"indices", "values"} and rec["sparse_vector"]["indices"]
         assert math.isclose(math.sqrt(sum(x * x for x in rec["vector"])), 1.0, abs_tol=1e-4)
     assert {r["id"]: r["payload"] for r in vec} == {r["id"]: r["payload"] for r in plain}
 
@@ -415,6 +417,11 @@ def _same_points(a: list[dict], b: list[dict]) -> None:
         assert a[pid]["payload"] == b[pid]["payload"]
         assert len(a[pid]["vector"]) == len(b[pid]["vector"])
         assert all(abs(x - y) < 1e-5 for x, y in zip(a[pid]["vector"], b[pid]["vector"]))
+        sa, sb = a[pid].get("sparse_vector"), b[pid].get("sparse_vector")
+        assert (sa is None) == (sb is None)
+        if sa is not None:  # imported as given, not recomputed
+            assert sa["indices"] == sb["indices"]
+            assert all(abs(x - y) < 1e-5 for x, y in zip(sa["values"], sb["values"], strict=True))
 
 
 def good_line(i: int) -> str:
