@@ -1,4 +1,4 @@
-"""`pagesync reindex --embedder NEW`: each distinct chunk text is embedded once, from the
+"""`pagesync reindex --embedder NEW`: each distinct embedded text (heading path and chunk) is embedded once, from the
 texts the state keeps (nothing re-fetched); then `run --embedder NEW` embeds nothing."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from embedders import HashEmbedder
+from chunking.split import embedded_text
 from sync.commands.reindex import ReindexConfig, run_reindex
 from sync.edges.catalog import EdgeCatalog
 from sync.edges.state import StateDB
@@ -28,17 +29,18 @@ class Recording(HashEmbedder):
 
 
 def build(site, n: int = 4):
-    # The same notice on every page: a chunk of its own, the same text n times.
+    # The same notice on every page: a chunk of its own, the same embedded text n times (one
+    # title for all pages, so the heading path "Guide › Section 1" is the same too).
     notice = para("shared-notice", 50)
     for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-a", 50), notice, para(f"p{i}-b", 50)]))
+        site.set(f"/p{i}.html", page_html("Guide", [para(f"p{i}-a", 50), notice, para(f"p{i}-b", 50)]))
 
 
 def test_reindex_embeds_each_distinct_text_once_and_fetches_nothing(site, tmp_path):
     build(site)
     h = Harness(site, tmp_path)
     h.run()
-    texts = Counter(p["text"] for p in h.points().values())
+    texts = Counter(embedded_text(p["text"], p["headings"]) for p in h.points().values())
     assert max(texts.values()) > 1, texts  # the notice is one chunk on every page
     site.clear_log()
     emb = Recording(32)
@@ -55,7 +57,7 @@ def test_reindex_embeds_each_distinct_text_once_and_fetches_nothing(site, tmp_pa
     # a reused vector is the one its text has anywhere else
     by_text: dict[str, list] = {}
     for pid, p in after.items():
-        by_text.setdefault(p["text"], []).append(vecs[pid])
+        by_text.setdefault(embedded_text(p["text"], p["headings"]), []).append(vecs[pid])
     for text, vs in by_text.items():
         assert all(v == pytest.approx(vs[0], abs=1e-6) for v in vs)
         assert vs[0] == pytest.approx(emb._one(text), abs=1e-6)

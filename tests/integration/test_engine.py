@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from chunking import Splitter
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
 from sync.core.ids import chunk_id, point_id
@@ -87,19 +88,20 @@ def test_nav_and_footer_churn_embeds_nothing(site, harness):
     assert rep.chunks_embedded == 0 and rep.chunks_written == 0
 
 
-def test_a_title_only_change_rewrites_the_payloads_and_embeds_nothing(site, harness):
-    """The title (here og:title) is in every point's payload but not in the content hash: it
-    used to count as unchanged, and the points kept the old title for good, unlike a fresh index."""
+def test_a_title_only_change_rewrites_the_payloads_and_reembeds_its_chunks(site, harness):
+    """The title (here og:title) is in every point's payload and heading path but not in the
+    content hash: it used to count as unchanged, and the points kept the old title for good,
+    unlike a fresh index. The title is in every embedded text, so each chunk is embedded again."""
     build(site)
     harness.run()
     html = page_html("Page 1", [para(f"p1-s{j}") for j in range(3)])
     site.set("/p1.html", html.replace("</title>", "</title><meta property='og:title' content='Renamed'>"))
     emb = harness.embedder.texts_embedded
     rep = harness.run(full=True)
-    assert rep.pages_changed == 1 and rep.chunks_embedded == 0 and rep.chunks_reused == rep.chunks_written > 0
-    assert harness.embedder.texts_embedded == emb
-    titles = {p["title"] for p in harness.points().values() if p["url"].endswith("/p1.html")}
-    assert titles == {"Renamed"}
+    assert rep.pages_changed == 1 and rep.chunks_reused == 0 and rep.chunks_embedded == rep.chunks_written > 0
+    assert harness.embedder.texts_embedded == emb + rep.chunks_embedded
+    p1 = [p for p in harness.points().values() if p["url"].endswith("/p1.html")]
+    assert {p["title"] for p in p1} == {"Renamed"} and all(p["headings"][0] == "Renamed" for p in p1)
     rep = harness.run(full=True)  # and then it is settled
     assert rep.pages_changed == 0 and rep.chunks_written == 0
 
@@ -199,13 +201,22 @@ def test_crash_between_delete_and_insert_is_repaired_next_pass(site, harness):
     assert any("new text" in p["text"] for p in harness.points().values())
 
 
-def test_pipeline_change_reembeds_unchanged_text(site, harness, tmp_path):
+def test_pipeline_change_rechunks_unchanged_pages_and_a_model_change_is_refused(site, harness, tmp_path):
+    """Other splitter settings change the pipeline fingerprint: every unchanged page is
+    re-chunked and its new texts embedded. Another model is no pipeline change a pass makes:
+    it is refused before anything is written (`pagesync reindex` switches models)."""
     build(site, n=2)
     harness.run()
-    harness.embedder = HashEmbedder(16, model_id="fake-other-model")
+    before = harness.points()
+    with pytest.raises(CollectionMismatchError):
+        harness.run(full=True, embedder=HashEmbedder(16, model_id="fake-other-model"))
+    assert harness.points() == before
+    harness.splitter = Splitter(chunk_size=150, chunk_overlap=0)
     rep = harness.run(full=True)
     assert rep.pages_changed == 2 and rep.chunks_embedded > 0
-    assert {p["embedder"] for p in harness.points().values()} == {"fake-other-model"}
+    assert harness.points() != before
+    again = harness.run(full=True)
+    assert again.pages_changed == 0 and again.chunks_written == 0
 
 
 def test_vector_size_mismatch_refused_before_anything_is_written(site, harness):
