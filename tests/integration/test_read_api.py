@@ -14,6 +14,7 @@ import pytest
 
 import sync.edges.store as store_mod
 from chunking import Splitter
+from chunking.split import embedded_text
 from demo.site_server import Site, SiteServer
 from embedders import HashEmbedder
 from sync import open_collection
@@ -32,9 +33,16 @@ def python(code: str) -> subprocess.CompletedProcess:
 
 
 def a_chunk(harness, path: str) -> dict:
-    """One stored chunk of the page at `path` (its payload), to search for by its own text."""
+    """One stored chunk of the page at `path` (its payload), to search for (`as_embedded`)."""
     url = harness.site.server.url(path)
     return next(p for p in harness.points().values() if p["url"] == url and p["chunk_index"] == 0)
+
+
+def as_embedded(chunk: dict) -> str:
+    """What was embedded for a stored chunk: its heading path, then its text. The fake
+    embedder's vectors match for equal texts only, so a query finds its chunk at cosine 1
+    by this text (the chunk's text alone is another vector)."""
+    return embedded_text(chunk["text"], chunk["headings"])
 
 
 @pytest.fixture
@@ -49,7 +57,7 @@ def synced(site, harness):
 def test_open_collection_finds_the_synced_chunk_with_url_and_title(synced):
     chunk = a_chunk(synced, "/retries.html")
     with open_collection(synced.store_path) as coll:
-        top = coll.search(chunk["text"], limit=3, mode="dense")[0]  # dense: the score is the cosine
+        top = coll.search(as_embedded(chunk), limit=3, mode="dense")[0]  # dense: the score is the cosine
     assert (top.url, top.title, top.text) == (chunk["url"], "Retries", chunk["text"])
     assert (top.chunk_id, top.chunk_index) == (chunk["chunk_id"], 0) and top.score == pytest.approx(1.0, abs=1e-5)
 
@@ -82,7 +90,7 @@ def test_the_llamaindex_retriever_returns_the_chunk_as_a_node(synced):
     chunk = a_chunk(synced, "/install.html")
     retriever = PagesyncRetriever.open(synced.store_path, "pages", similarity_top_k=2, mode="dense")
     try:
-        nodes = retriever.retrieve(chunk["text"])
+        nodes = retriever.retrieve(as_embedded(chunk))
     finally:
         retriever.close()
     assert len(nodes) == 2 and isinstance(nodes[0], NodeWithScore)
@@ -100,7 +108,7 @@ def test_reading_a_qdrant_client_collection_local_mode(synced):
     client = QdrantClient(path=str(synced.tmp / "qdrant-local"))  # the harness's local-mode "server"
     try:
         with open_collection(client=client) as coll:
-            top = coll.search(chunk["text"])[0]
+            top = coll.search(as_embedded(chunk))[0]
     finally:
         client.close()
     assert (top.url, top.title, top.chunk_id) == (chunk["url"], "Retries", chunk["chunk_id"])
@@ -112,10 +120,11 @@ def test_reading_a_server_collection_by_url(site, harness, qdrant_server):
     name = f"pagesync_read_{uuid.uuid4().hex[:10]}"
     site.set("/retries.html", page_html("Retries", [para("retries-a")]))
     assert harness.run(store=ClientStore.connect(url, name, api_key=key)).pages_added == 1
-    text = harness.points(store=ClientStore.connect(url, name, api_key=key)).popitem()[1]["text"]
+    chunk = harness.points(store=ClientStore.connect(url, name, api_key=key)).popitem()[1]
+    text = chunk["text"]
     try:
         with open_collection(url, name, api_key=key) as coll:
-            top = coll.search(text)[0]
+            top = coll.search(as_embedded(chunk))[0]
         assert top.title == "Retries" and top.text == text
     finally:
         store = ClientStore.connect(url, name, api_key=key)
