@@ -140,7 +140,9 @@ def test_langchain_returns_the_chunk_with_its_url_and_title(synced, minilm, caps
     top = ns["docs"][0]
     assert_answer(synced, top.metadata["url"], top.metadata["title"], top.page_content)
     # The Document's metadata is the point's `metadata` object, plus LangChain's own two keys.
-    assert set(top.metadata) == {"url", "title", "chunk_id", "chunk_index", "fetched_at", "_id", "_collection_name"}
+    assert set(top.metadata) == {"url", "title", "chunk_id", "chunk_index", "fetched_at", "headings",
+                                 "_id", "_collection_name"}
+    assert top.metadata["headings"][0] == top.metadata["title"]  # the heading path starts at the page title
     assert top.metadata["chunk_id"].endswith(f"_c{top.metadata['chunk_index']}")
     assert synced.urls[ANSWER[0]] in capsys.readouterr().out  # the sample's own print
 
