@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from chunking import extract_page
+from demo.site_server import render_page
 from embedders.limits import token_bound
 from embedders.openai_api import OpenAIEmbedder
 from sync.edges.state import StateDB
@@ -64,9 +65,10 @@ def test_a_request_failing_for_good_fails_only_its_pages_and_keeps_their_points(
 
 
 def page_bound(html: str, url: str, splitter) -> int:
-    """The offline token bound of one page's chunks, as the pass counts it."""
+    """The offline token bound of one page's embedded texts (heading path and chunk), as the
+    pass counts it."""
     ex = extract_page(html.encode(), "text/html", url)
-    return sum(token_bound(c) for c in splitter.split(ex.markdown))
+    return sum(token_bound(c.embedded) for c in splitter.chunks(ex.markdown, ex.title))
 
 
 def test_the_token_budget_stops_the_pass_before_it_would_pass_it(site, harness):
@@ -147,11 +149,14 @@ def test_reindex_onto_a_remote_model_reports_its_tokens(site, harness):
 
 
 def test_under_the_guard_a_page_needing_no_new_text_is_still_written(site, harness):
-    site.set("/p0.html", page_html("Page 0", [para("p0-a"), para("p0-b")]))
+    def sections(*names: str) -> str:  # each section under its own heading, in this order
+        return render_page("Page 0", "".join(f"<h2>Part {n}</h2><p>{para(n)}</p>" for n in names))
+
+    site.set("/p0.html", sections("p0-a", "p0-b"))
     site.set("/p1.html", page_html("Page 1", [para("p1")]))
     fake = FakeOpenAI(dimension=8)
     harness.run(embedder=remote(fake, dimensions=8))
-    site.set("/p0.html", page_html("Page 0", [para("p0-b"), para("p0-a")]))  # reordered: every text known
+    site.set("/p0.html", sections("p0-b", "p0-a"))  # reordered: every embedded text known
     site.set("/p1.html", page_html("Page 1", [para("p1-new")]))  # a new text: over a budget of 0
     fake.requests.clear()
     rep = harness.run(embedder=remote(fake, dimensions=8), max_embed_tokens=0, full=True)
