@@ -4,9 +4,9 @@ For any sequence of site edits (edit, shrink, grow, delete, 410, add, drop from 
 sitemap, nav-only churn, a page moved to another URL by 301, listed or not, or by a
 404), after each incremental pass the collection equals a fresh full index of the site
 as it is now (ids, payloads, texts and vectors: a vector reused from stored points must
-be exactly the one embedding its text gives), the pass embedded exactly the texts of its
-written pages that neither those pages nor the pages it removed held before it (each
-once), and a pass over the unchanged site right after embeds and writes nothing.
+be exactly the one embedding its text gives), the pass embedded exactly the embedded texts
+(heading path and chunk) of its written pages that neither those pages nor the pages it
+removed held before it (each once), and a pass over the unchanged site right after embeds and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from chunking.split import embedded_text
 from demo.site_server import Site, SiteServer
 from tests.helpers import Harness, page_html, para, without_fetched_at
 
@@ -158,7 +159,7 @@ class SiteEdits(RuleBasedStateMachine):
         # (a learned policy may rightly wait), measured by the freshness benchmark.
         before: dict[str, set[str]] = {}  # url -> its texts before the pass
         for p in self.h.points().values():
-            before.setdefault(p["url"], set()).add(p["text"])
+            before.setdefault(p["url"], set()).add(embedded_text(p["text"], p["headings"]))
         rep = self.h.run(advance=timedelta(minutes=30), allow_mass_delete=True, full=True)
         assert rep.pages_failed == 0, rep.errors
         assert rep.chunks_written == rep.chunks_embedded + rep.chunks_reused
@@ -167,7 +168,8 @@ class SiteEdits(RuleBasedStateMachine):
         written = {c["url"] for c in rep.changes if c["action"] in ("added", "changed")}
         after_urls = {p["url"] for p in incremental.values()}
         sources = set().union(*(t for u, t in before.items() if u in written or u not in after_urls))
-        new_texts = {p["text"] for p in incremental.values() if p["url"] in written} - sources
+        new_texts = {embedded_text(p["text"], p["headings"]) for p in incremental.values()
+                     if p["url"] in written} - sources
         assert rep.chunks_embedded == len(new_texts), (rep.chunks_embedded, sorted(new_texts))
 
         self.fresh_runs += 1
