@@ -251,16 +251,17 @@ class Splitter:
                 out[-1] = (meta, out[-1][1] + [text])  # a heading carried into its first subsection
             else:
                 out.append((meta, [text]))
-        # A section of headings only: a page title straight above its first section is left
-        # out (its words are in the heading path of every chunk under it); any other goes
-        # with the next section, the last one with the section before.
+        # A section of headings only: a page title straight above its first section (one
+        # with text) is left out (its words are in the heading path of every chunk under
+        # it); any other goes with the next section, the last one with the section before.
         merged: list[tuple[dict, list[str]]] = []
         carry: list[str] = []
         for i, (meta, groups) in enumerate(out):
             if all(_is_heading(g) for g in groups):
                 nxt = out[i + 1][0] if i + 1 < len(out) else None
                 if (not carry and len(groups) == 1 and nxt is not None and len(nxt) > len(meta)
-                        and all(nxt.get(k) == v for k, v in meta.items())):
+                        and all(nxt.get(k) == v for k, v in meta.items())
+                        and not all(_is_heading(g) for g in out[i + 1][1])):  # that section has text
                     continue
                 carry += groups
                 continue

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from chunking.split import embedded_text
 from embedders.openai_api import PROBE_TEXT
 from sync.edges.store import EdgeStore
 from tests.helpers import page_html, para
@@ -100,7 +101,7 @@ def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_
     work = tmp_path / "w"
     first = run(site, work, "--embedder", f"openai:{MODEL}", env=env)
     assert first["exit"] == 0 and sent(embed_proxy)
-    before = {p["text"] for p, _ in points(work).values()}
+    before = {embedded_text(p["text"], p.get("headings", ())) for p, _ in points(work).values()}
 
     embed_proxy.clear()
     again = run(site, work, "--embedder", f"openai:{MODEL}", "--full", env=env)
@@ -113,7 +114,7 @@ def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_
     embed_proxy.clear()
     edit = run(site, work, "--embedder", f"openai:{MODEL}", "--full", env=env)
     assert edit["exit"] == 0 and edit["pages_changed"] == 1
-    new_texts = {p["text"] for p, _ in points(work).values()} - before
+    new_texts = {embedded_text(p["text"], p.get("headings", ())) for p, _ in points(work).values()} - before
     assert new_texts and sorted(embed_proxy.texts_sent()) == sorted(new_texts)
     assert edit["tokens_embedded"] == embed_proxy.tokens() > 0
 
@@ -133,7 +134,7 @@ def test_429s_with_retry_after_cost_no_page(site, tmp_path, infinity, embed_prox
     for e in refused:
         retry = next(x for x in embed_proxy.served() if x.started > e.ended and set(x.inputs) & set(e.inputs))
         assert retry.started - e.ended >= 1.0
-    assert sorted(sent(embed_proxy)) == sorted({p["text"] for p, _ in stored.values()})
+    assert sorted(sent(embed_proxy)) == sorted({embedded_text(p["text"], p.get("headings", ())) for p, _ in stored.values()})
 
 
 def test_a_wrong_key_is_exit_2_before_any_page_is_fetched(site, tmp_path, infinity):
