@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .commands.read import Collection, Hit, open_collection
     from .core.decision import Action, Decision, Outcome, decide
     from .engine import PassConfig, arun_pass, run_pass
-    from .stages.plan import ChangeEvent, plan_events
+    from .core.planning import ChangeEvent, plan_events
     from .stages.write import build_points
     from .errors import (
         CollectionLostError,
@@ -73,11 +73,11 @@ _EXPORTS = {
     "Decision": "core.decision",
     "Outcome": "core.decision",
     "decide": "core.decision",
-    "ChangeEvent": "stages.plan",
+    "ChangeEvent": "core.planning",
     "PassConfig": "engine",
     "arun_pass": "engine",
     "build_points": "stages.write",
-    "plan_events": "stages.plan",
+    "plan_events": "core.planning",
     "run_pass": "engine",
     "CollectionLostError": "errors",
     "CollectionMismatchError": "errors",

@@ -885,7 +885,9 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
     as a fresh index of the site."""
-    import sync.engine as engine
+    import sync.stages.plan as plan_stage
+    from sync.stages.settle import Settler
+    from sync.stages.visit import Visitor
 
     build(site, n=4)
     harness.run()
@@ -897,20 +899,20 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
         raise _Killed(at)
 
     if at == "before the sitemap write":
-        monkeypatch.setattr(engine._Pass, "_within_budget", die)
+        monkeypatch.setattr(plan_stage, "record_sitemap", die)
     elif at == "before any visit":
-        monkeypatch.setattr(engine._Pass, "_visit", die)
+        monkeypatch.setattr(Visitor, "visit", die)
     elif at == "at the edited page":
-        handle = engine._Pass._handle
+        handle = Visitor.handle
 
         async def handle_or_die(self, page, result):
             if page.url.endswith("/p1.html"):
                 raise _Killed(at)
             await handle(self, page, result)
 
-        monkeypatch.setattr(engine._Pass, "_handle", handle_or_die)
+        monkeypatch.setattr(Visitor, "handle", handle_or_die)
     else:
-        monkeypatch.setattr(engine._Pass, "_apply_purges", die)
+        monkeypatch.setattr(Settler, "apply_purges", die)
     with pytest.raises(_Killed):
         harness.run(advance=timedelta(hours=1))
     monkeypatch.undo()
