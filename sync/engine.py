@@ -57,7 +57,7 @@ from .core.site_rules import SiteRuleSet, headers_in_scope, unwanted_reason
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
 from .edges.fetcher import Fetcher
 from .edges.httpcache import FetchCache, ReadOnlyCache
-from .edges.state_protocol import State
+from .edges.state_protocol import LinkKeeper, State
 from .edges.store import Store
 from .errors import ConfigError
 from .stages.bulk_edits import BulkEdits
@@ -269,7 +269,8 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         # 2. Plan: the sitemaps, the change feed and the deploy signal, then the visits.
         crawl = None
         if cfg.crawl:
-            crawl = Crawl(state, outcomes, ledger, starts=cfg.crawl, scope=scope, unwanted=unwanted,
+            crawl = Crawl(state, outcomes, ledger, links=state if isinstance(state, LinkKeeper) else None,
+                          starts=cfg.crawl, scope=scope, unwanted=unwanted,
                           crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now)
             visitor.watch_crawl(crawl)
         planner = Planner(fetcher, state, scheduler, deploys, bulk, outcomes, check, scope=scope, unwanted=unwanted,

@@ -42,7 +42,7 @@ from ..core.unlinked import CLEAR, MARK, PURGE, WAIT, purge_reason, unlinked_ste
 from ..core.page import GONE, LIVE, NEW, PageState
 from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
-from ..edges.state_protocol import State
+from ..edges.state_protocol import LinkKeeper, State
 from .outcomes import Outcomes
 from .settle import Ledger
 from .visit import Visitor
@@ -71,7 +71,8 @@ class Crawl:
     start pages' directories, the filter hook (`crawl_filter`, else the site rules'
     `unwanted`: the crawl never fetches what the plan would refuse), the limits."""
 
-    def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, starts: Sequence[str], scope: Scope,
+    def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
+                 starts: Sequence[str], scope: Scope,
                  unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
                  limits: CrawlLimits | None, max_pages: int, now: datetime):
         self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
@@ -84,7 +85,9 @@ class Crawl:
         # Links read this pass, when the state cannot keep them (a dry run, a state without
         # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
         self.crawl_links: dict[str, PageLinks] = {}
-        self.crawl_keeps = not outcomes.dry_run and hasattr(state, "put_links")  # an optional extra of a State
+        # The state keeps them (`links`), unless it keeps none or this is a dry run.
+        self.links = links
+        self.keeper = None if outcomes.dry_run else links
         self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
         # Evidence for the purge of unlinked pages: link -> the page read healthy this pass
         # that no longer links it; url -> why a page's answer did not replace its kept links.
@@ -94,7 +97,7 @@ class Crawl:
         self.crawl_overflow = 0  # new URLs not tracked: the crawl's pages are at --max-pages
         self.crawl_tracked: set[str] = set()  # the crawl's pages (`_crawl`)
         self.crawl_starts = {crawl_start(u) for u in starts}
-        self.crawl_gone: dict[str, int] = {}  # url -> the 404/410 it answered this pass
+        self.crawl_gone: dict[str, int | None] = {}  # url -> the 404/410 it answered this pass
         self.crawl_why: list[str] = []  # why the crawl is incomplete, for its log line
 
     def _in_crawl(self, url: str) -> bool:
@@ -104,8 +107,8 @@ class Crawl:
         """The links kept for `urls` (this pass's reads included)."""
         out = {u: self.crawl_links[u] for u in urls if u in self.crawl_links}
         rest = [u for u in urls if u not in out]
-        if rest and hasattr(self.state, "get_links"):
-            for url, text in self.state.get_links(rest).items():
+        if rest and self.links is not None:
+            for url, text in self.links.get_links(rest).items():
                 links = links_from_json(text)
                 if links is not None:
                     out[url] = links
@@ -172,8 +175,8 @@ class Crawl:
             self.crawl_seen[url] = GONE_NOW
             self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
-            if self.crawl_keeps:
-                self.state.drop_links([url])
+            if self.keeper is not None:
+                self.keeper.drop_links([url])
             return False
         links = answer.links or PageLinks()
         for link in lost_links(old, links):
@@ -196,8 +199,8 @@ class Crawl:
         return True
 
     def _keep_links(self, url: str, links: PageLinks) -> None:
-        if self.crawl_keeps:
-            self.state.put_links([(url, links_to_json(links))])
+        if self.keeper is not None:
+            self.keeper.put_links([(url, links_to_json(links))])
         else:
             self.crawl_links[url] = links
 

@@ -262,9 +262,9 @@ class EmbedQueue:
         the pass's), or make its text one of this batch's model inputs, unless the batch
         already has it. `keys`: the chunks' reuse keys, when the caller has them already."""
         model_id, dim = self.embedder.model_id, self.embedder.dimension
-        for key, vec in stored.items():
-            if len(vec) == dim:
-                self.cache.put(key, vec)
+        for key, known in stored.items():
+            if len(known) == dim:
+                self.cache.put(key, known)
         dedup = self.reuse_vectors
         if keys is None:
             keys = [reuse_key(model_id, text) for text in item.inputs]

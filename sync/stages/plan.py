@@ -283,7 +283,7 @@ class Planner:
             page.interval, page.due_at = interval, due_at
             changed.append(page)
         self.outcomes.save(changed)
-        made_due = {p.url for p in changed if p.due_at <= self.now}
+        made_due = {p.url for p in changed if p.due_at is not None and p.due_at <= self.now}
         self.report.pages_rescheduled = len(changed)
         log.info("revisit policy changed since the last pass (%s -> %s): %s %d of %d visited pages, %d of them "
                  "due now", was, now_, "would reschedule" if self.outcomes.dry_run else "rescheduled",
