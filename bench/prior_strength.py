@@ -99,7 +99,6 @@ def _oracle(events: list, mode: str) -> None:
     that move (a quiet month, then a busy one)."""
     from urllib.parse import urlsplit
 
-    import sync.engine as engine
     import sync.stages.plan as plan
     from sync.core.policy import expected_staleness
 
@@ -135,14 +134,14 @@ def _oracle(events: list, mode: str) -> None:
                  for c in cands]
         return order(cands, ByBonus(), max_fetches)
 
-    within = engine._Pass._within_budget
+    cut = plan.Planner._order_and_cut
 
-    def within_budget(self, visits, known):
+    def order_and_cut(self, visits, known):
         clock["now"] = (self.now - fr.T0).total_seconds()
-        return within(self, visits, known)
+        return cut(self, visits, known)
 
     plan.select_visits = oracle
-    engine._Pass._within_budget = within_budget
+    plan.Planner._order_and_cut = order_and_cut
 
 
 def run_one(job: tuple, events: list) -> dict:

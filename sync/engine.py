@@ -1,11 +1,13 @@
 """One sync pass, conducted: preflight -> plan -> visit (+ crawl) -> embed -> write -> settle.
 
-`run_pass` is the one library entry point (the CLI only builds its arguments). The pass
-calls its stages (`sync.stages`) in the order a page's data flows: `preflight` checks the
-collection and the model against the state; `plan` reads the sitemaps and turns the diff,
-the schedule and --max-fetches into visits and removals; `visit` fetches, extracts and
-decides each page; `embed` gives a change's chunks their vectors; `write` replaces the page;
-`settle`, once every page was seen, judges the mass-deletion guard and applies the purges.
+`run_pass` is the one library entry point (the CLI only builds its arguments). `_conduct`
+builds the stages (`sync.stages`), each from the config fields and collaborators it uses,
+and calls them in the order a page's data flows: `Preflight` checks the collection and the
+model against the state; `Planner` reads the sitemaps and turns the diff, the schedule and
+--max-fetches into a `Plan`; `Visitor` fetches, extracts and decides each page, handing a
+change to the `EmbedQueue`, which gives its chunks their vectors and hands each batch to the
+`Writer`; purges and held changes wait in the `Ledger` until the `Settler`, once every page
+was seen, judges the mass-deletion guard and applies them.
 
 Write order, per page, is what makes every crash repairable:
 
@@ -41,7 +43,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter
 from chunking.extract import SelectorError, compile_selector
@@ -186,7 +188,7 @@ def _bind_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleS
     pages, not HTTP copies) leaves the Fetcher uncached: robots.txt is then read once per
     pass and sitemaps are fetched in full.
     """
-    given = getattr(fetcher, "given", None) or {"scope": fetcher.scope, "cache": fetcher.cache}
+    given: dict[str, Any] = fetcher.given  # what the caller built it with
     fetcher.scope = given["scope"] or scope.check
     # The --header fields of a request: its site's, and only for this pass's sites.
     fetcher.site_headers = given.get("site_headers") or (
@@ -298,7 +300,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     if not repair and not preflight.points_checked and not dry_run:
         preflight.check_points(at_start=False)  # an embedded shard this pass opened: its count is cheap now
 
-    report.robots_bytes = getattr(fetcher, "robots_bytes", 0)
+    report.robots_bytes = fetcher.robots_bytes
     report.bytes_downloaded += report.robots_bytes
     report.pages_tracked = state.tracked_count()
     report.finished_at = datetime.now(timezone.utc).isoformat()

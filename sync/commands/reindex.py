@@ -60,6 +60,7 @@ from embedders.base import Embedder
 from .audit import audit_collection
 from ..edges.catalog import Catalog
 from ..core.decision import Outcome
+from ..stages.fingerprints import Fingerprints
 from ..stages.write import build_points
 from ..errors import ConfigError, PagesyncError
 from ..core.hashing import content_hash
@@ -67,7 +68,7 @@ from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.report import Report
 from ..core.scope import Scope
-from ..core.site_rules import SiteRuleSet, headers_in_scope, page_fingerprint
+from ..core.site_rules import SiteRuleSet, headers_in_scope
 from ..edges.state import PageState
 from ..edges.state_protocol import State
 from ..edges.store import Store
@@ -302,6 +303,9 @@ class _Reindex:
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
         self.rules = cfg.site_rules
+        # The pass's own fingerprints: what the next pass compares the rebuilt pages with.
+        self.fingerprints = Fingerprints(cfg.site_rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
+                                         splitter_settings=splitter.settings)
         self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
                                     embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
         self.t0 = time.monotonic()
@@ -316,17 +320,16 @@ class _Reindex:
 
     # -- the pipeline, per page ------------------------------------------------------------------
     def _select(self, url: str) -> str | None:
-        return self.rules.rules_for(url).select
+        return self.fingerprints.select_for(url)
 
     def _fingerprint_of(self, embedder_id: str, url: str, select: Any = ...) -> str:
         """The fingerprint of `url` by `embedder_id`, the current extractor with the page's
         selector (or `select`) and the current chunker: the formula a pass records."""
-        return page_fingerprint(embedder_id, EXTRACTOR_ID, self.splitter.settings,
-                                self._select(url) if select is ... else select)
+        return self.fingerprints.of(embedder_id, self._select(url) if select is ... else select)
 
     def _fingerprint_for(self, url: str) -> str:
         """What the state records for `url` after the switch (the next pass compares with it)."""
-        return self._fingerprint_of(self.embedder.model_id, url)
+        return self.fingerprints.for_url(url)
 
     def _text_is_current(self, page: PageState) -> bool:
         """False when the page's fingerprint shows its kept text was extracted under another
@@ -446,11 +449,8 @@ class _Reindex:
                      headings=[c.headings for c in pieces])
 
     def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
-        """The text's chunks with their heading paths (a splitter that only `split`s: none)."""
-        chunks = getattr(self.splitter, "chunks", None)
-        if chunks is not None:
-            return chunks(markdown, title)
-        return [Chunk(text) for text in self.splitter.split(markdown)]
+        """The text's chunks with their heading paths."""
+        return self.splitter.chunks(markdown, title)
 
     def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[Chunk]]:
         """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
@@ -693,7 +693,7 @@ class _Reindex:
         r.seconds = round(time.monotonic() - self.t0, 3)
         if r.ok and not r.dry_run:
             # A reindex schedules nothing: the last pass's revisit policy goes on (the next
-            # pass compares its own with it, sync.stages.plan.PlanStage._reschedule_on_switch).
+            # pass compares its own with it: `sync.stages.plan.Planner._reschedule_on_switch`).
             last = self.state.last_run()
             carry = {k: last[k] for k in ("policy", "revisit_interval_s") if isinstance(last, dict) and k in last}
             self.state.record_run({**carry, **r.to_dict()})

@@ -349,7 +349,7 @@ class Crawl:
         self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
         r.crawl_overflow = self.crawl_overflow
         if self.crawl_overflow:
-            last = self.state.last_run() if hasattr(self.state, "last_run") else None
+            last = self.state.last_run()
             again = bool(last and last.get("crawl_overflow"))
             r.overflow_again = again
             log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",

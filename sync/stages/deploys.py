@@ -70,10 +70,10 @@ class Deploys:
                 continue
             roots[host] = urljoin(sm, ".")
             feeds[host] = await self._read_feed(host, sm, read)
-        cache = getattr(self.fetcher, "cache", None)
+        cache = self.fetcher.cache
         validators: dict[str, tuple[str | None, str | None]] = {}
         for sm in self.sitemaps:
-            kept = cache.cached_sitemap(sm) if cache is not None and hasattr(cache, "cached_sitemap") else None
+            kept = cache.cached_sitemap(sm) if cache is not None else None
             if kept is not None:
                 validators[sm] = (kept.etag, kept.last_modified)
         now_s = self.now.timestamp()
@@ -110,7 +110,7 @@ class Deploys:
             cands = [c for c in feed_candidates(sitemap) if hs.generator in (None, c[0])]
         else:
             return None
-        kept_count = getattr(self.fetcher, "sitemaps_not_modified", 0)
+        kept_count = self.fetcher.sitemaps_not_modified
         found = None
         for kind, url in cands:
             try:
@@ -118,8 +118,7 @@ class Deploys:
             except (PagesyncError, OSError, ValueError):
                 continue
             finally:
-                if hasattr(self.fetcher, "sitemaps_not_modified"):
-                    self.fetcher.sitemaps_not_modified = kept_count  # the feed is no sitemap
+                self.fetcher.sitemaps_not_modified = kept_count  # the feed is no sitemap
             self.report.bytes_downloaded += wire
             try:
                 feed = parse_feed(kind, body)

@@ -18,9 +18,18 @@ class Fingerprints:
         self._by_select: dict[str | None, str] = {}
 
     def for_url(self, url: str) -> str:
-        select = self.rules.rules_for(url).select
+        """The fingerprint this pipeline records for `url` (under its site's selector)."""
+        select = self.select_for(url)
         fp = self._by_select.get(select)
         if fp is None:
-            fp = self._by_select[select] = page_fingerprint(self.embedder_id, self.extractor_id,
-                                                            self.splitter_settings, select)
+            fp = self._by_select[select] = self.of(self.embedder_id, select)
         return fp
+
+    def select_for(self, url: str) -> str | None:
+        """The --select its site's rules name for `url` (None: the extractor's own choice)."""
+        return self.rules.rules_for(url).select
+
+    def of(self, embedder_id: str, select: str | None) -> str:
+        """The fingerprint of points another embedder made (or under another selector), with
+        this extractor and splitter: how a reindex tells whose text a page's points hold."""
+        return page_fingerprint(embedder_id, self.extractor_id, self.splitter_settings, select)

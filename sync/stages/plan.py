@@ -90,7 +90,7 @@ class Planner:
         if sm.not_sitemaps and self.state.tracked_count() == 0:
             # A first run pointed at a web page: the configuration is wrong, nothing to sync yet.
             raise ConfigError(f"--sitemap {sm.not_sitemaps[0]} is {NOT_A_SITEMAP}")
-        self.report.sitemaps_not_modified = getattr(self.fetcher, "sitemaps_not_modified", 0)
+        self.report.sitemaps_not_modified = self.fetcher.sitemaps_not_modified
         sitemap_now: dict[str, str | None] = {}
         out_of_scope: dict[str, str] = {}  # listed, never fetched: url -> why
         excluded: dict[str, str] = {}  # listed, not wanted by the site rules: url -> why
