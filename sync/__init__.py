@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .core.hashing import content_hash, fold_whitespace, pipeline_fingerprint
     from .edges.httpcache import FetchCache, ReadOnlyCache
     from .core.ids import canonical_url, chunk_id, point_id
-    from .core.policy import POLICIES, make_policy
+    from .core.policies import POLICIES, make_policy
     from .core.report import Report
     from .core.scope import Scope
     from .core.site_rules import SiteRules, SiteRuleSet, url_wanted
@@ -103,8 +103,8 @@ _EXPORTS = {
     "canonical_url": "core.ids",
     "chunk_id": "core.ids",
     "point_id": "core.ids",
-    "POLICIES": "core.policy",
-    "make_policy": "core.policy",
+    "POLICIES": "core.policies",
+    "make_policy": "core.policies",
     "Report": "core.report",
     "Scope": "core.scope",
     "SiteRules": "core.site_rules",

@@ -51,7 +51,7 @@ from .errors import ConfigError
 from .edges.fetcher import Fetcher
 from .core.hashing import pipeline_fingerprint
 from .edges.httpcache import FetchCache, ReadOnlyCache
-from .core.policy import DEFAULT_POLICY
+from .core.policies import DEFAULT_POLICY
 from .core.report import Report
 from .core.ids import canonical_url, url_problem
 from .core.scope import Scope

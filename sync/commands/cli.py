@@ -609,7 +609,7 @@ def _prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], craw
                      reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
                      max_embed_tokens=max_embed_tokens, changed=[*changed, *_read_changed(changed_from)],
                      revisit_interval=_parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
-    from ..core.policy import make_policy
+    from ..core.policies import make_policy
 
     make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
     cfg.check_rules()  # a --select that is no CSS selector: exit 2 too

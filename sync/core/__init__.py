@@ -1,8 +1,10 @@
 """The pure core: the rules and data a pass decides with, and no I/O.
 
 Canonical URLs and ids (`ids`), the page record (`page`), content hashing (`hashing`),
-sitemap parsing and diff (`sitemaps`), revisit scheduling (`scheduler`, `policy`), the
-change decision (`decision`), fetch scope (`scope`), the per-site rules (`site_rules`:
+sitemap parsing and diff (`sitemaps`), revisit scheduling (a page's visit history in
+`history`, its change rate in `change_rate`, the revisit policies in `policies`, the pass's
+pick of pages in `visit_selection`, sitemap `lastmod` trust in `lastmod_trust`, bulk edits in
+`bulk_edits`, the halve-double rule and clamps in `scheduler`), the change decision (`decision`), fetch scope (`scope`), the per-site rules (`site_rules`:
 include/exclude, content selector, headers), robots.txt rules (`robots`), a page's links and
 the crawl frontier (`links`), bounded decoding (`inflate`), the points check
 (`points_check`), the run report (`report`), a point's `metadata` payload object (`payload`),

@@ -97,7 +97,7 @@ class Report:
     # "same" (one stamp on every URL: ignored), "varied" (usable); None without sitemap URLs.
     lastmod_state: str | None = None
     # With bulk-edit detection on (PassConfig.bulk_edits): per host, the evidence of the
-    # last passes and the bulk edit under way, if any (sync.core.policy.bulk_state_to_json).
+    # last passes and the bulk edit under way, if any (sync.core.bulk_edits.bulk_state_to_json).
     # The next pass reads it back from the last run.
     bulk_edits: dict[str, Any] = field(default_factory=dict)
     # Deploy-aware scheduling and change feeds (sync.core.deploys, sync.core.feeds): the

@@ -10,8 +10,9 @@ state (`bulk`, `observed`, `suspects_seen`) is set up in `PlanStage._init_plan`.
 from __future__ import annotations
 
 from ..core.page import LIVE, PageState
-from ..core.policy import (BulkState, Visit, bulk_state_to_json, change_probability, estimate_rate, pass_evidence,
-                           update_bulk_state, url_section)
+from ..core.bulk_edits import BulkState, bulk_state_to_json, pass_evidence, update_bulk_state, url_section
+from ..core.history import Visit
+from ..core.change_rate import change_probability, estimate_rate
 from ..core.scope import url_host
 from .plan import ChangeEvent
 

@@ -23,22 +23,11 @@ from ..core.plural import plural
 from ..core.scope import all_out_of_scope, allow_host_flags, refused_by_host, some_out_of_scope, url_host
 from ..core.scheduler import MAX_INTERVAL
 from ..core.site_rules import unwanted_reason
-from ..core.policy import (
-    BulkState,
-    Candidate,
-    Policy,
-    Visit,
-    add_visit,
-    bulk_state_from_json,
-    url_section,
-    history_from_json,
-    history_json_with,
-    lastmod_makes_due,
-    host_lastmod_trust,
-    make_policy,
-    select_visits,
-    _span,
-)
+from ..core.bulk_edits import BulkState, bulk_state_from_json, url_section
+from ..core.visit_selection import Candidate, select_visits
+from ..core.policies import Policy, make_policy, _span
+from ..core.history import Visit, add_visit, history_from_json, history_json_with
+from ..core.lastmod_trust import lastmod_makes_due, host_lastmod_trust
 from ..core.sitemaps import (NOT_A_SITEMAP, SitemapCollection, collect_sitemaps, diff_sitemap, feed_hosts, lastmod_state,
                         lastmods_to_record)
 from ..edges.state import GONE, LIVE, NEW, PageState
