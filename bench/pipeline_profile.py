@@ -30,7 +30,7 @@ from replay_docs_history import DEFAULT_GIT_DIR, Git, Lastmods, Nginx, Renderer 
 from pipeline import render, T0  # noqa: E402
 import sync.engine as eng  # noqa: E402
 import chunking  # noqa: E402
-import sync.edges.store as st  # noqa: E402
+import sync.edges.edge_store as st  # noqa: E402
 import sync.edges.fetcher as fe  # noqa: E402
 from embedders import make_embedder  # noqa: E402
 
@@ -95,7 +95,7 @@ try:
     T.clear()
     from sync.engine import PassConfig, arun_pass
     from sync.edges.fetcher import Fetcher, make_client
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
     from sync.edges.state import StateDB
     from chunking import Splitter
     store = EdgeStore(work / "qdrant", "pages")

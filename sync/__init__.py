@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .core.page import PageState
     from .edges.state import StateDB
     from .edges.state_protocol import State
-    from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
+    from .edges.client_store import ClientStore
+    from .edges.edge_store import EdgeStore
+    from .edges.store import PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
 # TYPE_CHECKING imports above say the same for type checkers, and tests/project/test_imports.py
@@ -118,8 +120,8 @@ _EXPORTS = {
     "PageState": "core.page",
     "StateDB": "edges.state",
     "State": "edges.state_protocol",
-    "ClientStore": "edges.store",
-    "EdgeStore": "edges.store",
+    "ClientStore": "edges.client_store",
+    "EdgeStore": "edges.edge_store",
     "PageWrite": "edges.store",
     "Store": "edges.store",
     "StoredPoint": "edges.store",

@@ -144,7 +144,8 @@ def _open_store(collection: str, qdrant_url: Optional[str], api_key: Optional[st
                 lock_wait: float | None = None, reading: bool = False):
     """The store the options name. `reading`: the command only reads it, so an embedded
     shard a pass is writing is refused at once (`EdgeStore`), not waited for."""
-    from ..edges.store import ClientStore, EdgeStore
+    from ..edges.client_store import ClientStore
+    from ..edges.edge_store import EdgeStore
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
@@ -1130,7 +1131,7 @@ def reindex(
         from ..edges.catalog import ClientCatalog, EdgeCatalog
         from ..edges.fetcher import DEFAULT_USER_AGENT, make_client
         from .reindex import ReindexConfig, ReindexFailed, run_reindex
-        from ..edges.store import ClientStore
+        from ..edges.client_store import ClientStore
 
         from .checks import check_runs
         from .config_file import rules_of

@@ -15,7 +15,7 @@ from sync.core.policies import ChangeRatePolicy
 from sync.core.history import history_from_json
 from sync.core.lastmod_trust import host_lastmod_trust
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import page_html, para, without_fetched_at
 
 REPORT_KEYS = {
