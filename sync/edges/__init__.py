@@ -1,6 +1,7 @@
 """The edges: every place a pass touches the world, each behind a small Protocol.
 
-HTTP (`fetcher`, with its remembered robots.txt and sitemap copies in `httpcache`), the
+HTTP (`fetcher`, with each host's bounds and pacing in `host_pacing`, its answers' deadlines in
+`deadlines`, and its remembered robots.txt and sitemap copies in `httpcache`), the
 vector stores (`store`: the protocol and its records; `edge_store`: Qdrant Edge embedded, with
 its shard's lock in `shard_lock`, its config file in `edge_config` and its requests in
 `edge_queries`; `client_store`: a Qdrant server through qdrant-client; `point_records`: what
