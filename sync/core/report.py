@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .budget import failed_share, within_budget
+from .budget import failed_share, within_failure_budget
 from .plural import plural
 
 __all__ = ["Report"]
@@ -152,7 +152,7 @@ class Report:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
         otherwise_ok = replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again)
-        return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
+        return within_failure_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
                              otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
 
     def to_dict(self) -> dict[str, Any]:
