@@ -9,7 +9,6 @@ import logging
 import os
 import signal
 import sys
-import warnings
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,10 +66,6 @@ def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every page, skips included (also accepted after the command, e.g. run -v)."),
     show_version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version, help="Print pagesync's version and exit."),
 ) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
-    # the user as one line of ours instead.
-    warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
     configure_logging(verbose)
 
 

@@ -92,6 +92,10 @@ def set_verbose(verbose: bool) -> None:
 def configure_logging(verbose: bool) -> None:
     """Every command's logging: pagesync's lines on stderr, at DEBUG with -v; other libraries'
     warnings and chatter kept out (errors reach the user as one line of ours)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    # qdrant-client warns through `warnings` (e.g. an API key over plain http); errors reach
+    # the user as one line of ours instead.
+    warnings.filterwarnings("ignore", module=r"qdrant_client\..*")
     warnings.filterwarnings("ignore", category=UserWarning, module=r"sync\.edges\.(client_|edge_)?store")
     for noisy in ("httpx", "httpcore", "asyncio", "sentence_transformers", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
