@@ -460,7 +460,8 @@ class Fetcher:
                 return self._backing_off(url, blocked)
             if blocked > 0:
                 await asyncio.sleep(blocked)
-            await host.pace(delay)
+            if delay > 0:
+                await host.pace(delay)
             sent = [validators]  # the validators of the request that got the final answer
 
             def moved_headers(target: str) -> dict[str, str]:
