@@ -33,7 +33,7 @@ from sync.stages.embed import EmbedQueue  # noqa: E402
 from sync.stages.outcomes import Outcomes  # noqa: E402
 from sync.stages.visit import Visitor  # noqa: E402
 import chunking  # noqa: E402
-import sync.edges.store as st  # noqa: E402
+import sync.edges.edge_store as st  # noqa: E402
 import sync.edges.fetcher as fe  # noqa: E402
 from embedders import make_embedder  # noqa: E402
 
@@ -97,7 +97,7 @@ try:
     T.clear()
     from sync.engine import PassConfig, arun_pass
     from sync.edges.fetcher import Fetcher, make_client
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
     from sync.edges.state import StateDB
     from chunking import Splitter
     store = EdgeStore(work / "qdrant", "pages")

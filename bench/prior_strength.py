@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import freshness as fr  # noqa: E402
 import replay_policies as rp  # noqa: E402
-from sync.core.policy import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
+from sync.core.policies import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
 
 D = fr.D
 
@@ -77,7 +77,7 @@ def _visit_order(salt: str) -> None:
     section by section; another salt is another, equally valid, order. The spread over
     salts is the benchmark's noise from visit order alone."""
     import sync.stages.plan as plan
-    from sync.core.policy import select_visits
+    from sync.core.visit_selection import select_visits
 
     def salted(cands, policy, max_fetches):
         key = {c.url: hashlib.sha256(f"{salt}|{c.url}".encode()).hexdigest() for c in cands}
@@ -100,7 +100,7 @@ def _oracle(events: list, mode: str) -> None:
     from urllib.parse import urlsplit
 
     import sync.stages.plan as plan
-    from sync.core.policy import expected_staleness
+    from sync.core.change_rate import expected_staleness
 
     prior = ChangeRatePolicy()
     order = plan.select_visits  # ties as `_visit_order` set them, if it did

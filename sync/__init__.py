@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .core.hashing import content_hash, fold_whitespace, pipeline_fingerprint
     from .edges.httpcache import FetchCache, ReadOnlyCache
     from .core.ids import canonical_url, chunk_id, point_id
-    from .core.policy import POLICIES, make_policy
+    from .core.policies import POLICIES, make_policy
     from .core.report import Report
     from .core.scope import Scope
     from .core.site_rules import SiteRules, SiteRuleSet, url_wanted
@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .core.page import PageState
     from .edges.state import StateDB
     from .edges.state_protocol import State
-    from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
+    from .edges.client_store import ClientStore
+    from .edges.edge_store import EdgeStore
+    from .edges.store import PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
 # TYPE_CHECKING imports above say the same for type checkers, and tests/project/test_imports.py
@@ -103,8 +105,8 @@ _EXPORTS = {
     "canonical_url": "core.ids",
     "chunk_id": "core.ids",
     "point_id": "core.ids",
-    "POLICIES": "core.policy",
-    "make_policy": "core.policy",
+    "POLICIES": "core.policies",
+    "make_policy": "core.policies",
     "Report": "core.report",
     "Scope": "core.scope",
     "SiteRules": "core.site_rules",
@@ -118,8 +120,8 @@ _EXPORTS = {
     "PageState": "core.page",
     "StateDB": "edges.state",
     "State": "edges.state_protocol",
-    "ClientStore": "edges.store",
-    "EdgeStore": "edges.store",
+    "ClientStore": "edges.client_store",
+    "EdgeStore": "edges.edge_store",
     "PageWrite": "edges.store",
     "Store": "edges.store",
     "StoredPoint": "edges.store",

@@ -52,7 +52,7 @@ from embedders.base import Embedder
 from .core.ids import canonical_url, url_problem
 from .core.links import CrawlLimits
 from .core.page import NEW, PageState
-from .core.policy import DEFAULT_POLICY
+from .core.policies import DEFAULT_POLICY
 from .core.report import Report
 from .core.scope import Scope
 from .core.site_rules import SiteRuleSet, headers_in_scope, unwanted_reason

@@ -75,7 +75,7 @@ from ..edges.store import Store
 from ..edges.vector_memo import VectorMemo
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
-           "new_collection_name"]
+           "new_collection_name", "verify_built"]
 
 TEXT_SOURCES = ("state", "points", "fetch")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
@@ -291,6 +291,34 @@ class _Harvest:
 
     def close(self) -> None:
         self.db.close()
+
+
+def verify_built(store: Store, size: int | None, pages: dict[str, PageState], dimension: int,
+                 sample: tuple[str, list[float]] | None) -> tuple[dict[str, Any], list[str]]:
+    """What a built collection (`store`, of vector size `size`) shows before the alias switches
+    to it: as many points as `pages` have chunks, a clean audit, the embedder's `dimension`,
+    and, when all of that holds, a stored vector (`sample`) finding its own point. Returns the
+    report's `verify` figures and the problems found (none: it may go live)."""
+    problems = []
+    expected = sum(p.chunk_count for p in pages.values())
+    n = store.count()
+    audit = audit_collection(store, _Planned(pages), examples=3)
+    verify: dict[str, Any] = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
+    if n != expected:
+        problems.append(f"{plural(n, 'point')} where the pages have {plural(expected, 'chunk')}")
+    if not audit.ok:
+        found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
+        problems.append(f"audit found {found}")
+    if size != dimension:
+        problems.append(f"vector size {size}, the embedder makes {dimension}")
+    if sample is not None and not problems:
+        _pid, vec = sample
+        hits = store.search(vec, limit=1)
+        ok = bool(hits) and hits[0][0] >= 0.99
+        verify["search_check"] = ok
+        if not ok:
+            problems.append("a stored vector does not find its own point")
+    return verify, problems
 
 
 class _Reindex:
@@ -523,26 +551,8 @@ class _Reindex:
 
     # -- verify --------------------------------------------------------------------------------
     def _verify(self, store: Store, target: str) -> list[str]:
-        problems = []
-        expected = sum(p.chunk_count for p in self.after.values())
-        n = store.count()
-        audit = audit_collection(store, _Planned(self.after), examples=3)
-        size = self.catalog.vector_size(target)
-        self.report.verify = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
-        if n != expected:
-            problems.append(f"{plural(n, 'point')} where the pages have {plural(expected, 'chunk')}")
-        if not audit.ok:
-            found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
-            problems.append(f"audit found {found}")
-        if size != self.embedder.dimension:
-            problems.append(f"vector size {size}, the embedder makes {self.embedder.dimension}")
-        if self.sample is not None and not problems:
-            pid, vec = self.sample
-            hits = store.search(vec, limit=1)
-            ok = bool(hits) and hits[0][0] >= 0.99
-            self.report.verify["search_check"] = ok
-            if not ok:
-                problems.append("a stored vector does not find its own point")
+        self.report.verify, problems = verify_built(store, self.catalog.vector_size(target), self.after,
+                                                    self.embedder.dimension, self.sample)
         return problems
 
     # -- the whole ---------------------------------------------------------------------------------

@@ -11,8 +11,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..core.page import LIVE, PageState
-from ..core.policy import (BulkEdit, BulkState, Policy, Visit, bulk_state_from_json, bulk_state_to_json,
-                           change_probability, estimate_rate, pass_evidence, update_bulk_state, url_section)
+from ..core.bulk_edits import (BulkEdit, BulkState, bulk_state_from_json, bulk_state_to_json, pass_evidence,
+                               update_bulk_state, url_section)
+from ..core.change_rate import change_probability, estimate_rate
+from ..core.history import Visit
+from ..core.policies import Policy
 from ..core.scope import url_host
 from ..edges.state_protocol import State
 from ..core.planning import ChangeEvent

@@ -23,7 +23,7 @@ from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_pe
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
-from ..core.policy import history_from_json
+from ..core.history import history_from_json
 from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
 from ..core.planning import REASONS, ChangeEvent, SitemapRead

@@ -17,7 +17,10 @@ from ..core.ids import canonical_url
 from ..core.page import GONE, LIVE, PageState
 from ..core.planning import ChangeEvent, Plan, SitemapRead, emptied_sitemap_errors, plan_events, record_sitemap
 from ..core.plural import plural
-from ..core.policy import Candidate, Policy, _span, history_from_json, make_policy, select_visits, url_section
+from ..core.bulk_edits import url_section
+from ..core.history import history_from_json
+from ..core.policies import Policy, _span, make_policy
+from ..core.visit_selection import Candidate, select_visits
 from ..core.scope import Scope, all_out_of_scope, some_out_of_scope
 from ..core.sitemaps import NOT_A_SITEMAP, collect_sitemaps, feed_hosts, lastmod_state, lastmods_to_record
 from ..edges.fetcher import Fetcher

@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Protocol
 
 from ..core.page import PageState
-from ..core.policy import (Policy, Visit, add_visit, history_from_json, history_json_with, host_lastmod_trust,
-                           lastmod_makes_due)
+from ..core.history import Visit, add_visit, history_from_json, history_json_with
+from ..core.lastmod_trust import host_lastmod_trust, lastmod_makes_due
+from ..core.policies import Policy
 from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
 from .bulk_edits import BulkEdits

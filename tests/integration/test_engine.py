@@ -11,9 +11,11 @@ from chunking import Splitter
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
 from sync.core.ids import chunk_id, point_id
-from sync.core.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
+from sync.core.policies import ChangeRatePolicy
+from sync.core.history import history_from_json
+from sync.core.lastmod_trust import host_lastmod_trust
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import page_html, para, without_fetched_at
 
 REPORT_KEYS = {

@@ -111,3 +111,40 @@ def test_nothing_in_sync_imports_a_framework_adapter():
         rel = path.relative_to(SYNC)
         if rel.parts[0] != "integrations":
             assert "integrations" not in _sync_imports(path), str(rel)
+
+
+MAX_CLASS_LINES = 400
+
+
+def test_no_class_in_sync_is_over_400_lines():
+    # A class past this holds several responsibilities: split it into helpers it composes.
+    long = []
+    for path in sorted(SYNC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                long.append(f"{path.relative_to(SYNC)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
+# the modules a split left, each holding one idea, that must not grow back together
+SPLIT_MODULES = {
+    "core": ("history", "change_rate", "policies", "visit_selection", "lastmod_trust", "bulk_edits"),
+    "edges": ("store", "edge_store", "client_store", "point_records", "store_errors", "shard_lock", "edge_config",
+              "edge_queries", "fetcher", "host_pacing", "deadlines"),
+    "commands": ("cli", "options", "opening", "exits", "output", "pass_runner"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(SPLIT_MODULES))
+def test_each_module_is_named_in_its_package_docstring(package):
+    doc = ast.get_docstring(ast.parse((SYNC / package / "__init__.py").read_text())) or ""
+    for name in SPLIT_MODULES[package]:
+        assert (SYNC / package / f"{name}.py").exists(), name
+        assert f"`{name}`" in doc, f"sync/{package}/__init__.py does not say what `{name}` holds"
+
+
+def test_the_store_protocol_module_loads_no_backend():
+    from tests.project.test_imports import loaded_after
+
+    loaded = loaded_after("import sync.edges.store")
+    assert not loaded["qdrant_client"] and not loaded["qdrant_edge"] and not loaded["sync.edges.edge_store"]
