@@ -43,7 +43,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter
 from chunking.extract import SelectorError, compile_selector
@@ -176,31 +176,25 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-def _bind_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleSet, *, now: datetime,
-                  dry_run: bool) -> None:
-    """Give the Fetcher this pass's scope, headers, site rules, clock and cache.
+def _pass_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleSet, *, now: datetime,
+                  dry_run: bool) -> Fetcher:
+    """The caller's Fetcher made this pass's (`Fetcher.for_pass`): the scope, headers and
+    cache the caller gave it, else the pass's own; the site rules and the clock.
 
-    What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass (a
-    library caller's loop) gets this pass's scope and state, not the first one's; what the
-    caller gave it before its first pass stays the caller's choice. The cache is the state,
-    unless the caller chose one; a dry run reads it (its conditional GETs are as cheap as a
-    real pass's) but keeps nothing. A state that is no `FetchCache` (the Qdrant state keeps
-    pages, not HTTP copies) leaves the Fetcher uncached: robots.txt is then read once per
-    pass and sitemaps are fetched in full.
+    The cache is the state, unless the caller chose one; a dry run reads it (its conditional
+    GETs are as cheap as a real pass's) but keeps nothing. A state that is no `FetchCache`
+    (the Qdrant state keeps pages, not HTTP copies) leaves the Fetcher uncached: robots.txt is
+    then read once per pass and sitemaps are fetched in full. The --header fields of a
+    request are its site's, and only for this pass's sites.
     """
-    given: dict[str, Any] = fetcher.given  # what the caller built it with
-    fetcher.scope = given["scope"] or scope.check
-    # The --header fields of a request: its site's, and only for this pass's sites.
-    fetcher.site_headers = given.get("site_headers") or (
-        lambda url: headers_in_scope(rules, url, scope.check, scope.plain_http_ok))
-    fetcher.unwanted = lambda url: unwanted_reason(url, rules.rules_for(url))
-    cache = given["cache"]
-    if cache is None and isinstance(state, FetchCache):
-        cache = state
+    cache = fetcher.cache if fetcher.cache is not None else (state if isinstance(state, FetchCache) else None)
     if cache is not None and dry_run:
         cache = ReadOnlyCache(cache)
-    fetcher.cache = cache
-    fetcher.now = now
+    return fetcher.for_pass(scope=fetcher.scope or scope.check,
+                            site_headers=fetcher.site_headers or (
+                                lambda url: headers_in_scope(rules, url, scope.check, scope.plain_http_ok)),
+                            unwanted=lambda url: unwanted_reason(url, rules.rules_for(url)),
+                            cache=cache, now=now)
 
 
 async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
@@ -223,7 +217,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     report = Report(dry_run=dry_run, now=now.isoformat(), collection=store.collection, embedder=embedder.model_id,
                     policy=cfg.policy)
     report.started_at = datetime.now(timezone.utc).isoformat()
-    _bind_fetcher(fetcher, state, scope, rules, now=now, dry_run=dry_run)
+    fetcher = _pass_fetcher(fetcher, state, scope, rules, now=now, dry_run=dry_run)
     outcomes = Outcomes(state, report, now=now, dry_run=dry_run, on_progress=on_progress)
 
     # 1. Preflight: the model and the collection against the state, before any request.

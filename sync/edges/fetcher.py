@@ -247,6 +247,10 @@ class Fetcher:
         site_headers: Callable[[str], Mapping[str, str]] | None = None,
     ):
         self._client = client
+        # What `for_pass` builds a pass's Fetcher with, beside the pass's own scope, cache and clock.
+        self._settings = dict(per_host=per_host, max_bytes=max_bytes, respect_robots=respect_robots,
+                              max_crawl_delay=max_crawl_delay, max_retry_wait=max_retry_wait,
+                              max_redirects=max_redirects, deadline=deadline)
         # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
         # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
@@ -267,12 +271,21 @@ class Fetcher:
         self._max_redirects = max_redirects
         self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
         self.cache = cache
-        # The scope and cache the caller chose: a pass fills in what is None with its own
-        # (its sources' scope, its state) and the next pass with its own again.
-        self.given = {"scope": scope, "cache": cache, "site_headers": site_headers}
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
+
+    def for_pass(self, *, scope: Callable[[str], str | None], site_headers: Callable[[str], Mapping[str, str]],
+                 unwanted: Callable[[str], str | None], cache: FetchCache | None, now: datetime) -> Fetcher:
+        """A Fetcher for one pass: this one's client and settings, with the pass's scope,
+        headers, site rules, cache and clock. This one is left as it was built, so a caller's
+        loop of passes gives each pass its own (robots.txt read afresh, its own pacing and
+        counters)."""
+        # arg-type: `_settings` holds the constructor's own keyword values, each of its type.
+        f = Fetcher(self._client, scope=scope, cache=cache, now=now, site_headers=site_headers,
+                    **self._settings)  # type: ignore[arg-type]
+        f.unwanted = unwanted
+        return f
 
     def _now(self) -> datetime:
         return self.now or datetime.now(timezone.utc)
