@@ -1,5 +1,5 @@
 """Checks a command makes before it reads or writes anything, so that a wrong collection
-name or embedder is exit 2 with nothing written (CONTRACT.md), not a half-done repair or a
+name or embedder is exit 2 with nothing written (docs/commands/index.md), not a half-done repair or a
 report of zero points.
 
 - `require_collection`: a collection that does not exist is a mistake (a mistyped

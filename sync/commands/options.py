@@ -122,7 +122,7 @@ def parse_now(value: str | None) -> datetime:
 
 
 def check_clock(st, clock: datetime, given: str) -> None:
-    """A --now before the last pass's clock: a warning, not a refusal (CONTRACT.md names
+    """A --now before the last pass's clock: a warning, not a refusal (docs/commands/run.md names
     backfills among --now's uses). The engine records such a visit as no time elapsed, so
     no history goes negative, but due times and intervals are computed from that clock."""
     last = st.last_run()

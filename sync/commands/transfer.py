@@ -67,7 +67,7 @@ def _point(line: str, lineno: int) -> StoredPoint:
 def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
     """Upsert points as given, after every line was checked: a line that is no point, has
     no vector, an id Qdrant would refuse or a vector of another size than the first is a
-    `ConfigError` naming it, and nothing is written (CONTRACT.md: exit 2, nothing written).
+    `ConfigError` naming it, and nothing is written (docs/commands/index.md: exit 2, nothing written).
     Input that cannot be read twice (a pipe) is kept in a temporary file while checked."""
     spool = None if lines.seekable() else tempfile.TemporaryFile("w+", encoding="utf-8")
     start = lines.tell() if spool is None else 0

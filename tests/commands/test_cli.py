@@ -1,4 +1,4 @@
-"""The `pagesync` command line, driven as a subprocess exactly as CONTRACT.md writes it.
+"""The `pagesync` command line, driven as a subprocess exactly as docs/commands/ documents it.
 
 Every call is `python -m sync ...` in a fresh working directory, against the `site`
 fixture (a docs site on 127.0.0.1), with `--embedder fake` so no model is loaded.

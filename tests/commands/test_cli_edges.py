@@ -71,7 +71,7 @@ def _pages(work):
 
 
 def test_now_before_the_last_pass_warns_and_no_history_goes_negative(site, work):
-    """CONTRACT.md names backfills among --now's uses: an earlier clock is warned about, not
+    """docs/commands/run.md names backfills among --now's uses: an earlier clock is warned about, not
     refused, and the visits it records count as no time elapsed."""
     import sqlite3
 

@@ -1,5 +1,5 @@
 """Exit codes and error lines of the command line: configuration and environment errors are
-exit 2 with one line and nothing written (CONTRACT.md), never a traceback or exit 1 (which
+exit 2 with one line and nothing written (docs/commands/index.md, exit codes), never a traceback or exit 1 (which
 means "pages failed" or "the audit found problems")."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Configuration and environment problems read as what they are: one line naming the cause
-and the way on, the exit code of CONTRACT.md (2: configuration, nothing purged; 1: a pass
+and the way on, the exit code of docs/commands/index.md (2: configuration, nothing purged; 1: a pass
 that could not finish its writes), and never advice that would make things worse."""
 
 from __future__ import annotations
