@@ -2,7 +2,7 @@
 
 `plan_events` merges them into change events (visits with their reason, and removals);
 `record_sitemap` says what is written about the sitemap before any visit (never ahead of
-the visit it asks for); `within_budget` cuts pages to a chunk budget;
+the visit it asks for); `pages_within_chunk_budget` cuts pages to a chunk budget;
 `emptied_sitemap_errors` holds back the removals of an emptied sitemap. No I/O: the plan
 stage (`sync.stages.plan`) reads and writes around them.
 """
@@ -19,7 +19,7 @@ from .scope import allow_host_flags, refused_by_host, url_host
 from .sitemaps import SitemapCollection, diff_sitemap
 
 __all__ = ["REASONS", "ChangeEvent", "Plan", "SitemapRead", "emptied_sitemap_errors", "plan_events",
-           "record_sitemap", "within_budget"]
+           "record_sitemap", "pages_within_chunk_budget"]
 
 
 # Why a page is visited this pass, most specific first (a page gets its first reason).
@@ -171,7 +171,7 @@ def record_sitemap(
     return pages, dirty
 
 
-def within_budget(pages: Sequence[PageState], budget: int) -> tuple[list[str], int, int]:
+def pages_within_chunk_budget(pages: Sequence[PageState], budget: int) -> tuple[list[str], int, int]:
     """Pure: the urls of `pages`, in order, whose recorded chunks fit in `budget` (a page
     too large is passed over, smaller ones after it may still fit). Returns (urls, budget
     left, pages passed over)."""

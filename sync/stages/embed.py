@@ -42,7 +42,7 @@ from ..edges.threads import in_daemon_thread
 from ..errors import EmbedBatchError, PagesyncError
 from .outcomes import Outcomes
 from .pending import PendingPage
-from ..core.planning import within_budget
+from ..core.planning import pages_within_chunk_budget
 from .write import Writer
 
 __all__ = ["EmbedQueue", "VectorCache"]
@@ -187,7 +187,7 @@ class EmbedQueue:
         """
         if self.leaving_todo and self.leaving_on:
             todo, self.leaving_todo = self.leaving_todo, []
-            urls, self.leaving_budget, over = within_budget(todo, self.leaving_budget)
+            urls, self.leaving_budget, over = pages_within_chunk_budget(todo, self.leaving_budget)
             if over:
                 if not self.leaving_over:
                     log.info("vector reuse: pages leaving this pass past %s chunks are not read for reuse",

@@ -24,7 +24,7 @@ def test_failed_share(failed, visited, share):
     (1, 1000, 0.01, True),
     (4, 0, 0.5, False),
 ])
-def test_within_budget(failed, visited, budget, ok):
+def test_within_failure_budget(failed, visited, budget, ok):
     assert within_failure_budget(pages_failed=failed, pages_visited=visited, otherwise_ok=True,
                          max_failed_share=budget) is ok
 

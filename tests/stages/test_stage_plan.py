@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sync.core.planning import emptied_sitemap_errors, within_budget
+from sync.core.planning import emptied_sitemap_errors, pages_within_chunk_budget
 from sync.edges.state import PageState
 
 A, B = "https://a.test/sitemap.xml", "https://b.test/sitemap.xml"
@@ -25,7 +25,7 @@ def pages(*chunks: int) -> list[PageState]:
     ],
 )
 def test_within_budget(chunks, budget, urls, left, over):
-    got, budget_left, passed_over = within_budget(pages(*chunks), budget)
+    got, budget_left, passed_over = pages_within_chunk_budget(pages(*chunks), budget)
     assert got == [f"https://a.test/p{i}" for i in urls]
     assert (budget_left, passed_over) == (left, over)
 
