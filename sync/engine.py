@@ -75,7 +75,7 @@ from .stages.settle import Ledger, Settler
 from .stages.visit import Visitor
 from .stages.write import Writer
 
-__all__ = ["PassConfig", "run_pass", "arun_pass"]
+__all__ = ["Checkpoint", "PassConfig", "run_pass", "arun_pass"]
 
 log = logging.getLogger("pagesync")
 
@@ -197,8 +197,20 @@ def _pass_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleS
                             cache=cache, now=now)
 
 
+Checkpoint = Callable[[str, "str | None"], None]
+"""`checkpoint(point, url)`: told as the pass reaches each of its crash points, in order:
+"plan" (the sitemaps read, nothing of them written yet), "visit" (before the first visit),
+"page" (each fetched answer, with its url, before it is decided) and "settle" (before the
+purges). A test raises there to kill the pass at that point; a library caller may log."""
+
+
+def _no_checkpoint(point: str, url: str | None) -> None:
+    return None
+
+
 async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-                   splitter: Splitter, on_progress: Callable[[str, str], None] | None) -> Report:
+                   splitter: Splitter, on_progress: Callable[[str, str], None] | None,
+                   checkpoint: Checkpoint = _no_checkpoint) -> Report:
     """One pass: the stages built from the config, then called in the order a page's data flows."""
     t0 = time.monotonic()
     now, rules, dry_run, repair = cfg.now, cfg.site_rules, cfg.dry_run, bool(cfg.repair)
@@ -249,7 +261,8 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     ledger = Ledger(on_leaving=queue.add_leaving)
     visitor = Visitor(fetcher, state, outcomes, scheduler, ledger, queue, splitter, fingerprints, check,
                       site_rules=rules, unwanted=unwanted, workers=cfg.workers, repair=repair,
-                      max_chunks_per_page=cfg.max_chunks_per_page, now=now, on_generator=deploys.generator)
+                      max_chunks_per_page=cfg.max_chunks_per_page, now=now, on_generator=deploys.generator,
+                      checkpoint=checkpoint)
     settler = Settler(ledger, queue, outcomes, store, state, now=now, dry_run=dry_run,
                       allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
                       max_delete_share=cfg.max_delete_share)
@@ -260,6 +273,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         pages = [known.get(u) or PageState(url=u, status=NEW, first_seen_at=now, source="url") for u in cfg.repair]
         report.pages_due = len(pages)
         tracked_before = state.tracked_count()
+        checkpoint("visit", None)
         await visitor.visit(pages)
     else:
         # 2. Plan: the sitemaps, the change feed and the deploy signal, then the visits.
@@ -276,12 +290,14 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         read = await planner.read_sitemaps()
         await deploys.read(read)  # the change feed and the deploy signal, before the plan
         tracked_before = state.tracked_count()  # the guard's base: before the plan writes new rows
+        checkpoint("plan", None)
         plan = planner.plan(read)
         ledger.queue_removals(plan.removals, plan.known, read.out_of_scope, unwanted)
         # 3. Visit (fetch -> extract -> decide), embed and write, overlapped; then the crawl.
         if crawl is not None:
             crawl.prepare(plan.pages)  # a crawl's pages with no kept links are read whole
         visitor.visiting.update(ev.url for ev in plan.visits)
+        checkpoint("visit", None)
         await visitor.visit(plan.pages)
         if crawl is not None:  # the links of what was read, followed from the --crawl start pages
             await crawl.run(visitor, feed_pages=deploys.feed_pages, sitemap_now=read.entries)
@@ -290,6 +306,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     # 4. Settle, once every page was seen: the guard, the held changes, then the purges.
     settler.judge_guard(tracked_before)
     await settler.settle_suspects()
+    checkpoint("settle", None)
     await settler.apply_purges()
     if not repair and not preflight.points_checked and not dry_run:
         preflight.check_points(at_start=False)  # an embedded shard this pass opened: its count is cheap now
@@ -312,7 +329,8 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
 
 
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-                    splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
+                    splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None,
+                    checkpoint: Checkpoint | None = None) -> Report:
     """Async form of `run_pass` (for callers already in an event loop)."""
     cfg.check()
     state.lock(wait=cfg.wait_lock)
@@ -321,14 +339,17 @@ async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: S
             from .stages.chunks import splitter_for
 
             splitter = splitter_for(embedder)  # the embedder's own tokens, up to what it reads
-        return await _conduct(cfg, fetcher, store, state, embedder, splitter, on_progress)
+        return await _conduct(cfg, fetcher, store, state, embedder, splitter, on_progress,
+                              checkpoint or _no_checkpoint)
     finally:
         state.unlock()
 
 
 def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-             splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None) -> Report:
+             splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None,
+             checkpoint: Checkpoint | None = None) -> Report:
     """Run one sync pass and return its report. Takes the state lock for the pass's duration
-    (waiting up to `cfg.wait_lock` seconds for another pass to finish)."""
+    (waiting up to `cfg.wait_lock` seconds for another pass to finish). `on_progress(url,
+    action)` hears each page's outcome; `checkpoint` each crash point (`Checkpoint`)."""
     return asyncio.run(arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder,
-                                 splitter=splitter, on_progress=on_progress))
+                                 splitter=splitter, on_progress=on_progress, checkpoint=checkpoint))

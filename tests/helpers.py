@@ -94,7 +94,8 @@ class Harness:
         return self.site.server.url("/sitemap.xml")  # type: ignore[attr-defined]
 
     def run(self, *, full: bool = False, dry_run: bool = False, advance: timedelta = timedelta(0), store=None,
-            state_path: Path | None = None, embedder=None, sitemaps=None, urls=(), fetcher_kw=None, **cfg):
+            state_path: Path | None = None, embedder=None, sitemaps=None, urls=(), fetcher_kw=None, checkpoint=None,
+            **cfg):
         self.now += advance
         store = store or self.open_store()
         pc = PassConfig(sitemaps=[self.sitemap()] if sitemaps is None else sitemaps, urls=list(urls), now=self.now,
@@ -103,7 +104,8 @@ class Harness:
         async def go():
             async with make_client(timeout=5) as client:
                 return await arun_pass(pc, fetcher=Fetcher(client, **(fetcher_kw or {})), store=store, state=st,
-                                       embedder=embedder or self.embedder, splitter=self.splitter)
+                                       embedder=embedder or self.embedder, splitter=self.splitter,
+                                       checkpoint=checkpoint)
 
         with self.open_state(store, state_path) as st:
             try:

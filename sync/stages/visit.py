@@ -61,12 +61,14 @@ class Visitor:
                  queue: EmbedQueue, splitter: Splitter, fingerprints: Fingerprints, check: CollectionCheck, *,
                  site_rules: SiteRuleSet, unwanted: Callable[[str], str | None], workers: int, repair: bool,
                  max_chunks_per_page: int | None, now: datetime,
-                 on_generator: Callable[[str, bytes], None] = lambda url, body: None):
+                 on_generator: Callable[[str, bytes], None] = lambda url, body: None,
+                 checkpoint: Callable[[str, str | None], None] = lambda point, url: None):
         self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
         self.scheduler, self.ledger, self.queue = scheduler, ledger, queue
         self.splitter, self.fingerprints, self.check = splitter, fingerprints, check
         self.site_rules, self.unwanted, self.workers, self.repair = site_rules, unwanted, workers, repair
         self.max_chunks_per_page, self.now, self.on_generator = max_chunks_per_page, now, on_generator
+        self.checkpoint = checkpoint  # told of each answer before it is decided (`sync.engine.Checkpoint`)
         self.crawl: CrawlObserver | None = None  # set when the pass crawls (`watch_crawl`)
         self.visiting: set[str] = set()
 
@@ -175,6 +177,7 @@ class Visitor:
 
     async def handle(self, page: PageState, result: FetchResult) -> None:
         """Count one fetched answer and decide it."""
+        self.checkpoint("page", page.url)
         r = self.report
         r.pages_visited += 1
         if result.answered:

@@ -881,43 +881,27 @@ class _Killed(Exception):
 
 @pytest.mark.parametrize("at", ["before the sitemap write", "before any visit", "at the edited page",
                                 "before the purges"])
-def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, monkeypatch, at):
+def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, at):
     """A pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
     and dies before it gets to them. The next pass gets the same sitemap from its kept
     copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
     as a fresh index of the site."""
-    import sync.stages.plan as plan_stage
-    from sync.stages.settle import Settler
-    from sync.stages.visit import Visitor
-
     build(site, n=4)
     harness.run()
     site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
     site.set("/p4.html", page_html("Page 4", [para("p4 new")]))
     site.remove("/p3.html")
 
-    def die(*a, **kw):
-        raise _Killed(at)
+    point = {"before the sitemap write": ("plan", None), "before any visit": ("visit", None),
+             "at the edited page": ("page", site.server.url("/p1.html")), "before the purges": ("settle", None)}[at]
 
-    if at == "before the sitemap write":
-        monkeypatch.setattr(plan_stage, "record_sitemap", die)
-    elif at == "before any visit":
-        monkeypatch.setattr(Visitor, "visit", die)
-    elif at == "at the edited page":
-        handle = Visitor.handle
+    def die(reached: str, url: str | None) -> None:
+        if (reached, url) == point:
+            raise _Killed(at)
 
-        async def handle_or_die(self, page, result):
-            if page.url.endswith("/p1.html"):
-                raise _Killed(at)
-            await handle(self, page, result)
-
-        monkeypatch.setattr(Visitor, "handle", handle_or_die)
-    else:
-        monkeypatch.setattr(Settler, "apply_purges", die)
     with pytest.raises(_Killed):
-        harness.run(advance=timedelta(hours=1))
-    monkeypatch.undo()
+        harness.run(advance=timedelta(hours=1), checkpoint=die)
 
     site.clear_log()
     rep = harness.run(advance=timedelta(hours=1))

@@ -15,7 +15,7 @@ STAGES = Path(sync.stages.__file__).parent
 
 def test_the_engine_exports_only_the_pass():
     # Stage names are imported from the stage that defines them, not through the conductor.
-    assert engine.__all__ == ["PassConfig", "run_pass", "arun_pass"]
+    assert engine.__all__ == ["Checkpoint", "PassConfig", "run_pass", "arun_pass"]
     assert sync.build_points is sync.stages.build_points
 
 
