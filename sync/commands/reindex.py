@@ -70,7 +70,8 @@ from ..core.report import Report
 from ..core.scope import Scope
 from ..core.site_rules import SiteRuleSet, headers_in_scope
 from ..edges.state import PageState
-from ..edges.state_protocol import State
+from ..edges.httpcache import FetchCache
+from ..edges.state_protocol import State, TextKeeper
 from ..edges.store import Store
 from ..edges.vector_memo import VectorMemo
 
@@ -401,7 +402,7 @@ class _Reindex:
         last = self.state.last_run()
         if isinstance(last, dict) and isinstance(last.get("embedder"), str):
             self.embedders_seen.add(last["embedder"])
-        kept = self.state.text_hashes() if hasattr(self.state, "text_hashes") else {}
+        kept = self.state.text_hashes() if isinstance(self.state, TextKeeper) else {}
         # A kept text extracted under another selector than the page's now is no text to use.
         kept = {u: h for u, h in kept.items() if u not in self.by_url or self._text_is_current(self.by_url[u])}
         plan: list[tuple[PageState, str]] = []
@@ -497,9 +498,8 @@ class _Reindex:
             # becomes of this reindex); changed ones wait for the switch (they are few).
             same = [(i.page.url, i.page.content_hash or "", i.markdown) for i in items
                     if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash]
-            put = getattr(self.state, "put_texts", None)
-            if same and put is not None:
-                put(same)
+            if same and isinstance(self.state, TextKeeper):
+                self.state.put_texts(same)
             for item in items:
                 if item is None:
                     continue
@@ -515,8 +515,7 @@ class _Reindex:
         await self._flush(store)
 
     def _texts(self, urls: list[str]) -> dict[str, tuple[str, str]]:
-        get = getattr(self.state, "get_texts", None)
-        return get(urls) if urls and get is not None else {}
+        return self.state.get_texts(urls) if urls and isinstance(self.state, TextKeeper) else {}
 
     async def _flush(self, store: Store) -> None:
         if not self.queue:
@@ -635,7 +634,7 @@ class _Reindex:
         # -- the state follows the collection the alias now names.
         try:
             self.state.put_many(self.after[u] for u in sorted(self.after))
-            if self.texts and hasattr(self.state, "put_texts"):
+            if self.texts and isinstance(self.state, TextKeeper):
                 self.state.put_texts(self.texts)
         except PagesyncError as exc:
             raise PagesyncError(f"alias {r.alias!r} now points at {target!r}, but the page state could not be "
@@ -666,7 +665,7 @@ class _Reindex:
         from ..edges.fetcher import Fetcher, make_client
 
         scope = Scope.from_urls([p.url for p in self.state.all_pages() if p.indexed])
-        cache = self.state if hasattr(self.state, "cached_robots") else None
+        cache = self.state if isinstance(self.state, FetchCache) else None
         async with (self.client_factory() if self.client_factory else make_client()) as client:
             # Each site's --header goes to its own hosts only, as in a pass (`headers_in_scope`).
             self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,

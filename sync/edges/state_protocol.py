@@ -15,7 +15,7 @@ from typing import Iterable, Protocol, runtime_checkable
 
 from .state import PageState
 
-__all__ = ["LinkKeeper", "State"]
+__all__ = ["FeedDigests", "LinkKeeper", "State", "TextKeeper"]
 
 
 @runtime_checkable
@@ -91,3 +91,32 @@ class LinkKeeper(Protocol):
 
     def drop_links(self, urls: Iterable[str]) -> None:
         """Forget these pages' links (a 404/410 links to nothing)."""
+
+
+@runtime_checkable
+class TextKeeper(Protocol):
+    """A state that keeps each written page's extracted text (the SQLite state does): what
+    `pagesync reindex` rebuilds a collection from without fetching the site again."""
+
+    def put_texts(self, items: Iterable[tuple[str, str, str]]) -> None:
+        """Keep each page's text: (url, content_hash, markdown)."""
+
+    def text_hashes(self) -> dict[str, str]:
+        """url -> content hash of every kept text (no text is read)."""
+
+    def get_texts(self, urls: Iterable[str]) -> dict[str, tuple[str, str]]:
+        """url -> (content_hash, markdown) for the urls that have a readable kept text."""
+
+    def drop_texts(self, urls: Iterable[str]) -> None:
+        """Forget these pages' texts (they left the site)."""
+
+
+@runtime_checkable
+class FeedDigests(Protocol):
+    """A state that records, per page, the digest of its change feed's text when last visited."""
+
+    def feed_digests(self) -> dict[str, str]:
+        """url -> the feed digest recorded for the page."""
+
+    def put_feed_digests(self, items: dict[str, str]) -> None:
+        """Record (url -> digest) for these pages."""

@@ -28,7 +28,7 @@ from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
 from ..core.planning import REASONS, ChangeEvent, SitemapRead
 from ..edges.fetcher import Fetcher
-from ..edges.state_protocol import State
+from ..edges.state_protocol import FeedDigests, State
 from ..errors import PagesyncError
 from .outcomes import Outcomes
 
@@ -90,7 +90,7 @@ class Deploys:
         self.report.feed = kinds[0] if kinds else None
         if self.feed_hosts_read:
             self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
-        if self.feed_now and hasattr(self.state, "feed_digests"):
+        if self.feed_now and isinstance(self.state, FeedDigests):
             self.feed_before = self.state.feed_digests()
             # A page the feed names with nothing recorded yet: its digest now is the baseline.
             self.feed_record.update({u: d for u, d in self.feed_now.items() if u not in self.feed_before})
@@ -101,7 +101,7 @@ class Deploys:
         every `FEED_RECHECK`."""
         hs = self.schedules.get(host, HostSchedule())
         now_s = self.now.timestamp()
-        if not hs.feed_trusted or not hasattr(self.state, "feed_digests"):
+        if not hs.feed_trusted or not isinstance(self.state, FeedDigests):
             return None
         if hs.feed_url and hs.feed_kind:
             cands = [(hs.feed_kind, hs.feed_url)]
@@ -265,7 +265,7 @@ class Deploys:
         if not self.deploys_on:
             return
         self.report.host_schedule = schedules_to_json(self.schedules)
-        if self.feed_record and not self.outcomes.dry_run and hasattr(self.state, "put_feed_digests"):
+        if self.feed_record and not self.outcomes.dry_run and isinstance(self.state, FeedDigests):
             self.state.put_feed_digests(self.feed_record)
 
 

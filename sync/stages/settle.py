@@ -19,7 +19,7 @@ from ..core.page import GONE, LIVE, PageState
 from ..core.plural import plural
 from ..core.scheduler import failure_backoff, next_interval
 from ..core.scope import allow_host_flags, refused_by_host
-from ..edges.state_protocol import State
+from ..edges.state_protocol import State, TextKeeper
 from ..edges.store import Store
 from .embed import EmbedQueue
 from .outcomes import Outcomes
@@ -231,6 +231,5 @@ class Settler:
                 p.due_at = self.now + p.interval
             p.failures, p.last_error = 0, None
         self.outcomes.save(pages)
-        drop = getattr(self.state, "drop_texts", None)  # an optional extra of a State
-        if drop is not None:
-            drop([p.url for p in pages])
+        if isinstance(self.state, TextKeeper):  # a state that keeps texts forgets theirs
+            self.state.drop_texts([p.url for p in pages])

@@ -15,7 +15,7 @@ from ..core.decision import Action, Decision
 from ..core.ids import chunk_id, point_id
 from ..core.page import LIVE, PageState
 from ..core.payload import METADATA_KEY, point_metadata
-from ..edges.state_protocol import State
+from ..edges.state_protocol import State, TextKeeper
 from ..edges.store import PageWrite, Store, StoredPoint
 from ..errors import PagesyncError, StoreFullError
 from .outcomes import Outcomes
@@ -65,13 +65,13 @@ class Writer:
         self.store, self.state, self.outcomes = store, state, outcomes
         self.embedder_id, self.fetched_at = embedder_id, fetched_at
         self.ready_collection, self.reschedule, self.fingerprint_for = ready_collection, reschedule, fingerprint_for
-        put_texts = getattr(state, "put_texts", None)  # an optional extra of a State
-        self._put_texts = put_texts if keep_texts else None
+        # A state that keeps texts (`TextKeeper`), unless this pass keeps nothing (a dry run).
+        self._texts = state if keep_texts and isinstance(state, TextKeeper) else None
         self._held: dict[str, str] = {}  # url -> extracted text of a page on its way to a write
 
     def hold_text(self, url: str, markdown: str) -> None:
         """Keep a queued page's text until its write is confirmed (then it goes to the state)."""
-        if self._put_texts is not None:
+        if self._texts is not None:
             self._held[url] = markdown
 
     async def write(self, items: Sequence[PendingPage]) -> None:
@@ -121,5 +121,5 @@ class Writer:
     def _keep_texts(self, items: Sequence[PendingPage]) -> None:
         """The written pages' texts, once the store confirmed them."""
         texts = [(i.page.url, i.hash_, self._held.pop(i.page.url)) for i in items if i.page.url in self._held]
-        if texts and self._put_texts is not None:
-            self._put_texts(texts)
+        if texts and self._texts is not None:
+            self._texts.put_texts(texts)
