@@ -324,7 +324,7 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
     site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
                                              '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
     stable = {"docs/index.html", "docs/visit.html"} | {p.lstrip("/") for p in docs}
-    codes, overflow, warnings, visits = [], [], [], []
+    codes, overflow, warnings, visits, reasons = [], [], [], [], []
     for day in range(0, 24, 4):
         caplog.clear()
         r, rep = run(site, tmp_path, f"2031-03-{1 + day:02d}T06:00:00Z", "--max-pages", "60")
@@ -335,6 +335,8 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
         assert len(tracked) <= 60 and stable <= live_pages(tmp_path), day
         assert rep["crawl_complete"] is False and rep["crawl_bounded"] is True
         visits.append(tracked - stable)
+        reasons += [c["reason"] for c in rep["changes"] if c["action"] == "removed"]
     assert codes == [0, 1, 1, 1, 1, 1], codes
     assert all(n > 0 for n in overflow) and warnings == [1] * 6, (overflow, warnings)
     assert visits[0] and not visits[0] & visits[-1], "the first pass's visit pages never expired"
+    assert reasons and all("/docs/" in r and "2 later crawls, the last at" in r for r in reasons), reasons[:3]
