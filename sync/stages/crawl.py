@@ -317,6 +317,8 @@ class CrawlStage:
                     and page.due_at > self.now:
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
+            elif url in self.crawl_starts and page.status == GONE:
+                pass  # a start page gone is asked again every pass: a glitch freezes no discovery till it is due
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
                 continue  # not indexed (noindex, an alias), or a hub's first 404, not due: its kept links stand
             elif page.status == GONE and page.due_at is not None and page.due_at > self.now:
