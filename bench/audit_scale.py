@@ -35,7 +35,8 @@ def build(root: Path, n_points: int) -> None:
     from sync.core.ids import chunk_id, point_id
     from sync.core.payload import point_metadata
     from sync.edges.state import LIVE, PageState, StateDB
-    from sync.edges.store import EdgeStore, StoredPoint
+    from sync.edges.edge_store import EdgeStore
+    from sync.edges.store import StoredPoint
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -113,7 +114,7 @@ class _AnonPeak:
 def audit(root: Path) -> dict:
     from sync.commands.audit import audit_collection
     from sync.edges.state import StateDB
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
 
     base = _hwm_mb()
     with _AnonPeak() as anon:

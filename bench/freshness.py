@@ -86,10 +86,10 @@ from embedders import HashEmbedder  # noqa: E402
 from sync.engine import PassConfig, arun_pass  # noqa: E402
 from sync.edges.fetcher import Fetcher, make_client  # noqa: E402
 from sync.core.hashing import content_hash  # noqa: E402
-from sync.core.policy import POLICIES, UniformPolicy  # noqa: E402
+from sync.core.policies import POLICIES, UniformPolicy  # noqa: E402
 from sync.core.scheduler import MAX_INTERVAL, MIN_INTERVAL  # noqa: E402
 from sync.edges.state import LIVE, StateDB  # noqa: E402
-from sync.edges.store import EdgeStore  # noqa: E402
+from sync.edges.edge_store import EdgeStore  # noqa: E402
 
 H = 3600.0
 D = 86400.0

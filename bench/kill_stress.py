@@ -95,7 +95,7 @@ def difference(incremental: dict[str, dict], fresh: dict[str, dict]) -> str | No
 
 def open_with_threads(work: Path, threads: int | None) -> str:
     """Open the shard in a child process with another search pool size, count, close."""
-    code = ("import sys; from sync.edges.store import EdgeStore\n"
+    code = ("import sys; from sync.edges.edge_store import EdgeStore\n"
             f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={threads!r}, lock_wait=2)\n"
             "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n")
     r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)
@@ -139,7 +139,7 @@ def iteration(it: int, site: Site, work: Path, rng: random.Random, log) -> str |
             _, what = plan.pop(0)
             if what == "threads":
                 others.append((what, subprocess.Popen(
-                    [PY, "-c", "import sys; from sync.edges.store import EdgeStore\n"
+                    [PY, "-c", "import sys; from sync.edges.edge_store import EdgeStore\n"
                      f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={rng.choice([None, 2, 4])!r})\n"
                      "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n"],
                     env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))

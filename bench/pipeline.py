@@ -138,7 +138,7 @@ def pagesync(work: Path, sitemap: str, now: datetime, embedder: str | None, env:
 
 
 def chunks_by_url(work: Path) -> dict[str, list[str]]:
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
 
     store = EdgeStore(work / "qdrant", "pages")
     try:

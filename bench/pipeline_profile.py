@@ -6,7 +6,7 @@ initial pass in-process, then the same embedder instance on the same distinct ch
 Prints pass and raw chunks/s, their ratio, and per stage the calls, wall seconds and CPU
 seconds of the calling thread (extract_page, Splitter.split, the embedder's `embed`,
 EdgeStore.replace_pages and vectors_for_url, state saves; fetch and the engine's async
-`_process`/`_flush` as wall time only). Stages run in worker threads overlap each other,
+`Visitor._process`/`EmbedQueue.flush` as wall time only). Stages run in worker threads overlap each other,
 so their wall times do not add up to the pass.
 
     .venv/bin/python bench/pipeline_profile.py [MAX_PAGES]   (REPLAY_GIT_DIR: a FastAPI clone)
@@ -28,9 +28,12 @@ sys.path.append(str(REPO / "bench"))
 # after the sys.path set-up above: the repository's and bench/'s modules
 from replay_docs_history import DEFAULT_GIT_DIR, Git, Lastmods, Nginx, Renderer  # noqa: E402
 from pipeline import render, T0  # noqa: E402
-import sync.engine as eng  # noqa: E402
+import sync.stages.visit as visit_stage  # noqa: E402
+from sync.stages.embed import EmbedQueue  # noqa: E402
+from sync.stages.outcomes import Outcomes  # noqa: E402
+from sync.stages.visit import Visitor  # noqa: E402
 import chunking  # noqa: E402
-import sync.edges.store as st  # noqa: E402
+import sync.edges.edge_store as st  # noqa: E402
 import sync.edges.fetcher as fe  # noqa: E402
 from embedders import make_embedder  # noqa: E402
 
@@ -65,16 +68,15 @@ def wrap(obj, name, key, is_async=False):
             finally:
                 add(key, time.perf_counter() - t, time.thread_time() - c)
     setattr(obj, name, g)
-wrap(eng, "extract_page", "extract")
+wrap(visit_stage, "extract_page", "extract")
 wrap(chunking.Splitter, "split", "split")
 wrap(st.EdgeStore, "replace_pages", "write")
 wrap(st.EdgeStore, "vectors_for_url", "read_vectors")
 wrap(fe.Fetcher, "fetch_page", "fetch(async, concurrent)", True)
-wrap(eng._Pass, "_flush", "flush(async)", True)
-if hasattr(eng._Pass, "_drain"):  # waiting for the batch in flight, then its writes
-    wrap(eng._Pass, "_drain", "drain(async)", True)
-wrap(eng._Pass, "_process", "process(async)", True)
-wrap(eng._Pass, "_save", "state save")
+wrap(EmbedQueue, "flush", "flush(async)", True)
+wrap(EmbedQueue, "drain", "drain(async)", True)  # waiting for the batch in flight, then its writes
+wrap(Visitor, "_process", "process(async)", True)
+wrap(Outcomes, "save", "state save")
 emb = make_embedder(None)
 wrap(type(emb), "embed", "embed")
 print("embedder", type(emb).__name__, file=sys.stderr)
@@ -95,7 +97,7 @@ try:
     T.clear()
     from sync.engine import PassConfig, arun_pass
     from sync.edges.fetcher import Fetcher, make_client
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
     from sync.edges.state import StateDB
     from chunking import Splitter
     store = EdgeStore(work / "qdrant", "pages")

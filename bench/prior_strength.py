@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import freshness as fr  # noqa: E402
 import replay_policies as rp  # noqa: E402
-from sync.core.policy import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
+from sync.core.policies import POLICIES, ChangeRatePolicy, UniformPolicy  # noqa: E402
 
 D = fr.D
 
@@ -77,7 +77,7 @@ def _visit_order(salt: str) -> None:
     section by section; another salt is another, equally valid, order. The spread over
     salts is the benchmark's noise from visit order alone."""
     import sync.stages.plan as plan
-    from sync.core.policy import select_visits
+    from sync.core.visit_selection import select_visits
 
     def salted(cands, policy, max_fetches):
         key = {c.url: hashlib.sha256(f"{salt}|{c.url}".encode()).hexdigest() for c in cands}
@@ -99,9 +99,8 @@ def _oracle(events: list, mode: str) -> None:
     that move (a quiet month, then a busy one)."""
     from urllib.parse import urlsplit
 
-    import sync.engine as engine
     import sync.stages.plan as plan
-    from sync.core.policy import expected_staleness
+    from sync.core.change_rate import expected_staleness
 
     prior = ChangeRatePolicy()
     order = plan.select_visits  # ties as `_visit_order` set them, if it did
@@ -135,14 +134,14 @@ def _oracle(events: list, mode: str) -> None:
                  for c in cands]
         return order(cands, ByBonus(), max_fetches)
 
-    within = engine._Pass._within_budget
+    cut = plan.Planner._order_and_cut
 
-    def within_budget(self, visits, known):
+    def order_and_cut(self, visits, known):
         clock["now"] = (self.now - fr.T0).total_seconds()
-        return within(self, visits, known)
+        return cut(self, visits, known)
 
     plan.select_visits = oracle
-    engine._Pass._within_budget = within_budget
+    plan.Planner._order_and_cut = order_and_cut
 
 
 def run_one(job: tuple, events: list) -> dict:

@@ -175,7 +175,7 @@ def sync_site(site, work: Path, splitter: Any, embedder: Any) -> dict[str, Any]:
     from demo.site_server import SiteServer
     from sync.edges.fetcher import Fetcher, make_client
     from sync.edges.state import StateDB
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
     from sync.engine import PassConfig, arun_pass
 
     shutil.rmtree(work, ignore_errors=True)
@@ -237,7 +237,7 @@ def done():
     open(out, "w").write(json.dumps({"seconds": time.perf_counter() - t0, "hwm_mb": hwm / 1024}))
 atexit.register(done)
 if not keywords:  # the baseline: points written dense only (no BM25 computed, no sparse index written)
-    import sync.edges.store as s
+    import sync.edges.edge_store as s
     s.EdgeStore.has_keywords = lambda self: False
 from sync.commands.cli import app
 app(args, prog_name="pagesync")

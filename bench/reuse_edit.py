@@ -38,7 +38,7 @@ from embedders import make_embedder  # noqa: E402
 from sync.engine import PassConfig, arun_pass  # noqa: E402
 from sync.edges.fetcher import Fetcher, make_client  # noqa: E402
 from sync.edges.state import StateDB  # noqa: E402
-from sync.edges.store import EdgeStore  # noqa: E402
+from sync.edges.edge_store import EdgeStore  # noqa: E402
 
 PAGE = "release-notes.md"
 

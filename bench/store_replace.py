@@ -31,7 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sync.core.ids import chunk_id, point_id  # noqa: E402
-from sync.edges.store import ClientStore, EdgeStore, PageWrite, StoredPoint  # noqa: E402
+from sync.edges.client_store import ClientStore  # noqa: E402
+from sync.edges.edge_queries import url_filter  # noqa: E402
+from sync.edges.edge_store import EdgeStore  # noqa: E402
+from sync.edges.store import PageWrite, StoredPoint  # noqa: E402
 
 DIM = 384
 CHUNKS = 10
@@ -68,7 +71,7 @@ def _stats(xs: list[float]) -> dict:
 def _edge_steps(store: EdgeStore, w: PageWrite) -> tuple[float, float, float]:
     """One replace as `EdgeStore.replace_pages` does it, each shard call timed."""
     shard, qe = store._open(), store._qe
-    f = store._url_filter(w.url)
+    f = url_filter(qe, w.url)
     t0 = time.perf_counter()
     n = shard.count(qe.CountRequest(exact=True, filter=f))
     t1 = time.perf_counter()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .commands.read import Collection, Hit, open_collection
     from .core.decision import Action, Decision, Outcome, decide
     from .engine import PassConfig, arun_pass, run_pass
-    from .stages.plan import ChangeEvent, plan_events
+    from .core.planning import ChangeEvent, plan_events
     from .stages.write import build_points
     from .errors import (
         CollectionLostError,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .core.hashing import content_hash, fold_whitespace, pipeline_fingerprint
     from .edges.httpcache import FetchCache, ReadOnlyCache
     from .core.ids import canonical_url, chunk_id, point_id
-    from .core.policy import POLICIES, make_policy
+    from .core.policies import POLICIES, make_policy
     from .core.report import Report
     from .core.scope import Scope
     from .core.site_rules import SiteRules, SiteRuleSet, url_wanted
@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .core.page import PageState
     from .edges.state import StateDB
     from .edges.state_protocol import State
-    from .edges.store import ClientStore, EdgeStore, PageWrite, Store, StoredPoint
+    from .edges.client_store import ClientStore
+    from .edges.edge_store import EdgeStore
+    from .edges.store import PageWrite, Store, StoredPoint
 
 # exported name -> the submodule that defines it (also the curated __all__; the
 # TYPE_CHECKING imports above say the same for type checkers, and tests/project/test_imports.py
@@ -73,11 +75,11 @@ _EXPORTS = {
     "Decision": "core.decision",
     "Outcome": "core.decision",
     "decide": "core.decision",
-    "ChangeEvent": "stages.plan",
+    "ChangeEvent": "core.planning",
     "PassConfig": "engine",
     "arun_pass": "engine",
     "build_points": "stages.write",
-    "plan_events": "stages.plan",
+    "plan_events": "core.planning",
     "run_pass": "engine",
     "CollectionLostError": "errors",
     "CollectionMismatchError": "errors",
@@ -103,8 +105,8 @@ _EXPORTS = {
     "canonical_url": "core.ids",
     "chunk_id": "core.ids",
     "point_id": "core.ids",
-    "POLICIES": "core.policy",
-    "make_policy": "core.policy",
+    "POLICIES": "core.policies",
+    "make_policy": "core.policies",
     "Report": "core.report",
     "Scope": "core.scope",
     "SiteRules": "core.site_rules",
@@ -118,8 +120,8 @@ _EXPORTS = {
     "PageState": "core.page",
     "StateDB": "edges.state",
     "State": "edges.state_protocol",
-    "ClientStore": "edges.store",
-    "EdgeStore": "edges.store",
+    "ClientStore": "edges.client_store",
+    "EdgeStore": "edges.edge_store",
     "PageWrite": "edges.store",
     "Store": "edges.store",
     "StoredPoint": "edges.store",

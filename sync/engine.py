@@ -1,11 +1,13 @@
 """One sync pass, conducted: preflight -> plan -> visit (+ crawl) -> embed -> write -> settle.
 
-`run_pass` is the one library entry point (the CLI only builds its arguments). The pass
-calls its stages (`sync.stages`) in the order a page's data flows: `preflight` checks the
-collection and the model against the state; `plan` reads the sitemaps and turns the diff,
-the schedule and --max-fetches into visits and removals; `visit` fetches, extracts and
-decides each page; `embed` gives a change's chunks their vectors; `write` replaces the page;
-`settle`, once every page was seen, judges the mass-deletion guard and applies the purges.
+`run_pass` is the one library entry point (the CLI only builds its arguments). `_conduct`
+builds the stages (`sync.stages`), each from the config fields and collaborators it uses,
+and calls them in the order a page's data flows: `Preflight` checks the collection and the
+model against the state; `Planner` reads the sitemaps and turns the diff, the schedule and
+--max-fetches into a `Plan`; `Visitor` fetches, extracts and decides each page, handing a
+change to the `EmbedQueue`, which gives its chunks their vectors and hands each batch to the
+`Writer`; purges and held changes wait in the `Ledger` until the `Settler`, once every page
+was seen, judges the mass-deletion guard and applies them.
 
 Write order, per page, is what makes every crash repairable:
 
@@ -41,35 +43,37 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter
 from chunking.extract import SelectorError, compile_selector
 from embedders.base import Embedder
 
-from .errors import ConfigError
-from .edges.fetcher import Fetcher
-from .core.hashing import pipeline_fingerprint
-from .edges.httpcache import FetchCache, ReadOnlyCache
-from .core.policy import DEFAULT_POLICY
-from .core.report import Report
 from .core.ids import canonical_url, url_problem
-from .core.scope import Scope
-from .core.site_rules import SiteRuleSet, headers_in_scope
-from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
-from .stages.embed import EmbedStage
-from .stages.plan import PlanStage
 from .core.links import CrawlLimits
-from .stages.bulk_edits import BulkEditStage
-from .stages.crawl import CrawlStage
-from .stages.deploys import DeployStage
-from .stages.preflight import PreflightStage
-from .stages.settle import SettleStage
-from .stages.visit import VisitStage
-from .stages.write import WriteStage
-from .edges.state import NEW, PageState
-from .edges.state_protocol import State
+from .core.page import NEW, PageState
+from .core.policies import DEFAULT_POLICY
+from .core.report import Report
+from .core.scope import Scope
+from .core.site_rules import SiteRuleSet, headers_in_scope, unwanted_reason
+from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
+from .edges.fetcher import Fetcher
+from .edges.httpcache import FetchCache, ReadOnlyCache
+from .edges.state_protocol import LinkKeeper, State
 from .edges.store import Store
+from .errors import ConfigError
+from .stages.bulk_edits import BulkEdits
+from .stages.crawl import Crawl
+from .stages.deploys import Deploys
+from .stages.embed import EmbedQueue
+from .stages.fingerprints import Fingerprints
+from .stages.outcomes import Outcomes
+from .stages.plan import Planner, pass_policy, uniform_interval_s
+from .stages.preflight import Preflight
+from .stages.schedule import Scheduler
+from .stages.settle import Ledger, Settler
+from .stages.visit import Visitor
+from .stages.write import Writer
 
 __all__ = ["PassConfig", "run_pass", "arun_pass"]
 
@@ -172,119 +176,145 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-# The ignore below: VisitStage resets EmbedStage's `inflight` through the shared `self`, so
-# mypy infers it there as None; it goes when the stages take explicit inputs.
-class _Pass(PreflightStage, PlanStage, DeployStage, BulkEditStage, VisitStage, CrawlStage, EmbedStage, WriteStage, SettleStage):  # type: ignore[misc]
-    def __init__(self, cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-                 splitter: Splitter, on_progress: Callable[[str, str], None] | None):
-        self.cfg, self.fetcher, self.store, self.state = cfg, fetcher, store, state
-        self.embedder, self.splitter = embedder, splitter
-        self.on_progress = on_progress or (lambda url, action: None)
-        self.now = cfg.now
-        self.now_iso = cfg.now.isoformat()
-        # A sitemap stamp later than this (and a day) is no stamp (`lastmod_in_time`): the
-        # pass's clock, or the real one when the pass is run at an earlier `now` (a replay, a
-        # test), as a site stamps its pages by the real clock.
-        self.stamp_clock = max(cfg.now, datetime.now(timezone.utc))
-        self.report = Report(dry_run=cfg.dry_run, now=self.now_iso, collection=store.collection,
-                             embedder=embedder.model_id, policy=cfg.policy)
-        self.fingerprint = pipeline_fingerprint(embedder.model_id, f"{EXTRACTOR_ID}/{splitter.settings}")
-        self.scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls, *cfg.crawl], cfg.allow_hosts)
-        # The last recorded pass's report, read once: its policy (a switch reschedules, a
-        # repair pass goes on with it) and its bulk-edit state.
-        last = state.last_run()
-        self.last_report: dict = last if isinstance(last, dict) else {}
-        # Each stage's own state, in the order the data flows (`sync.stages`).
-        self._init_preflight()
-        self._init_plan()
-        self._init_deploys()
-        self._init_visit()
-        self._init_embed()
-        self._init_write()
-        self._init_settle()
-        self._init_crawl()
-        # What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass
-        # (a library caller's loop) gets this pass's scope and state, not the first one's.
-        # What the caller gave it before its first pass stays the caller's choice.
-        given = getattr(fetcher, "given", None) or {"scope": fetcher.scope, "cache": fetcher.cache}
-        fetcher.scope = given["scope"] or self.scope.check
-        fetcher.site_headers = given.get("site_headers") or self._site_headers
-        fetcher.unwanted = self._unwanted
-        self._bind_cache(fetcher, given["cache"])
+def _bind_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleSet, *, now: datetime,
+                  dry_run: bool) -> None:
+    """Give the Fetcher this pass's scope, headers, site rules, clock and cache.
 
-    def _site_headers(self, url: str) -> dict[str, str]:
-        """The --header fields for a request to `url`: its site's, and only for this pass's
-        sites (the scope's hosts), whatever scope the caller gave the Fetcher."""
-        return headers_in_scope(self.cfg.site_rules, url, self.scope.check, self.scope.plain_http_ok)
+    What a pass gives the Fetcher is that pass's: a Fetcher used for a second pass (a
+    library caller's loop) gets this pass's scope and state, not the first one's; what the
+    caller gave it before its first pass stays the caller's choice. The cache is the state,
+    unless the caller chose one; a dry run reads it (its conditional GETs are as cheap as a
+    real pass's) but keeps nothing. A state that is no `FetchCache` (the Qdrant state keeps
+    pages, not HTTP copies) leaves the Fetcher uncached: robots.txt is then read once per
+    pass and sitemaps are fetched in full.
+    """
+    given: dict[str, Any] = fetcher.given  # what the caller built it with
+    fetcher.scope = given["scope"] or scope.check
+    # The --header fields of a request: its site's, and only for this pass's sites.
+    fetcher.site_headers = given.get("site_headers") or (
+        lambda url: headers_in_scope(rules, url, scope.check, scope.plain_http_ok))
+    fetcher.unwanted = lambda url: unwanted_reason(url, rules.rules_for(url))
+    cache = given["cache"]
+    if cache is None and isinstance(state, FetchCache):
+        cache = state
+    if cache is not None and dry_run:
+        cache = ReadOnlyCache(cache)
+    fetcher.cache = cache
+    fetcher.now = now
 
-    def _bind_cache(self, fetcher: Fetcher, cache: FetchCache | None) -> None:
-        """Give the Fetcher the pass clock and a cache: the state, unless the caller chose one.
 
-        A dry run reads the cache (its conditional GETs are as cheap as a real pass's) but
-        keeps nothing, like everything else it learns. A state that is no `FetchCache`
-        (the Qdrant state keeps pages, not HTTP copies) leaves the Fetcher uncached:
-        robots.txt is then read once per pass and sitemaps are fetched in full.
-        """
-        if cache is None and isinstance(self.state, FetchCache):
-            cache = self.state
-        if cache is not None and self.cfg.dry_run:
-            cache = ReadOnlyCache(cache)
-        fetcher.cache = cache
-        fetcher.now = self.now
+async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
+                   splitter: Splitter, on_progress: Callable[[str, str], None] | None) -> Report:
+    """One pass: the stages built from the config, then called in the order a page's data flows."""
+    t0 = time.monotonic()
+    now, rules, dry_run, repair = cfg.now, cfg.site_rules, cfg.dry_run, bool(cfg.repair)
+    # A sitemap stamp later than this (and a day) is no stamp (`lastmod_in_time`): the pass's
+    # clock, or the real one when the pass is run at an earlier `now` (a replay, a test), as a
+    # site stamps its pages by the real clock.
+    stamp_clock = max(now, datetime.now(timezone.utc))
+    scope = Scope.from_urls([*cfg.sitemaps, *cfg.urls, *cfg.crawl], cfg.allow_hosts)
+    last = state.last_run()
+    last_report: dict = last if isinstance(last, dict) else {}  # its policy, bulk edits, schedules, tokens
 
-    # -- the pass ---------------------------------------------------------------------------
-    async def run(self) -> Report:
-        t0 = time.monotonic()
-        self.report.started_at = datetime.now(timezone.utc).isoformat()
-        cfg = self.cfg
-        self._preflight()
+    def unwanted(url: str) -> str | None:
+        """Why the site rules (--include, --exclude, the default excludes) keep `url` out, or None."""
+        return unwanted_reason(url, rules.rules_for(url))
 
-        if cfg.repair:
-            await self._repair()
-            return self._finish(t0)
-        read = await self._read_sitemaps()
-        await self._read_deploys(read)  # the change feed and the deploy signal, before the plan
-        plan = self._plan(read)
-        self._queue_removals(plan.removals, plan.known, read.out_of_scope)
-        self.visiting = {ev.url for ev in plan.visits}
-        await self._visit(plan.pages)
-        await self._crawl()  # the links of what was read, followed from the --crawl start pages
-        self._queue_orphans(set(read.entries) | set(plan.extra))
-        self._judge_guard()
-        await self._settle_suspects()
-        await self._apply_purges()
-        if not self.points_checked and not cfg.dry_run:
-            # An embedded shard this pass opened (it wrote or read): its count is cheap now.
-            self._check_points(at_start=False)
-        return self._finish(t0)
+    report = Report(dry_run=dry_run, now=now.isoformat(), collection=store.collection, embedder=embedder.model_id,
+                    policy=cfg.policy)
+    report.started_at = datetime.now(timezone.utc).isoformat()
+    _bind_fetcher(fetcher, state, scope, rules, now=now, dry_run=dry_run)
+    outcomes = Outcomes(state, report, now=now, dry_run=dry_run, on_progress=on_progress)
 
-    def _finish(self, t0: float) -> Report:
-        self.report.robots_bytes = getattr(self.fetcher, "robots_bytes", 0)
-        self.report.bytes_downloaded += self.report.robots_bytes
-        self.report.pages_tracked = self.state.tracked_count()
-        self.report.finished_at = datetime.now(timezone.utc).isoformat()
-        self.report.seconds = round(time.monotonic() - t0, 3)
-        self._count_tokens()
-        if self.cfg.bulk_edits:
-            self.report.bulk_edits = self._bulk_update()
-        self._deploy_finish()
-        if not self.cfg.dry_run:
-            self.state.add_host_trust({h: (a, c) for h, (a, c) in self.trust_delta.items()})
-            self.state.record_run(self.report.to_dict())
-        return self.report
+    # 1. Preflight: the model and the collection against the state, before any request.
+    preflight = Preflight(store, state, embedder, outcomes, rebuild=cfg.rebuild, repair=repair,
+                          last_report=last_report)
+    check = preflight.run()
 
-    async def _repair(self) -> None:
-        """Re-read and rewrite the given pages whatever their hash says (audit --fix)."""
-        known = self.state.get_many(self.cfg.repair)
-        pages = [known.get(u) or PageState(url=u, status=NEW, first_seen_at=self.now, source="url")
-                 for u in self.cfg.repair]
-        self.visiting = {p.url for p in pages}
-        self.report.pages_due = len(pages)
-        self.tracked_before = self.state.tracked_count()
-        await self._visit(pages)
-        self._judge_guard()
-        await self._settle_suspects()
-        await self._apply_purges()
+    # The services the stages share: the schedule and the pipeline fingerprints.
+    policy = pass_policy(cfg.policy, cfg.revisit_interval, repair=repair, last_report=last_report)
+    report.policy, report.revisit_interval_s = policy.name, uniform_interval_s(policy)
+    bulk = BulkEdits(last_report.get("bulk_edits") if cfg.bulk_edits else None, now=now, repair=repair)
+    deploys = Deploys(fetcher, state, outcomes, on=cfg.policy == "deploys" and not repair,
+                      last_schedules=last_report.get("host_schedule"), changed=cfg.changed, sitemaps=cfg.sitemaps,
+                      max_fetches=cfg.max_fetches, now=now)
+    scheduler = Scheduler(policy, state.host_trust_counts(), now=now, bulk=bulk if cfg.bulk_edits else None,
+                          hook=deploys)
+    fingerprints = Fingerprints(rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
+                                splitter_settings=splitter.settings)
+
+    # The hand-offs, downstream first: writer <- embed queue <- visitor; the ledger for settle.
+    writer = Writer(store, state, outcomes, embedder_id=embedder.model_id, fetched_at=now.isoformat(),
+                    ready_collection=preflight.ready_collection, reschedule=scheduler.reschedule,
+                    fingerprint_for=fingerprints.for_url, keep_texts=not dry_run)
+    queue = EmbedQueue(store, embedder, writer, outcomes, batch=cfg.embed_batch, write_batch=cfg.write_batch,
+                       reuse_vectors=cfg.reuse_vectors, reuse_cache=cfg.reuse_cache,
+                       reuse_leaving_chunks=cfg.reuse_leaving_chunks, read_stored=not repair,
+                       max_embed_tokens=cfg.max_embed_tokens, dry_run=dry_run,
+                       store_was_empty=check.store_was_empty, rebuilding=check.rebuilding)
+    ledger = Ledger(on_leaving=queue.add_leaving)
+    visitor = Visitor(fetcher, state, outcomes, scheduler, ledger, queue, splitter, fingerprints, check,
+                      site_rules=rules, unwanted=unwanted, workers=cfg.workers, repair=repair,
+                      max_chunks_per_page=cfg.max_chunks_per_page, now=now, on_generator=deploys.generator)
+    settler = Settler(ledger, queue, outcomes, store, state, now=now, dry_run=dry_run,
+                      allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
+                      max_delete_share=cfg.max_delete_share)
+
+    if repair:
+        # 2'. A repair pass (audit --fix): exactly the given pages, read and rewritten.
+        known = state.get_many(cfg.repair)
+        pages = [known.get(u) or PageState(url=u, status=NEW, first_seen_at=now, source="url") for u in cfg.repair]
+        report.pages_due = len(pages)
+        tracked_before = state.tracked_count()
+        await visitor.visit(pages)
+    else:
+        # 2. Plan: the sitemaps, the change feed and the deploy signal, then the visits.
+        crawl = None
+        if cfg.crawl:
+            crawl = Crawl(state, outcomes, ledger, links=state if isinstance(state, LinkKeeper) else None,
+                          starts=cfg.crawl, scope=scope, unwanted=unwanted,
+                          crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now)
+            visitor.watch_crawl(crawl)
+        planner = Planner(fetcher, state, scheduler, deploys, bulk, outcomes, check, scope=scope, unwanted=unwanted,
+                          sitemaps=cfg.sitemaps, urls=cfg.urls, full=cfg.full, max_fetches=cfg.max_fetches,
+                          max_sitemap_urls=cfg.max_sitemap_urls, allow_mass_delete=cfg.allow_mass_delete, now=now,
+                          stamp_clock=stamp_clock, last_report=last_report)
+        read = await planner.read_sitemaps()
+        await deploys.read(read)  # the change feed and the deploy signal, before the plan
+        tracked_before = state.tracked_count()  # the guard's base: before the plan writes new rows
+        plan = planner.plan(read)
+        ledger.queue_removals(plan.removals, plan.known, read.out_of_scope, unwanted)
+        # 3. Visit (fetch -> extract -> decide), embed and write, overlapped; then the crawl.
+        if crawl is not None:
+            crawl.prepare(plan.pages)  # a crawl's pages with no kept links are read whole
+        visitor.visiting.update(ev.url for ev in plan.visits)
+        await visitor.visit(plan.pages)
+        if crawl is not None:  # the links of what was read, followed from the --crawl start pages
+            await crawl.run(visitor, feed_pages=deploys.feed_pages, sitemap_now=read.entries)
+        settler.queue_orphans(set(read.entries) | set(plan.extra))
+
+    # 4. Settle, once every page was seen: the guard, the held changes, then the purges.
+    settler.judge_guard(tracked_before)
+    await settler.settle_suspects()
+    await settler.apply_purges()
+    if not repair and not preflight.points_checked and not dry_run:
+        preflight.check_points(at_start=False)  # an embedded shard this pass opened: its count is cheap now
+
+    report.robots_bytes = fetcher.robots_bytes
+    report.bytes_downloaded += report.robots_bytes
+    report.pages_tracked = state.tracked_count()
+    report.finished_at = datetime.now(timezone.utc).isoformat()
+    report.seconds = round(time.monotonic() - t0, 3)
+    chunk_tokens = splitter.chunk_size / (1 if splitter.counter is not None else 4)  # about 4 characters a token
+    queue.count_tokens(chunks_skipped=outcomes.chunks_skipped, last_per_chunk=last_report.get("tokens_per_chunk"),
+                       chunk_tokens=chunk_tokens)
+    if cfg.bulk_edits:
+        report.bulk_edits = bulk.update()
+    deploys.finish()
+    if not dry_run:
+        state.add_host_trust({h: (a, c) for h, (a, c) in scheduler.trust_delta.items()})
+        state.record_run(report.to_dict())
+    return report
 
 
 async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
@@ -297,7 +327,7 @@ async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: S
             from .stages.chunks import splitter_for
 
             splitter = splitter_for(embedder)  # the embedder's own tokens, up to what it reads
-        return await _Pass(cfg, fetcher, store, state, embedder, splitter, on_progress).run()
+        return await _conduct(cfg, fetcher, store, state, embedder, splitter, on_progress)
     finally:
         state.unlock()
 

@@ -15,7 +15,8 @@ from embedders import HashEmbedder
 from sync.engine import PassConfig, arun_pass
 from sync.edges.fetcher import Fetcher, make_client
 from sync.edges.state import StateDB
-from sync.edges.store import ClientStore, EdgeStore
+from sync.edges.client_store import ClientStore
+from sync.edges.edge_store import EdgeStore
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -200,7 +201,7 @@ def lose_collection(h: "Harness") -> None:
 
 
 def store_clock(on_sleep):
-    """A stand-in for the `time` module of `sync.edges.store` alone (monkeypatch it in as
+    """A stand-in for the `time` module of `sync.edges.shard_lock` alone (monkeypatch it in as
     `store_mod.time`): the real clocks, and `on_sleep(seconds)` instead of a wait for a held
     shard's lock. Raise from `on_sleep` to prove an opener decided without waiting."""
     import types

@@ -25,7 +25,9 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..edges.store import SEARCH_MODES, ClientStore, EdgeStore, Store
+from ..edges.store import SEARCH_MODES, Store
+from ..edges.client_store import ClientStore
+from ..edges.edge_store import EdgeStore
 from .checks import check_embedder_fits, choose_embedder, require_collection
 
 __all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT", "SEARCH_MODES", "check_mode"]

@@ -60,6 +60,7 @@ from embedders.base import Embedder
 from .audit import audit_collection
 from ..edges.catalog import Catalog
 from ..core.decision import Outcome
+from ..stages.fingerprints import Fingerprints
 from ..stages.write import build_points
 from ..errors import ConfigError, PagesyncError
 from ..core.hashing import content_hash
@@ -67,14 +68,14 @@ from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.report import Report
 from ..core.scope import Scope
-from ..core.site_rules import SiteRuleSet, headers_in_scope, page_fingerprint
+from ..core.site_rules import SiteRuleSet, headers_in_scope
 from ..edges.state import PageState
 from ..edges.state_protocol import State
 from ..edges.store import Store
 from ..edges.vector_memo import VectorMemo
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
-           "new_collection_name"]
+           "new_collection_name", "verify_built"]
 
 TEXT_SOURCES = ("state", "points", "fetch")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
@@ -292,6 +293,34 @@ class _Harvest:
         self.db.close()
 
 
+def verify_built(store: Store, size: int | None, pages: dict[str, PageState], dimension: int,
+                 sample: tuple[str, list[float]] | None) -> tuple[dict[str, Any], list[str]]:
+    """What a built collection (`store`, of vector size `size`) shows before the alias switches
+    to it: as many points as `pages` have chunks, a clean audit, the embedder's `dimension`,
+    and, when all of that holds, a stored vector (`sample`) finding its own point. Returns the
+    report's `verify` figures and the problems found (none: it may go live)."""
+    problems = []
+    expected = sum(p.chunk_count for p in pages.values())
+    n = store.count()
+    audit = audit_collection(store, _Planned(pages), examples=3)
+    verify: dict[str, Any] = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
+    if n != expected:
+        problems.append(f"{plural(n, 'point')} where the pages have {plural(expected, 'chunk')}")
+    if not audit.ok:
+        found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
+        problems.append(f"audit found {found}")
+    if size != dimension:
+        problems.append(f"vector size {size}, the embedder makes {dimension}")
+    if sample is not None and not problems:
+        _pid, vec = sample
+        hits = store.search(vec, limit=1)
+        ok = bool(hits) and hits[0][0] >= 0.99
+        verify["search_check"] = ok
+        if not ok:
+            problems.append("a stored vector does not find its own point")
+    return verify, problems
+
+
 class _Reindex:
     def __init__(self, catalog: Catalog, collection: str, state: State, embedder: Embedder, splitter: Splitter,
                  cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
@@ -302,6 +331,9 @@ class _Reindex:
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
         self.rules = cfg.site_rules
+        # The pass's own fingerprints: what the next pass compares the rebuilt pages with.
+        self.fingerprints = Fingerprints(cfg.site_rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
+                                         splitter_settings=splitter.settings)
         self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
                                     embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
         self.t0 = time.monotonic()
@@ -316,17 +348,16 @@ class _Reindex:
 
     # -- the pipeline, per page ------------------------------------------------------------------
     def _select(self, url: str) -> str | None:
-        return self.rules.rules_for(url).select
+        return self.fingerprints.select_for(url)
 
     def _fingerprint_of(self, embedder_id: str, url: str, select: Any = ...) -> str:
         """The fingerprint of `url` by `embedder_id`, the current extractor with the page's
         selector (or `select`) and the current chunker: the formula a pass records."""
-        return page_fingerprint(embedder_id, EXTRACTOR_ID, self.splitter.settings,
-                                self._select(url) if select is ... else select)
+        return self.fingerprints.of(embedder_id, self._select(url) if select is ... else select)
 
     def _fingerprint_for(self, url: str) -> str:
         """What the state records for `url` after the switch (the next pass compares with it)."""
-        return self._fingerprint_of(self.embedder.model_id, url)
+        return self.fingerprints.for_url(url)
 
     def _text_is_current(self, page: PageState) -> bool:
         """False when the page's fingerprint shows its kept text was extracted under another
@@ -446,11 +477,8 @@ class _Reindex:
                      headings=[c.headings for c in pieces])
 
     def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
-        """The text's chunks with their heading paths (a splitter that only `split`s: none)."""
-        chunks = getattr(self.splitter, "chunks", None)
-        if chunks is not None:
-            return chunks(markdown, title)
-        return [Chunk(text) for text in self.splitter.split(markdown)]
+        """The text's chunks with their heading paths."""
+        return self.splitter.chunks(markdown, title)
 
     def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[Chunk]]:
         """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
@@ -523,26 +551,8 @@ class _Reindex:
 
     # -- verify --------------------------------------------------------------------------------
     def _verify(self, store: Store, target: str) -> list[str]:
-        problems = []
-        expected = sum(p.chunk_count for p in self.after.values())
-        n = store.count()
-        audit = audit_collection(store, _Planned(self.after), examples=3)
-        size = self.catalog.vector_size(target)
-        self.report.verify = {"points": n, "expected": expected, "vector_size": size, "audit": audit.to_dict()}
-        if n != expected:
-            problems.append(f"{plural(n, 'point')} where the pages have {plural(expected, 'chunk')}")
-        if not audit.ok:
-            found = ", ".join(f"{c} {k}" for k, c in audit.counts.items() if c)
-            problems.append(f"audit found {found}")
-        if size != self.embedder.dimension:
-            problems.append(f"vector size {size}, the embedder makes {self.embedder.dimension}")
-        if self.sample is not None and not problems:
-            pid, vec = self.sample
-            hits = store.search(vec, limit=1)
-            ok = bool(hits) and hits[0][0] >= 0.99
-            self.report.verify["search_check"] = ok
-            if not ok:
-                problems.append("a stored vector does not find its own point")
+        self.report.verify, problems = verify_built(store, self.catalog.vector_size(target), self.after,
+                                                    self.embedder.dimension, self.sample)
         return problems
 
     # -- the whole ---------------------------------------------------------------------------------
@@ -693,7 +703,7 @@ class _Reindex:
         r.seconds = round(time.monotonic() - self.t0, 3)
         if r.ok and not r.dry_run:
             # A reindex schedules nothing: the last pass's revisit policy goes on (the next
-            # pass compares its own with it, sync.stages.plan.PlanStage._reschedule_on_switch).
+            # pass compares its own with it: `sync.stages.plan.Planner._reschedule_on_switch`).
             last = self.state.last_run()
             carry = {k: last[k] for k in ("policy", "revisit_interval_s") if isinstance(last, dict) and k in last}
             self.state.record_run({**carry, **r.to_dict()})

@@ -10,7 +10,7 @@ from ..errors import StoreHeldError, StoreReadOnlyError
 from ..core.freshness import freshness
 from ..core.plural import plural
 from ..core.points_check import MISSING_MARK, REBUILD_MARK, recorded_chunks
-from ..core.policy import host_lastmod_trust, lastmod_makes_due
+from ..core.lastmod_trust import host_lastmod_trust, lastmod_makes_due
 from ..edges.state import GONE
 from ..edges.state_protocol import State
 from ..edges.store import Store

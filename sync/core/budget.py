@@ -9,7 +9,7 @@ pass that could not see, or would not trust, the site.
 
 from __future__ import annotations
 
-__all__ = ["failed_share", "within_budget"]
+__all__ = ["failed_share", "within_failure_budget"]
 
 
 def failed_share(pages_failed: int, pages_visited: int) -> float:
@@ -20,7 +20,8 @@ def failed_share(pages_failed: int, pages_visited: int) -> float:
     return min(1.0, pages_failed / pages_visited) if pages_visited > 0 else 1.0
 
 
-def within_budget(*, pages_failed: int, pages_visited: int, otherwise_ok: bool, max_failed_share: float) -> bool:
+def within_failure_budget(*, pages_failed: int, pages_visited: int, otherwise_ok: bool,
+                          max_failed_share: float) -> bool:
     """True when the pass counts as a success: it is ok but for its failed pages
     (`otherwise_ok`), and no more than `max_failed_share` of the visited pages failed
     (0: none may)."""

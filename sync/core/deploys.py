@@ -9,7 +9,7 @@ seen makes it *dynamic* for good (the pass's policy then schedules it alone).
 On a static host a pass with no deploy visits nothing for content; at a deploy each page
 is visited when its chance of having changed since its last visit, 1 - (1 - p)^k for k
 deploys at a learned chance p per deploy, reaches `DEPLOY_THRESHOLD`. `p` comes from the
-page's visit history (`sync.core.policy.Visit`) laid against the host's deploy times.
+page's visit history (`sync.core.history.Visit`) laid against the host's deploy times.
 Everything takes its inputs, the clock included, as arguments.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from .policy import Visit
+from .history import Visit
 
 __all__ = [
     "DEPLOY_PRIOR",

@@ -54,7 +54,7 @@ class PageState:
     last_changed_at: datetime | None = None
     failures: int = 0
     last_error: str | None = None
-    history: str | None = None  # sync.core.policy.history_to_json
+    history: str | None = None  # sync.core.history.history_to_json
     lastmod_pending: bool = False
     # A gone page that answered 301/308: the canonical target, tracked in its place. The
     # page stays on the schedule while a sitemap lists it (a redirect can be undone).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .budget import failed_share, within_budget
+from .budget import failed_share, within_failure_budget
 from .plural import plural
 
 __all__ = ["Report"]
@@ -97,7 +97,7 @@ class Report:
     # "same" (one stamp on every URL: ignored), "varied" (usable); None without sitemap URLs.
     lastmod_state: str | None = None
     # With bulk-edit detection on (PassConfig.bulk_edits): per host, the evidence of the
-    # last passes and the bulk edit under way, if any (sync.core.policy.bulk_state_to_json).
+    # last passes and the bulk edit under way, if any (sync.core.bulk_edits.bulk_state_to_json).
     # The next pass reads it back from the last run.
     bulk_edits: dict[str, Any] = field(default_factory=dict)
     # Deploy-aware scheduling and change feeds (sync.core.deploys, sync.core.feeds): the
@@ -155,7 +155,7 @@ class Report:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
         otherwise_ok = replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again)
-        return within_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
+        return within_failure_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
                              otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
 
     def to_dict(self) -> dict[str, Any]:

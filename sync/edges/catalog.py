@@ -26,7 +26,10 @@ from typing import Any, Protocol
 
 from .aliasfile import read_aliases, write_alias
 from ..errors import StoreError
-from .store import ClientStore, EdgeStore, Secrets, Store, qdrant_boundary
+from .client_store import ClientStore
+from .edge_store import EdgeStore
+from .store_errors import Secrets, qdrant_boundary
+from .store import Store
 
 __all__ = ["Catalog", "EdgeCatalog", "ClientCatalog"]
 

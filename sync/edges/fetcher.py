@@ -6,6 +6,8 @@ integration tests). httpx exceptions never escape: a page visit always returns a
 
 An optional `FetchCache` (the engine hands it the page state) carries robots.txt answers
 and sitemap copies from one pass to the next; without one every pass asks afresh.
+A Fetcher composes its hosts' bounds and pacing (`sync.edges.host_pacing`) and the
+deadlines of its page answers (`sync.edges.deadlines`).
 """
 
 from __future__ import annotations
@@ -15,19 +17,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Callable, Generic, Iterable, Mapping, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from ..core.decision import Outcome
 from ..errors import FetchError
-from .httpcache import FetchCache, RobotsAnswer, SitemapCopy, robots_cacheable, robots_fresh
+from .httpcache import FetchCache, RobotsAnswer, keep_sitemap, refresh_sitemap, robots_cacheable, robots_fresh
 from ..core.inflate import ACCEPT_ENCODING, BoundedDecoder
 from ..core.robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
 from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
 from ..core.sitemaps import MAX_SITEMAP_BYTES
+from .deadlines import Deadlines
+from .host_pacing import HostPacing, HostState
 
 __all__ = [
     "Validators",
@@ -210,92 +214,6 @@ class _Answer:
     wire: int
 
 
-class _Deadlines:
-    """Whole-answer deadlines, `seconds` after each request starts, on one timer: what an
-    `asyncio.timeout(seconds)` around each request does (the overdue request's task is
-    cancelled, and its CancelledError becomes a TimeoutError unless the task was also
-    cancelled from elsewhere), without a timer handle, a heap push and a cancelled heap
-    entry per request (~35k instructions of each 304 in a --full pass, ~25k saved here).
-
-    Every request gets the same `seconds`, so deadlines fall in the order the requests
-    start: the running ones are kept in that order (an insertion-ordered dict) and one
-    timer waits for the oldest. Invariant: while any is running, the timer is due at or
-    before the oldest deadline; when it fires it cancels each request past its deadline
-    and waits for the oldest one left.
-    """
-
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._running: dict[_Deadline, None] = {}
-        self._timer: asyncio.TimerHandle | None = None
-
-    def bound(self) -> "_Deadline":
-        """`async with deadlines.bound():` around one request."""
-        return _Deadline(self)
-
-    def _start(self, d: "_Deadline", seconds: float) -> None:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a Fetcher used in another event loop starts afresh
-            self._loop, self._running, self._timer = loop, {}, None
-        d.when = loop.time() + seconds
-        self._running[d] = None
-        if self._timer is None:
-            self._timer = loop.call_at(d.when, self._expire)
-
-    def _expire(self) -> None:
-        self._timer = None
-        loop = self._loop
-        assert loop is not None  # set by the _start that scheduled this timer
-        now = loop.time()
-        for d in list(self._running):
-            if d.when > now:
-                self._timer = loop.call_at(d.when, self._expire)
-                return
-            del self._running[d]
-            d.expired = True
-            d.task.cancel()
-
-
-class _Deadline:
-    """One request's deadline (`_Deadlines.bound`); `__aexit__` is `asyncio.Timeout`'s."""
-
-    __slots__ = ("_owner", "task", "when", "expired", "_cancelling")
-    task: asyncio.Task[Any]
-    when: float
-    _cancelling: int
-
-    def __init__(self, owner: _Deadlines):
-        self._owner = owner
-        self.expired = False
-
-    async def __aenter__(self) -> None:
-        seconds = self._owner.seconds
-        if seconds is None:
-            return
-        task = asyncio.current_task()
-        assert task is not None  # an `async with` runs in a task
-        self.task = task
-        self._cancelling = task.cancelling()
-        self._owner._start(self, seconds)
-
-    async def __aexit__(self, exc_type, exc, tb) -> None:
-        if self._owner.seconds is None:
-            return
-        self._owner._running.pop(self, None)
-        if self.expired and self.task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
-            raise TimeoutError from exc  # no other cancellation pending: this one was ours
-
-
-@dataclass
-class _Host:
-    sem: asyncio.Semaphore
-    pace_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    next_start: float = 0.0
-    blocked_until: float = 0.0
-    robots: RobotsRules | None = None
-    robots_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
 
 class Fetcher:
     """Polite, bounded fetching over an injected client.
@@ -332,9 +250,9 @@ class Fetcher:
         # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
         # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
-        # Pages share one timer for it (`_Deadlines`); a sitemap or robots.txt, rare, has an asyncio.timeout.
-        self._deadlines = _Deadlines(self._deadline)
-        self._per_host = per_host
+        # Pages share one timer for it (`Deadlines`); a sitemap or robots.txt, rare, has an asyncio.timeout.
+        self._deadlines = Deadlines(self._deadline)
+        self._hosts = HostPacing(per_host)
         self._max_bytes = max_bytes
         self.scope = scope
         # url -> the extra request headers of its site (--header), {} for a URL of no site.
@@ -347,7 +265,6 @@ class Fetcher:
         self._max_crawl_delay = max_crawl_delay
         self._max_retry_wait = max_retry_wait
         self._max_redirects = max_redirects
-        self._hosts: dict[str, _Host] = {}
         self.user_agent = client.headers.get("user-agent", DEFAULT_USER_AGENT)
         self.cache = cache
         # The scope and cache the caller chose: a pass fills in what is None with its own
@@ -356,21 +273,9 @@ class Fetcher:
         self.now = now
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
-        # Set, then replaced, whenever a request ends while a HostQueue waits for a host
-        # (`_waiting` of them): wakes them.
-        self._ended = asyncio.Event()
-        self._waiting = 0
 
     def _now(self) -> datetime:
         return self.now or datetime.now(timezone.utc)
-
-    def _host(self, url: str) -> tuple[str, _Host]:
-        """The URL's host key (its netloc, lower-cased, `url_host`) and that host's bounds and rules."""
-        key = url_host(url)[0]  # "" for a malformed URL: it fails in the request, under a shared bound
-        host = self._hosts.get(key)
-        if host is None:
-            host = self._hosts[key] = _Host(asyncio.Semaphore(self._per_host))
-        return key, host
 
     async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False,
                    moved_headers: Callable[[str], dict[str, str]] | None = None) -> _Answer:
@@ -432,7 +337,7 @@ class Fetcher:
                 await resp.aclose()
         raise _Refused(f"too many redirects (more than {self._max_redirects})")
 
-    async def _robots(self, url: str, host: _Host) -> RobotsRules:
+    async def _robots(self, url: str, host: HostState) -> RobotsRules:
         if host.robots is not None:  # read already: set once per pass, never changed after
             return host.robots
         async with host.robots_lock:  # the first pages of a host wait for one read
@@ -470,17 +375,6 @@ class Fetcher:
             self.cache.cache_robots(origin, RobotsAnswer(status, body, now))
         return rules_from_response(status, ans.body)
 
-    async def _pace(self, host: _Host, delay: float) -> None:
-        """Keep `delay` seconds between request starts on one host (Crawl-delay)."""
-        if delay <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        async with host.pace_lock:
-            wait = host.next_start - loop.time()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            host.next_start = loop.time() + delay
-
     @staticmethod
     def _backing_off(url: str, blocked: float) -> FetchResult:
         """A page not requested because its host asked (Retry-After) for more than the wait we allow."""
@@ -493,13 +387,13 @@ class Fetcher:
         off), the seconds left of a Crawl-delay or a short Retry-After, or None while it
         would wait for a request under way on the host to end (the per-host bound is full,
         or the host's robots.txt is being read)."""
-        key, host = self._host(url)
+        key, host = self._hosts.host(url)
         if self._robots_on and key and host.robots is None:
             # Read by a request under way: wait for it, unless no request would be sent.
             return None if host.robots_lock.locked() and not (self.scope and self.scope(url)) else 0.0
         now = asyncio.get_running_loop().time()
-        blocked = host.blocked_until - now
-        wait = None if host.sem.locked() else max(0.0, blocked, host.next_start - now)
+        blocked = host.blocked(now)
+        wait = host.wait(now)
         if wait == 0.0:
             return 0.0  # the common case, decided without the scope and robots checks
         # A page fetch_page answers without a request never waits for the host.
@@ -515,20 +409,7 @@ class Fetcher:
 
     async def request_ended(self, timeout: float | None = None) -> None:
         """Return when a request of this Fetcher ends (a host may be ready now), or after `timeout` seconds."""
-        self._waiting += 1  # before anything suspends: a request ending from here on wakes us
-        ended = self._ended
-        try:
-            async with asyncio.timeout(timeout):
-                await ended.wait()
-        except TimeoutError:
-            pass
-        finally:
-            self._waiting -= 1
-
-    def _end_request(self) -> None:
-        if self._waiting:  # with no one waiting, an Event set and replaced is not seen by anyone
-            self._ended.set()  # wakes every waiter of this round
-            self._ended = asyncio.Event()
+        await self._hosts.request_ended(timeout)
 
     async def fetch_page(self, url: str, validators: Validators | None = None,
                          moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
@@ -542,14 +423,14 @@ class Fetcher:
         finally:
             # After the host's state is settled (bound released, robots.txt known,
             # Retry-After recorded): HostQueues look again.
-            self._end_request()
+            self._hosts.end_request()
 
     async def _fetch_page(self, url: str, validators: Validators | None,
                           moved_validators: Callable[[str], Validators | None] | None) -> FetchResult:
         reason = self.scope(url) if self.scope else None
         if reason:
             return FetchResult(url, Outcome.SKIPPED, error=f"out of scope: {reason}")
-        key, host = self._host(url)
+        key, host = self._hosts.host(url)
         loop = asyncio.get_running_loop()
         if self._robots_on and key:
             rules = await self._robots(url, host)
@@ -565,7 +446,7 @@ class Fetcher:
             delay = min(rules.crawl_delay(self.user_agent) or 0.0, self._max_crawl_delay)
         else:
             delay = 0.0
-        blocked = host.blocked_until - loop.time()
+        blocked = host.blocked(loop.time())
         if blocked > self._max_retry_wait:
             return self._backing_off(url, blocked)
         # For a host `ready_in` calls ready, nothing up to the request suspends (a free lock
@@ -574,13 +455,13 @@ class Fetcher:
         async with host.sem:
             # Checked again: a Retry-After may have come while this request waited for the
             # per-host bound; only a short one is slept out here, never a long one.
-            blocked = host.blocked_until - loop.time()
+            blocked = host.blocked(loop.time())
             if blocked > self._max_retry_wait:
                 return self._backing_off(url, blocked)
             if blocked > 0:
                 await asyncio.sleep(blocked)
             if delay > 0:
-                await self._pace(host, delay)
+                await host.pace(delay)
             sent = [validators]  # the validators of the request that got the final answer
 
             def moved_headers(target: str) -> dict[str, str]:
@@ -606,7 +487,7 @@ class Fetcher:
         if status in (429, 503):
             retry_after = parse_retry_after(fields.get("retry-after"))
             if retry_after is not None:
-                host.blocked_until = max(host.blocked_until, loop.time() + retry_after)
+                host.back_off(loop.time(), retry_after)
         content_type = fields.get("content-type")
         ctype = content_type.split(";")[0].strip().lower() if content_type is not None else ""
         etag, last_modified = fields.get("etag"), fields.get("last-modified")
@@ -656,7 +537,9 @@ class Fetcher:
             body = kept.body(MAX_SITEMAP_BYTES)
             if body is not None:
                 self.sitemaps_not_modified += 1
-                self._refresh_sitemap(url, kept, ans.resp)
+                if self.cache is not None:
+                    refresh_sitemap(self.cache, url, kept, ans.resp.headers.get("etag"),
+                                    ans.resp.headers.get("last-modified"), self._now())
                 return body, wire
             ans = await self._get_sitemap(url, {})
             wire += ans.wire
@@ -664,11 +547,13 @@ class Fetcher:
             raise FetchError(f"{url}: HTTP {ans.resp.status_code}")
         if ans.truncated:
             raise FetchError(f"{url}: larger than {MAX_SITEMAP_BYTES} bytes")
-        self._keep_sitemap(url, kept, ans)
+        if self.cache is not None:
+            keep_sitemap(self.cache, url, kept, ans.body, ans.resp.headers.get("etag"),
+                         ans.resp.headers.get("last-modified"), self._now())
         return ans.body, wire
 
     async def _get_sitemap(self, url: str, headers: dict[str, str]) -> _Answer:
-        _key, host = self._host(url)
+        _key, host = self._hosts.host(url)
         try:
             async with host.sem:
                 try:
@@ -681,24 +566,7 @@ class Fetcher:
                 except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:
                     raise FetchError(f"{url[:200]}: {type(exc).__name__}: {exc}") from exc
         finally:
-            self._end_request()  # it held a place in the host's bound, which HostQueues watch
-
-    def _keep_sitemap(self, url: str, kept: SitemapCopy | None, ans: _Answer) -> None:
-        """Keep a 200's body with its validators; without validators there is nothing to ask with."""
-        if self.cache is None:
-            return
-        etag, last_modified = ans.resp.headers.get("etag"), ans.resp.headers.get("last-modified")
-        if etag or last_modified:
-            self.cache.cache_sitemap(url, SitemapCopy.of(ans.body, etag, last_modified, self._now()))
-        elif kept is not None:
-            self.cache.forget_sitemap(url)
-
-    def _refresh_sitemap(self, url: str, kept: SitemapCopy, resp: httpx.Response) -> None:
-        """A 304 updates the validators it carries and keeps the others (RFC 9111 4.3.4)."""
-        etag = resp.headers.get("etag") or kept.etag
-        last_modified = resp.headers.get("last-modified") or kept.last_modified
-        if self.cache is not None and (etag, last_modified) != (kept.etag, kept.last_modified):
-            self.cache.cache_sitemap(url, SitemapCopy(etag, last_modified, kept.packed, self._now()))
+            self._hosts.end_request()  # it held a place in the host's bound, which HostQueues watch
 
 
 T = TypeVar("T")
@@ -720,7 +588,7 @@ class HostQueue(Generic[T]):
         self._url = url
         self._hosts: dict[str, deque[tuple[int, T]]] = {}
         for i, item in enumerate(items):
-            self._hosts.setdefault(fetcher._host(url(item))[0], deque()).append((i, item))
+            self._hosts.setdefault(url_host(url(item))[0], deque()).append((i, item))
 
     async def get(self) -> T | None:
         """The next item, as soon as its host can take it; None when none are left.

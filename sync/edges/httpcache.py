@@ -40,6 +40,8 @@ __all__ = [
     "ROBOTS_MAX_AGE",
     "robots_cacheable",
     "robots_fresh",
+    "keep_sitemap",
+    "refresh_sitemap",
     "pack_body",
     "unpack_body",
 ]
@@ -149,6 +151,23 @@ class ReadOnlyCache:
 
     def cache_parse(self, url: str, key: str, packed: bytes) -> None:
         pass
+
+
+def keep_sitemap(cache: FetchCache, url: str, kept: SitemapCopy | None, body: bytes, etag: str | None,
+                 last_modified: str | None, now: datetime) -> None:
+    """Keep a 200's body with its validators; without validators there is nothing to ask with."""
+    if etag or last_modified:
+        cache.cache_sitemap(url, SitemapCopy.of(body, etag, last_modified, now))
+    elif kept is not None:
+        cache.forget_sitemap(url)
+
+
+def refresh_sitemap(cache: FetchCache, url: str, kept: SitemapCopy, etag: str | None, last_modified: str | None,
+                    now: datetime) -> None:
+    """A 304 updates the validators it carries and keeps the others (RFC 9111 4.3.4)."""
+    etag, last_modified = etag or kept.etag, last_modified or kept.last_modified
+    if (etag, last_modified) != (kept.etag, kept.last_modified):
+        cache.cache_sitemap(url, SitemapCopy(etag, last_modified, kept.packed, now))
 
 
 def robots_cacheable(status: int | None) -> bool:

@@ -67,7 +67,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
 from .lease import Holder, LeaseStatus, claim, lease_status, locked_message, may_take, this_process
 from .state import _COLUMNS, GONE, LIVE, NEW, PageState, to_epoch
-from .store import Secrets, qdrant_boundary
+from .store_errors import Secrets, qdrant_boundary
 
 __all__ = ["QdrantState", "state_collection_name", "STATE_SUFFIX", "NEEDS_SERVER"]
 
@@ -117,7 +117,7 @@ def _page_from_payload(d: dict[str, Any]) -> PageState:
 class QdrantState:
     """The page state in a payload-only Qdrant collection, with a lease for the pass lock.
 
-    `client` is a qdrant-client `QdrantClient` (or `sync.edges.store.RetryingClient` around one);
+    `client` is a qdrant-client `QdrantClient` (or `sync.edges.client_store.RetryingClient` around one);
     `collection` is the state collection's own name (see `for_store`). `clock` and `sleep`
     are injectable for tests; the lease uses the wall clock (epoch seconds), never a pass's
     `--now`.
@@ -149,7 +149,7 @@ class QdrantState:
     @classmethod
     def for_store(cls, store: Any, *, create: bool = True, **kw: Any) -> "QdrantState":
         """The state of a `ClientStore`'s collection, on the same client (and API key)."""
-        from .store import ClientStore
+        from .client_store import ClientStore
 
         if not isinstance(store, ClientStore):
             raise ConfigError(NEEDS_SERVER)

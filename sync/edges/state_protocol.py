@@ -15,7 +15,7 @@ from typing import Iterable, Protocol, runtime_checkable
 
 from .state import PageState
 
-__all__ = ["State"]
+__all__ = ["LinkKeeper", "State"]
 
 
 @runtime_checkable
@@ -76,3 +76,18 @@ class State(Protocol):
 
     def clear(self) -> None:
         """Forget every page, host and run (not the lock)."""
+
+
+@runtime_checkable
+class LinkKeeper(Protocol):
+    """A state that keeps each crawled page's links as last read (the SQLite state does), so
+    a page that answers 304, or is not due, still stands for what it linked to."""
+
+    def put_links(self, items: Iterable[tuple[str, str]]) -> None:
+        """Keep each page's links: (url, `sync.core.links.links_to_json` text)."""
+
+    def get_links(self, urls: Iterable[str]) -> dict[str, str]:
+        """url -> the kept links text, for the urls that have a readable one."""
+
+    def drop_links(self, urls: Iterable[str]) -> None:
+        """Forget these pages' links (a 404/410 links to nothing)."""

@@ -10,7 +10,9 @@ import os
 import tempfile
 
 from ..errors import StoreUnavailableError
-from .store import ClientStore, EdgeStore, Store
+from .client_store import ClientStore
+from .edge_store import EdgeStore
+from .store import Store
 
 __all__ = ["stored_embedder", "stored_size", "drop_empty_collection", "can_drop", "check_creatable", "SAMPLE"]
 

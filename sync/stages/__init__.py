@@ -1,77 +1,68 @@
-"""The stages of a sync pass, one module each, in the order a page's data flows through them.
+"""The stages of a sync pass, one module each, as objects with explicit inputs and outputs.
 
-`chunks` (the splitter for the embedder's tokens: chunk sizes up to what the model reads),
-`preflight` (the collection and the model against the state), `plan` (sitemap diff,
-schedule, budget -> visits and removals; `bulk_edits` watches for site-wide edits beside it), `visit` (fetch -> extract -> decide), `embed`
-(reuse, de-duplication, batching, the model call's overlap), `write` (a page's replace in
-its crash-safe order), `settle` (guard, moves, purges). `sync.engine` conducts them: each
-stage is a mixin of its pass, owns the state it sets up in its `_init_<stage>`, and shares
-the pass's config, clock, report, state, store and embedder.
+`sync.engine` builds them from the pass's config and calls them in the order a page's data
+flows; each takes what it uses in its constructor and hands its output on:
 
-Ways in and out, stage by stage (the conductor calls the first of each):
+- `preflight.Preflight.run()` -> `CollectionCheck` (the collection was empty; pages to
+  rebuild, pages short of points); `ready_collection()` makes the collection at the first write;
+- `plan.Planner.read_sitemaps()` -> `SitemapRead`; `plan(SitemapRead)` -> `Plan` (visits, removals);
+  `deploys.Deploys` and `bulk_edits.BulkEdits` add visits inside it;
+- `schedule.Scheduler` (a service): the policy per page and each visit's next due time;
+- `visit.Visitor.visit(pages)`: each answer to `outcomes.Outcomes` (skips, failures), the
+  `settle.Ledger` (purges, held changes) or the `embed.EmbedQueue` (changes, as `PendingPage`);
+- `crawl.Crawl`: told of every visit, then walks the links through the visitor;
+- `embed.EmbedQueue` -> embedded batches to `write.Writer.write` (the crash-safe replace);
+- `settle.Settler`: the guard's verdict over the ledger, the held changes, then the purges.
 
-- preflight `_preflight()`: marks the pages to rebuild or rewrite (`rebuild`, `marked`);
-  `_ready_collection()` makes the collection at the first write (write calls it);
-- plan `_read_sitemaps() -> SitemapRead`, `_plan(SitemapRead) -> Plan`; `_reschedule` sets a
-  visited page's next due time for the stages after it;
-- visit `_visit(pages)`: each page to a skip or failure (write), a purge (settle), a held
-  change (settle's `suspects`) or `_enqueue(_Pending, markdown)` (embed);
-- crawl `_crawl()` (with --crawl): follows the links each visit read (`_crawl_note`), visits
-  the pages never read through `_visit`, queues the pages no longer linked for the purge;
-- embed `_flush()` / `_drain()`: batches with their vectors to `_write(items)` (write);
-- settle `_queue_removals`, `_queue_orphans`, `_judge_guard`, `_settle_suspects`, `_apply_purges`.
-
-A stage may import the pure core (`sync.core`: decision, policy, scheduler, sitemaps, ...),
-the edges (`sync.edges`: fetcher, state, store, ...) and the stages before it, never
-`sync.engine` or `sync.commands`.
-Names are imported on first use: `sync.stages.plan`'s pure functions load no fetcher.
+A stage may import the pure core (`sync.core`), the edges (`sync.edges`) and the stages it
+hands to, never `sync.engine` or `sync.commands`. Names are imported on first use.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .embed import EmbedStage
-    from .plan import (
-        ChangeEvent,
-        Plan,
-        PlanStage,
-        SitemapRead,
-        emptied_sitemap_errors,
-        plan_events,
-        record_sitemap,
-        within_budget,
-    )
-    from .preflight import PreflightStage
-    from .settle import SettleStage, guard_refusal
-    from .visit import VisitStage
-    from .write import WriteStage, build_points
+    from .bulk_edits import BulkEdits
+    from .crawl import Crawl
+    from .deploys import Deploys
+    from .embed import EmbedQueue
+    from .fingerprints import Fingerprints
+    from .outcomes import Outcomes
+    from .pending import PendingPage
+    from .plan import Planner
+    from .preflight import CollectionCheck, Preflight
+    from .schedule import Scheduler
+    from .settle import Ledger, Settler, guard_refusal
+    from .visit import Visitor
+    from .write import Writer, build_points
 
 # exported name -> the stage module that defines it (also the curated __all__)
 _EXPORTS = {
-    "PreflightStage": "preflight",
-    "PlanStage": "plan",
-    "ChangeEvent": "plan",
-    "Plan": "plan",
-    "SitemapRead": "plan",
-    "emptied_sitemap_errors": "plan",
-    "plan_events": "plan",
-    "record_sitemap": "plan",
-    "within_budget": "plan",
-    "VisitStage": "visit",
-    "EmbedStage": "embed",
-    "WriteStage": "write",
+    "Preflight": "preflight",
+    "CollectionCheck": "preflight",
+    "Planner": "plan",
+    "Deploys": "deploys",
+    "BulkEdits": "bulk_edits",
+    "Scheduler": "schedule",
+    "Fingerprints": "fingerprints",
+    "Outcomes": "outcomes",
+    "Visitor": "visit",
+    "Crawl": "crawl",
+    "PendingPage": "pending",
+    "EmbedQueue": "embed",
+    "Writer": "write",
     "build_points": "write",
-    "SettleStage": "settle",
+    "Ledger": "settle",
+    "Settler": "settle",
     "guard_refusal": "settle",
 }
 
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,27 +1,40 @@
 """Bulk edits: a template or site-wide change told from a page's own edits, for the plan.
 
 A host whose pages change far beyond what their rates predict is having a bulk edit; while
-it is under way, the pages not seen since it began are visited sooner (`_bulk_suspects`),
-and their changes are put down to the edit rather than to their own rates
-(`_bulk_observe`). A mixin of the pass, beside the plan stage that schedules with it; its
-state (`bulk`, `observed`, `suspects_seen`) is set up in `PlanStage._init_plan`.
+it is under way, the pages not seen since it began are visited sooner (`suspects`), and
+their changes are put down to the edit rather than to their own rates (`observe`). The
+state per host rides in the run report (`bulk_edits`).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ..core.page import LIVE, PageState
-from ..core.policy import (BulkState, Visit, bulk_state_to_json, change_probability, estimate_rate, pass_evidence,
-                           update_bulk_state, url_section)
+from ..core.bulk_edits import (BulkEdit, BulkState, bulk_state_from_json, bulk_state_to_json, pass_evidence,
+                               update_bulk_state, url_section)
+from ..core.change_rate import change_probability, estimate_rate
+from ..core.history import Visit
+from ..core.policies import Policy
 from ..core.scope import url_host
-from .plan import ChangeEvent
+from ..edges.state_protocol import State
+from ..core.planning import ChangeEvent
 
-__all__ = ["BulkEditStage"]
+__all__ = ["BulkEdits"]
 
 
-class BulkEditStage:
-    """The bulk-edit watch of a pass (a mixin of the pass)."""
+class BulkEdits:
+    """The bulk-edit watch of a pass: the hosts' states from the last run report (`last`), this
+    pass's evidence, and the suspects of an edit under way."""
 
-    def _edit_for(self, url: str):
+    def __init__(self, last: object, *, now: datetime, repair: bool):
+        self.now, self.repair = now, repair
+        self.bulk: dict[str, BulkState] = (
+            {str(h): bulk_state_from_json(v) for h, v in last.items()} if isinstance(last, dict) else {})
+        self.observed: dict[str, list[tuple[float, bool]]] = {}  # host -> (predicted P(change), changed)
+        self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
+
+    def edit_for(self, url: str) -> BulkEdit | None:
         """The bulk edit under way on the url's host, or None."""
         if not self.bulk:
             return None
@@ -29,8 +42,8 @@ class BulkEditStage:
         edit = st.edit if st is not None else None
         return edit if edit is not None and edit.active(self.now.timestamp()) else None
 
-    def _bulk_suspects(self, visits: list[ChangeEvent], known: dict[str, PageState],
-                       sitemap_now: dict[str, str | None]) -> list[ChangeEvent]:
+    def suspects(self, visits: list[ChangeEvent], known: dict[str, PageState],
+                 sitemap_now: dict[str, str | None], state: State) -> list[ChangeEvent]:
         """Pages a bulk edit under way may have changed (last visited before it was
         noticed) that are not visits yet: candidates of this pass, within --max-fetches.
 
@@ -41,21 +54,21 @@ class BulkEditStage:
             return []
         listed = {ev.url for ev in visits}
         out = []
-        for page in self.state.all_pages():
+        for page in state.all_pages():
             if page.url in listed or page.status != LIVE or page.pending_hash is not None:
                 continue
             if page.failures and page.due_at is not None and page.due_at > self.now:
                 continue  # backing off after a failure
             if page.url not in sitemap_now and page.source != "url":
                 continue
-            edit = self._edit_for(page.url)
+            edit = self.edit_for(page.url)
             last = page.last_fetched_at.timestamp() if page.last_fetched_at is not None else None
             if edit is not None and edit.suspect(last, now_s):
                 known[page.url] = page
                 out.append(ChangeEvent(page.url, "bulk"))
         return out
 
-    def _bulk_update(self) -> dict:
+    def update(self) -> dict:
         """Each host's bulk-edit state after this pass, for the run report (a repair pass
         or a pass without evidence carries it on)."""
         now_s = self.now.timestamp()
@@ -71,22 +84,24 @@ class BulkEditStage:
                 out[host] = bulk_state_to_json(st)
         return out
 
-    def _bulk_observe(self, page: PageState, visits: list[Visit], elapsed: float, changed: bool) -> bool:
+    def observe(self, page: PageState, visits: list[Visit], elapsed: float, changed: bool, *,
+                policy: Policy, reason: str | None) -> bool:
         """Count this visit as bulk-edit evidence, or put its change down to the edit under
         way. Returns True when the change is the edit's: a suspect (last visited before the
         edit was noticed) found changed while the edit is under way.
 
         Evidence is every other visit with text that no trusted lastmod advance, pending
-        write or repair pass caused (those expect a change): its predicted P(change) from the page's rate as it
-        stood before the visit, and whether the text changed."""
+        write or repair pass caused (those expect a change; `reason`: why the plan visits
+        it): its predicted P(change) from the page's rate under `policy` as it stood before
+        the visit, and whether the text changed."""
         assert page.last_fetched_at is not None
-        edit = self._edit_for(page.url)
+        edit = self.edit_for(page.url)
         host = url_host(page.url)[1]
         if edit is not None and edit.suspect(page.last_fetched_at.timestamp(), self.now.timestamp()):
             self.suspects_seen.setdefault(host, []).append((url_section(page.url), changed))
             return changed
-        if self.cfg.repair or self.reasons.get(page.url) in ("lastmod", "pending", "rebuild"):
+        if self.repair or reason in ("lastmod", "pending", "rebuild"):
             return False
-        rate_of = getattr(self._policy_for(page.url), "rate", None) or estimate_rate
+        rate_of = getattr(policy, "rate", None) or estimate_rate  # change-rate policies learn a rate
         self.observed.setdefault(host, []).append((change_probability(rate_of(visits), elapsed), changed))
         return False

@@ -1,10 +1,10 @@
 """Crawl: from the --crawl start pages, follow links within scope, riding on the visit stage.
 
-A crawl needs no fetch of its own. Every page the visit stage reads (`_crawl_note`, called
-first thing in `_process`) gives up its links, its `rel=canonical` and its meta robots from
+A crawl needs no fetch of its own. Every page the visit stage reads (`Crawl.note`, called
+first thing in `Visitor._process`) gives up its links, its `rel=canonical` and its meta robots from
 the raw HTML already fetched; they are kept in the state (`put_links`) so a page that
 answers 304, or is not due this pass, still stands for what it linked to when last read.
-After the plan's visits, `_crawl` walks the link graph breadth first from the start pages
+After the plan's visits, `Crawl.run` walks the link graph breadth first from the start pages
 (`sync.core.links.Frontier`, at most --max-pages pages): a page read this pass or holding
 kept links is followed without a request; a page never read (new, or no links kept) is
 visited, one breadth-first level at a time, through the same fetch -> extract -> decide as
@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Sequence
+from datetime import datetime
+from typing import Callable, Sequence
 
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
@@ -40,8 +41,15 @@ from ..core.link_authority import CrawlAnswer, held_reason, lost_links
 from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
                           links_to_json, read_links)
 from ..core.unlinked import BOUNDED, CLEAR, COMPLETE, INCOMPLETE, MARK, PURGE, WAIT, purge_reason, unlinked_step
+from ..core.page import GONE, LIVE, NEW, PageState
+from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
-from ..edges.state import GONE, LIVE, NEW, PageState
+from ..edges.state_protocol import LinkKeeper, State
+from .outcomes import Outcomes
+from .settle import Ledger
+from .visit import Visitor
+
+__all__ = ["Crawl"]
 
 log = logging.getLogger("pagesync")
 
@@ -59,28 +67,29 @@ _CAPS = ("too many query strings on one path", "too many pages of one numbered p
          "repeated path segment", "url too long")
 
 
-class CrawlStage:
-    """The link crawl of a pass (a mixin of the pass)."""
+class Crawl:
+    """The link crawl of a pass from its start pages (`starts`): told of every visit
+    (`note`), then walked (`run`) through the visitor. The rules: the pass's `scope`, the
+    start pages' directories, the filter hook (`crawl_filter`, else the site rules'
+    `unwanted`: the crawl never fetches what the plan would refuse), the limits."""
 
-    def _wanted_link(self, url: str) -> bool:
-        """A link the site rules let in (--include, --exclude, the default excludes): the
-        crawl never fetches what the plan would refuse."""
-        return self._unwanted(url) is None
-
-    def _init_crawl(self) -> None:
-        """The crawl's rules (the pass's scope, the start pages' directories, the filter hook,
-        the limits) and what the visits of this pass told it."""
-        cfg = self.cfg
-        self.crawl_on = bool(cfg.crawl) and not cfg.repair
-        limits = replace(cfg.crawl_limits or CrawlLimits(), max_pages=cfg.max_pages)
-        self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in cfg.crawl], in_scope=self.scope.check,
-                                      wanted=cfg.crawl_filter or self._wanted_link, limits=limits)
+    def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
+                 starts: Sequence[str], scope: Scope,
+                 unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
+                 limits: CrawlLimits | None, max_pages: int, now: datetime):
+        self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
+        self.scope, self.max_pages, self.now, self.start_urls = scope, max_pages, now, list(starts)
+        self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in starts], in_scope=scope.check,
+                                      wanted=crawl_filter or (lambda url: unwanted(url) is None),
+                                      limits=replace(limits or CrawlLimits(), max_pages=max_pages))
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
         # Links read this pass, when the state cannot keep them (a dry run, a state without
         # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
         self.crawl_links: dict[str, PageLinks] = {}
-        self.crawl_keeps = not cfg.dry_run and hasattr(self.state, "put_links")
+        # The state keeps them (`links`), unless it keeps none or this is a dry run.
+        self.links = links
+        self.keeper = None if outcomes.dry_run else links
         self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
         # Evidence for the purge of unlinked pages: link -> the page read healthy this pass
         # that no longer links it; url -> why a page's answer did not replace its kept links.
@@ -89,33 +98,34 @@ class CrawlStage:
         self.crawl_capped: set[str] = set()  # tracked pages refused only by a cap, still linked
         self.crawl_overflow = 0  # new URLs not tracked: the crawl's pages are at --max-pages
         self.crawl_tracked: set[str] = set()  # the crawl's pages (`_crawl`)
-        self.crawl_starts = {crawl_start(u) for u in cfg.crawl}
-        self.crawl_gone: dict[str, int] = {}  # url -> the 404/410 it answered this pass
+        self.crawl_starts = {crawl_start(u) for u in starts}
+        self.crawl_gone: dict[str, int | None] = {}  # url -> the 404/410 it answered this pass
         self.crawl_why: list[str] = []  # why the crawl is incomplete, for its log line
 
     def _in_crawl(self, url: str) -> bool:
-        return self.crawl_on and any(url.startswith(p) for p in self.crawl_rules.prefixes)
+        return any(url.startswith(p) for p in self.crawl_rules.prefixes)
 
     def _kept_links(self, urls: Sequence[str]) -> dict[str, PageLinks]:
         """The links kept for `urls` (this pass's reads included)."""
         out = {u: self.crawl_links[u] for u in urls if u in self.crawl_links}
         rest = [u for u in urls if u not in out]
-        if rest and hasattr(self.state, "get_links"):
-            for url, text in self.state.get_links(rest).items():
+        if rest and self.links is not None:
+            for url, text in self.links.get_links(rest).items():
                 links = links_from_json(text)
                 if links is not None:
                     out[url] = links
         return out
 
-    def _crawl_prepare(self, pages: Sequence[PageState]) -> None:
+    def reads_whole(self, url: str) -> bool:
+        return url in self.crawl_unread
+
+    def prepare(self, pages: Sequence[PageState]) -> None:
         """Before the plan's visits: indexed pages in the crawl that hold no kept links are
         read whole (a 304 would tell the crawl nothing), once."""
-        if not self.crawl_on:
-            return
         inside = [p.url for p in pages if p.indexed and self._in_crawl(p.url)]
         self.crawl_unread = set(inside) - set(self._kept_links(inside))
 
-    async def _crawl_note(self, page: PageState, result: FetchResult) -> bool:
+    async def note(self, page: PageState, result: FetchResult) -> bool:
         """What the visit of `page` tells the crawl (the visit stage calls this first). Returns
         True when the page is not to be indexed (a crawl page's meta noindex, or a canonical
         elsewhere in the crawl): then it is queued for the purge here, like a page with no
@@ -167,8 +177,8 @@ class CrawlStage:
             self.crawl_seen[url] = GONE_NOW
             self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
-            if self.crawl_keeps:
-                self.state.drop_links([url])
+            if self.keeper is not None:
+                self.keeper.drop_links([url])
             return False
         links = answer.links or PageLinks()
         for link in lost_links(old, links):
@@ -187,21 +197,22 @@ class CrawlStage:
             return False
         page.last_fetched_at = self.now
         page.etag = page.last_modified = None  # read whole next time: it may index itself again
-        self._queue_purge(page, left_sitemap=False, reason=f"not indexed: {reason}")
+        self.ledger.queue_purge(page, left_sitemap=False, reason=f"not indexed: {reason}")
         return True
 
     def _keep_links(self, url: str, links: PageLinks) -> None:
-        if self.crawl_keeps:
-            self.state.put_links([(url, links_to_json(links))])
+        if self.keeper is not None:
+            self.keeper.put_links([(url, links_to_json(links))])
         else:
             self.crawl_links[url] = links
 
-    async def _crawl(self) -> None:
+    async def run(self, visitor: Visitor, *, feed_pages: Sequence[str] = (),
+                  sitemap_now: dict[str, str | None] | None = None) -> None:
         """Walk the links from the start pages, level by level, visiting the pages never
-        read; then settle what the crawl reached (`_crawl_settle`)."""
-        if not self.crawl_on:
-            return
-        starts = [crawl_start(u) for u in self.cfg.crawl]
+        read through `visitor`; then the pages the change feed names (`feed_pages`) that no
+        link and no sitemap entry (`sitemap_now`) reached; then settle what the crawl
+        reached (`_crawl_settle`)."""
+        starts = [crawl_start(u) for u in self.start_urls]
         # The crawl's pages as the pass began: within a level they are admitted before new
         # links (a bound or cap never trades a tracked page for a new one), and they count
         # toward --max-pages (`_crawl_visit` tracks no new page past it).
@@ -214,10 +225,10 @@ class CrawlStage:
             level = frontier.take_level()
             if not level and not fed:  # the links are walked: then the feed's pages they did not reach
                 fed = True
-                level = self._feed_level(frontier)
+                level = self._feed_level(frontier, feed_pages, sitemap_now or {})
             if not level:
                 break
-            await self._crawl_visit(level)
+            await self._crawl_visit(level, visitor)
             kept = self._kept_links(level)
             offered: list[str] = []
             for url in level:  # in discovery order: what a bound admits does not hang on fetch timing
@@ -265,11 +276,10 @@ class CrawlStage:
                             url, "skipped" if seen == SKIPPED else self.crawl_held[url])
         self._crawl_settle(frontier, INCOMPLETE if not complete else BOUNDED if bounded else COMPLETE)
 
-    def _feed_level(self, frontier: Frontier) -> list[str]:
+    def _feed_level(self, frontier: Frontier, feed_pages: Sequence[str], sitemap_now: dict[str, str | None]) -> list[str]:
         """The pages the change feed names that the links did not reach (nor a sitemap lists),
         offered to the crawl under its rules: one more level, whose links are followed too."""
-        feed_pages = getattr(self, "feed_pages", [])
-        unreached = [u for u in feed_pages if u not in frontier and u not in self.sitemap_now]
+        unreached = [u for u in feed_pages if u not in frontier and u not in sitemap_now]
         added = [u for u in unreached if frontier.offer(u)]
         if added:
             log.info("crawl: %d page(s) the change feed names and no link reached are visited", len(added))
@@ -286,21 +296,21 @@ class CrawlStage:
         self.report.crawl_start_errors += 1
         self.report.error(url, f"crawl start page: HTTP {status}" if status is not None
                           else "crawl start page: gone (a 404 or 410 when last visited)")
-        queued = self.purges.get(url)
-        if queued is not None and queued[0].status == NEW:
-            del self.purges[url]  # nothing to purge or to keep: the next pass asks again
+        queued = self.ledger.purges.get(url)
+        if queued is not None and queued.page.status == NEW:
+            del self.ledger.purges[url]  # nothing to purge or to keep: the next pass asks again
 
-    async def _crawl_visit(self, level: Sequence[str]) -> None:
+    async def _crawl_visit(self, level: Sequence[str], visitor: Visitor) -> None:
         """Visit the pages of one level the crawl cannot follow without reading them: new,
         never indexed, gone and due again, or indexed without kept links."""
-        todo = [u for u in level if u not in self.crawl_seen and u not in self.visiting]
+        todo = [u for u in level if u not in self.crawl_seen and u not in visitor.visiting]
         if not todo:
             return
         known = self.state.get_many(todo)
         kept = self._kept_links(todo)
         pages: list[PageState] = []
         new: list[PageState] = []
-        room = self.cfg.max_pages - len(self.crawl_tracked)
+        room = self.max_pages - len(self.crawl_tracked)
         for url in todo:
             page = known.get(url)
             if page is None:
@@ -329,9 +339,8 @@ class CrawlStage:
             pages.append(page)
         # New pages become rows first (NEW, no points claimed): a crash later leaves them due.
         # Not a start page: every pass names it again, and one that is gone must leave no row.
-        self._save([p for p in new if p.url not in self.crawl_starts])
-        self.visiting.update(p.url for p in pages)
-        await self._visit(pages)
+        self.outcomes.save([p for p in new if p.url not in self.crawl_starts])
+        await visitor.visit(pages)
 
     def _crawl_settle(self, frontier: Frontier, verdict: str) -> None:
         """Report the crawl; keep the sitemap pages it reaches; mark, clear or purge the
@@ -346,18 +355,19 @@ class CrawlStage:
         self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
         r.crawl_overflow = self.crawl_overflow
         if self.crawl_overflow:
-            last = self.state.last_run() if hasattr(self.state, "last_run") else None
+            last = self.state.last_run()
             again = bool(last and last.get("crawl_overflow"))
             r.overflow_again = again
             log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
-                        self.crawl_overflow, self.cfg.max_pages,
+                        self.crawl_overflow, self.max_pages,
                         " (the second pass in a row: raise --max-pages, or exclude the links that grow without "
                         "end)" if again else "")
-        for url, (page, left_sitemap, reason, _) in list(self.purges.items()):
+        purges = self.ledger.purges
+        for url, (page, left_sitemap, reason, _) in list(purges.items()):
             if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:
-                del self.purges[url]  # still linked: the crawl keeps it
+                del purges[url]  # still linked: the crawl keeps it
                 page.source, page.in_sitemap = "crawl", False
-                self._save([page])
+                self.outcomes.save([page])
         if verdict == INCOMPLETE and self.crawl_why:  # a start page that could not be read was said already
             log.info("crawl incomplete (%s): no page purged for not being linked", ", ".join(self.crawl_why))
         elif verdict == BOUNDED:
@@ -365,7 +375,7 @@ class CrawlStage:
                      ", ".join(self.crawl_why))
         changed: list[PageState] = []
         for page in self.state.all_pages():
-            if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in self.purges:
+            if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in purges:
                 continue
             reached = page.url in frontier or page.url in self.crawl_capped
             dropped_by = self.crawl_dropped.get(page.url)
@@ -375,8 +385,8 @@ class CrawlStage:
                                  dropped_by=dropped_by, behind_cut=linker is not None and frontier.cut_series(linker))
             if step.action == PURGE:
                 assert step.since is not None
-                self._queue_purge(page, left_sitemap=True,
-                                  reason=purge_reason(step.since, step.by, self.now, step.misses))
+                self.ledger.queue_purge(page, left_sitemap=True,
+                                        reason=purge_reason(step.since, step.by, self.now, step.misses))
             elif step.action in (CLEAR, MARK, WAIT) and (step.since, step.by, step.misses) != (
                     page.unlinked_since, page.unlinked_by, page.unlinked_misses):
                 if step.action == MARK:
@@ -384,4 +394,4 @@ class CrawlStage:
                              "interval from now agrees", page.url, step.by or "no page reached links it")
                 page.unlinked_since, page.unlinked_by, page.unlinked_misses = step.since, step.by, step.misses
                 changed.append(page)
-        self._save(changed)
+        self.outcomes.save(changed)

@@ -1,10 +1,10 @@
 """Deploys and change feeds in the pass (`--policy deploys`; `sync.core.deploys`, `sync.core.feeds`).
 
-`_read_deploys` (after the sitemaps are read) fetches each site's change feed with one
-conditional GET, and says per host whether a deploy is seen; `_deploy_plan` (inside the
+`Deploys.read` (after the sitemaps are read) fetches each site's change feed with one
+conditional GET, and says per host whether a deploy is seen; `Deploys.plan` (inside the
 plan) adds the pages a deploy, the feed or --changed make due and drops the due visits a
-static host or a trusted feed makes needless; `_deploy_observe` (at each visit's
-reschedule) learns whether the host is static and the feed honest. The schedules ride in
+static host or a trusted feed makes needless; `Deploys.observe` (at each visit's
+reschedule, a `ScheduleHook`) learns whether the host is static and the feed honest. The schedules ride in
 the run report (`host_schedule`), the feed digests in the state's `page_feed` table.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Callable, Sequence
 from urllib.parse import urljoin
 
 from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
@@ -22,48 +23,57 @@ from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_pe
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
-from ..core.policy import history_from_json
+from ..core.history import history_from_json
 from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
+from ..core.planning import REASONS, ChangeEvent, SitemapRead
+from ..edges.fetcher import Fetcher
+from ..edges.state_protocol import State
 from ..errors import PagesyncError
-from .plan import REASONS, ChangeEvent, SitemapRead
+from .outcomes import Outcomes
+
+__all__ = ["FEED_RECHECK", "Deploys"]
 
 log = logging.getLogger("pagesync")
 
 FEED_RECHECK = timedelta(days=7)  # a site with no feed is looked at again this often
 
 
-class DeployStage:
-    """Deploy-aware scheduling and change feeds (a mixin of the pass)."""
+class Deploys:
+    """Deploy-aware scheduling and change feeds. `on`: the pass schedules by deploys (its
+    policy is `deploys`); --changed pages (`changed`) are visited either way."""
 
-    def _init_deploys(self) -> None:
-        self.deploys_on = self.cfg.policy == "deploys" and not self.cfg.repair
-        self.schedules: dict[str, HostSchedule] = schedules_from_json(self.last_report.get("host_schedule"))
+    def __init__(self, fetcher: Fetcher, state: State, outcomes: Outcomes, *, on: bool, last_schedules: object,
+                 changed: Sequence[str], sitemaps: Sequence[str], max_fetches: int | None, now: datetime):
+        self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
+        self.sitemaps, self.max_fetches, self.now = sitemaps, max_fetches, now
+        self.deploys_on = on
+        self.schedules: dict[str, HostSchedule] = schedules_from_json(last_schedules)
         self.deploy_now: set[str] = set()  # hosts that deployed since the last pass
         self.feed_now: dict[str, str] = {}  # url -> the feed's digest this pass (trusted feeds)
         self.feed_hosts_read: set[str] = set()
         self.feed_before: dict[str, str] = {}
         self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
-        self.changed_given = {canonical_url(u) for u in self.cfg.changed}
+        self.changed_given = {canonical_url(u) for u in changed}
         self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
 
-    async def _read_deploys(self, read: SitemapRead) -> None:
+    async def read(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
         known) and each host's signal; a host whose signal moved since the last pass deployed."""
         if not self.deploys_on:
             return
         feeds: dict[str, str | None] = {}
         roots: dict[str, str] = {}
-        for sm in self.cfg.sitemaps:
+        for sm in self.sitemaps:
             host = url_host(canonical_url(sm))[0]
             if host in feeds:
                 continue
             roots[host] = urljoin(sm, ".")
             feeds[host] = await self._read_feed(host, sm, read)
-        cache = getattr(self.fetcher, "cache", None)
+        cache = self.fetcher.cache
         validators: dict[str, tuple[str | None, str | None]] = {}
-        for sm in self.cfg.sitemaps:
-            kept = cache.cached_sitemap(sm) if cache is not None and hasattr(cache, "cached_sitemap") else None
+        for sm in self.sitemaps:
+            kept = cache.cached_sitemap(sm) if cache is not None else None
             if kept is not None:
                 validators[sm] = (kept.etag, kept.last_modified)
         now_s = self.now.timestamp()
@@ -100,7 +110,7 @@ class DeployStage:
             cands = [c for c in feed_candidates(sitemap) if hs.generator in (None, c[0])]
         else:
             return None
-        kept_count = getattr(self.fetcher, "sitemaps_not_modified", 0)
+        kept_count = self.fetcher.sitemaps_not_modified
         found = None
         for kind, url in cands:
             try:
@@ -108,8 +118,7 @@ class DeployStage:
             except (PagesyncError, OSError, ValueError):
                 continue
             finally:
-                if hasattr(self.fetcher, "sitemaps_not_modified"):
-                    self.fetcher.sitemaps_not_modified = kept_count  # the feed is no sitemap
+                self.fetcher.sitemaps_not_modified = kept_count  # the feed is no sitemap
             self.report.bytes_downloaded += wire
             try:
                 feed = parse_feed(kind, body)
@@ -126,7 +135,7 @@ class DeployStage:
         self.feed_pages.extend(feed_page_urls(found[2], urljoin(sitemap, ".")))
         return found[3]
 
-    def _deploy_generator(self, url: str, body: bytes) -> None:
+    def generator(self, url: str, body: bytes) -> None:
         """A page read whole names its generator (`<meta name="generator">`): the host's feed
         is looked for as that kind at the next pass (at once, not after the weekly recheck)."""
         if not self.deploys_on or not body:
@@ -139,7 +148,8 @@ class DeployStage:
         if kind is not None and kind != hs.generator:
             self.schedules[host] = replace(hs, generator=kind, feed_checked_s=None)
 
-    def _deploy_plan(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
+    def plan(self, visits: list[ChangeEvent], known: dict[str, PageState], *,
+             lastmod_covers: Callable[[str], bool]) -> list[ChangeEvent]:
         """The visits with what --changed, the feed and a deploy add, and without the due
         visits a static host or a trusted feed makes needless (those pages keep their
         60 d visit, so a 404 is still seen: they are rescheduled to it)."""
@@ -154,7 +164,7 @@ class DeployStage:
                     extra.setdefault(u, "feed")
             deploying = {h for h in self.deploy_now if self.schedules[h].deploy_mode}
             if deploying:
-                for u in self._chosen_at_deploy(deploying, known):
+                for u in self._chosen_at_deploy(deploying, known, lastmod_covers):
                     extra.setdefault(u, "deploy")
         self.report.pages_due_by_feed = sum(1 for r in extra.values() if r == "feed")
         for u in [u for u, r in extra.items() if u in by_url and REASONS.index(by_url[u].reason) <= REASONS.index(r)]:
@@ -172,19 +182,18 @@ class DeployStage:
             page = known.get(ev.url)
             if (self.deploys_on and ev.reason == "due" and page is not None and page.last_fetched_at is not None
                     and page.last_fetched_at > ceiling and page.pending_hash is None and not page.failures
-                    and self._needs_no_schedule(ev.url)):
+                    and self._decided(ev.url)):
                 page.due_at = page.last_fetched_at + MAX_INTERVAL
                 page.interval = MAX_INTERVAL
                 dropped.append(page)
                 continue
             out.append(ev)
-        if dropped and not self.cfg.dry_run:
-            self._save(dropped)
+        self.outcomes.save(dropped)
         added = [ChangeEvent(u, r) for u, r in extra.items()]
         self.report.pages_due_by_deploy = sum(1 for ev in added if ev.reason == "deploy")
         return added + out
 
-    def _needs_no_schedule(self, url: str) -> bool:
+    def _decided(self, url: str) -> bool:
         """A page whose visits a deploy or a trusted feed decides: its host is static (pages
         change only at deploys), or the feed names it."""
         if url in self.feed_now:
@@ -192,7 +201,8 @@ class DeployStage:
         hs = self.schedules.get(url_host(url)[0])
         return hs is not None and hs.deploy_mode
 
-    def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState]) -> list[str]:
+    def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState],
+                          lastmod_covers: Callable[[str], bool]) -> list[str]:
         """The pages of the deploying static hosts whose chance of a change since their
         last visit reaches the threshold, within --max-fetches. Pages a trusted feed or a
         trusted lastmod covers are left to them."""
@@ -202,8 +212,7 @@ class DeployStage:
         for p in pages:
             if p.status != LIVE or p.last_fetched_at is None or p.url in self.feed_now:
                 continue
-            if self.sitemap_now.get(p.url) is not None and url_host(p.url)[0] in self.feed_hosts \
-                    and self._lastmod_due(p.url):
+            if lastmod_covers(p.url):
                 continue
             deploys = self.schedules[url_host(p.url)[0]].deploys
             last_s = p.last_fetched_at.timestamp()
@@ -213,9 +222,9 @@ class DeployStage:
             chance = change_chance(chance_per_deploy(history_from_json(p.history), last_s, deploys), k)
             cands.append(DeployCandidate(chance, p.url))
             known.setdefault(p.url, p)
-        return choose_at_deploy(cands, self.cfg.max_fetches)
+        return choose_at_deploy(cands, self.max_fetches)
 
-    def _deploy_observe(self, page: PageState, changed: bool | None) -> None:
+    def observe(self, page: PageState, changed: bool | None) -> None:
         """At a visit (before it is recorded): a change with no deploy seen since the
         page's last visit makes its host dynamic; a change its feed did not show makes the
         feed untrusted. Either is said once, and kept."""
@@ -246,16 +255,17 @@ class DeployStage:
             hs = replace(hs, static=False, reason=hs.reason or why)
         self.schedules[host] = hs
 
-    def _deploy_interval(self, page: PageState) -> bool:
+    def decides(self, url: str) -> bool:
         """Whether a deploy or the feed decides this page's next visit: then its next
         scheduled visit is the 60 d one (its 404 check)."""
-        return self.deploys_on and self._needs_no_schedule(page.url)
+        return self.deploys_on and self._decided(url)
 
-    def _deploy_finish(self) -> None:
+    def finish(self) -> None:
+        """The hosts' schedules into the report (`host_schedule`), the feed digests seen into the state."""
         if not self.deploys_on:
             return
         self.report.host_schedule = schedules_to_json(self.schedules)
-        if self.feed_record and not self.cfg.dry_run and hasattr(self.state, "put_feed_digests"):
+        if self.feed_record and not self.outcomes.dry_run and hasattr(self.state, "put_feed_digests"):
             self.state.put_feed_digests(self.feed_record)
 
 

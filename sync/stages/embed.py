@@ -3,8 +3,8 @@
 Each new chunk takes a vector it already has (the page's own stored vectors, a page leaving
 this pass, the pass's cache of texts met before: `_VectorCache`), or waits for the batch
 in flight that holds its text, or becomes one of this batch's model inputs, each text once
-(`_enqueue`, `_assign`). A batch's model call runs in a worker thread while the pass goes
-on fetching (`_flush` starts it, `_drain` finishes it and hands the pages to the write),
+(`enqueue`, `_assign`). A batch's model call runs in a worker thread while the pass goes
+on fetching (`flush` starts it, `drain` finishes it and hands the pages to the writer),
 one batch in flight at most, so writes keep queue order. Reuse only saves work: a failed
 read costs the reuse, never a page.
 
@@ -21,7 +21,7 @@ counter across the pass). With `max_embed_tokens`, each batch is cut, before it 
 the pages whose new texts fit what is left, counted offline as an upper bound
 (`embedders.limits.token_bound`); the first page that does not fit stops the embedding: it
 and every page after it keep their points and state (due next pass) and the pass visits no
-more pages (`_within_token_budget`).
+more pages (`stopped`).
 """
 
 from __future__ import annotations
@@ -30,50 +30,27 @@ import asyncio
 import logging
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Sequence
 
-from chunking.split import embedded_text
+from embedders.base import Embedder
 from embedders.limits import token_bound
 
-from ..core.decision import Decision
-from ..errors import EmbedBatchError, PagesyncError
-from ..edges.fetcher import FetchResult
 from ..core.hashing import reuse_key
-from ..edges.state import PageState
+from ..core.page import PageState
+from ..edges.store import Store
 from ..edges.threads import in_daemon_thread
-from .plan import within_budget
+from ..errors import EmbedBatchError, PagesyncError
+from .outcomes import Outcomes
+from .pending import PendingPage
+from ..core.planning import within_budget
+from .write import Writer
+
+__all__ = ["EmbedQueue", "VectorCache"]
 
 log = logging.getLogger("pagesync")
 
 
-@dataclass
-class _Pending:
-    """A page decided ADD/REPLACE, waiting for its vectors and its write."""
-
-    page: PageState
-    decision: Decision
-    result: FetchResult
-    hash_: str
-    title: str
-    chunks: list[str]
-    keys: list[str] = field(default_factory=list)  # reuse_key per chunk
-    # Per chunk: a vector already known (reused), or None until the batch's model call.
-    vectors: list[Sequence[float] | None] = field(default_factory=list)
-    reused: int = 0  # chunks that will not be model inputs of their own
-    # Per chunk: its heading path (payload `headings`), and what the model embeds for it
-    # (`chunking.embedded_text`: the path, then the chunk), which the reuse key is taken over.
-    headings: list[tuple[str, ...]] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not self.headings:
-            self.headings = [() for _ in self.chunks]
-        if not self.inputs:
-            self.inputs = [embedded_text(t, h) for t, h in zip(self.chunks, self.headings, strict=True)]
-
-
-class _VectorCache:
+class VectorCache:
     """Vectors met this pass, by reuse key: least recently used dropped past `size`.
 
     Held as float32 arrays (what Qdrant stores anyway): ~1.5 KB a vector at 384-d.
@@ -101,52 +78,75 @@ class _VectorCache:
             self._d.popitem(last=False)
 
 
-class EmbedStage:
-    """The pass's embed queue, vector reuse and the model call's overlap (a mixin of the pass)."""
+class EmbedQueue:
+    """The pass's embed queue: vector reuse, batching, the model call's overlap, the token guard.
 
-    def _init_embed(self) -> None:
-        """The embed queue, the batch in flight and the pass's reuse sources."""
-        cfg, store = self.cfg, self.store
-        self.queue: list[_Pending] = []
+    Takes decided changes (`enqueue`), hands each finished batch's pages to `writer.write`
+    in queue order, and fails a page whose vectors could not be had through `outcomes`.
+    `full()` is the backpressure the visits flush on; `stopped`: the token budget is spent
+    (the pass visits no more pages).
+    """
+
+    def __init__(self, store: Store, embedder: Embedder, writer: Writer, outcomes: Outcomes, *,
+                 batch: int, write_batch: int, reuse_vectors: bool, reuse_cache: int, reuse_leaving_chunks: int,
+                 read_stored: bool, max_embed_tokens: int | None, dry_run: bool, store_was_empty: bool,
+                 rebuilding: frozenset[str] = frozenset()):
+        self.store, self.embedder, self.writer, self.outcomes = store, embedder, writer, outcomes
+        self.report = outcomes.report
+        self.batch, self.write_batch, self.reuse_vectors = batch, write_batch, reuse_vectors
+        self.max_embed_tokens, self.dry_run = max_embed_tokens, dry_run
+        # A first index has nothing to read; a lost collection (rebuilt) holds nothing to reuse.
+        self.store_was_empty, self.rebuilding = store_was_empty, rebuilding
+        self.queue: list[PendingPage] = []
         self.queued_chunks = 0
         # This batch's model inputs, each text once: reuse key -> text.
         self.to_embed: dict[str, str] = {}
-        # The batch whose model call is in flight (see `_flush`): its pages, its inputs, the call.
-        self.inflight: tuple[list[_Pending], dict[str, str], asyncio.Future | None] | None = None
+        # The batch whose model call is in flight (see `flush`): its pages, its inputs, the call.
+        self.inflight: tuple[list[PendingPage], dict[str, str], asyncio.Future | None] | None = None
         self.inflight_keys: dict[str, str] = {}  # that batch's model inputs (reuse key -> text)
         self.last_fresh: dict[str, Sequence[float]] = {}  # the vectors of the batch finished last
-        # A repair rewrites from scratch; a Store written before vectors_for_url existed reuses nothing.
-        self.read_stored = cfg.reuse_vectors and not cfg.repair and hasattr(store, "vectors_for_url")
-        self.cache = _VectorCache(cfg.reuse_cache if cfg.reuse_vectors else 0)
+        # A repair rewrites from scratch (`read_stored` False): nothing stored is read.
+        self.read_stored = reuse_vectors and read_stored
+        self.cache = VectorCache(reuse_cache if reuse_vectors else 0)
         # Pages leaving this pass, as reuse sources (`sync.engine`'s docstring, "Vector reuse"):
-        # queued by `_queue_purge`, their keys read on the first need, their vectors per url.
-        self.leaving_on = self.read_stored and hasattr(store, "reuse_keys_for_urls") and cfg.reuse_leaving_chunks > 0
+        # given by the ledger as they are queued for the purge (`add_leaving`), their keys
+        # read on the first need, their vectors per url.
+        self.leaving_on = self.read_stored and reuse_leaving_chunks > 0
+        self.reuse_leaving_chunks = reuse_leaving_chunks
         self.leaving_todo: list[PageState] = []  # keys not read yet
         self.leaving_keys: dict[str, str] = {}  # reuse key -> url of a leaving page holding it
         self.leaving_read: set[str] = set()  # leaving urls whose vectors were read (or tried)
-        self.leaving_budget = cfg.reuse_leaving_chunks
+        self.leaving_budget = reuse_leaving_chunks
         self.leaving_over = 0  # leaving pages past the budget: not reuse sources
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
-        self.max_queued_chunks = max(1024, 16 * cfg.embed_batch)
+        self.max_queued_chunks = max(1024, 16 * batch)
         # Tokens: the embedder's own counter (a remote embedder's `usage`) as the pass began.
         self.tokens_base = self._tokens_counted()
         self.bound_sent = 0  # offline bounds of the texts sent: the spend of an embedder that counts none
-        self.token_bound = getattr(self.embedder, "token_bound", None) or token_bound
-        self.budget_stopped = False  # --max-embed-tokens reached: nothing more is sent or visited
-        self.chunks_skipped = 0  # chunks of the pages skipped unchanged (304, same hash)
+        self.token_bound = getattr(embedder, "token_bound", None) or token_bound
+        self.stopped = False  # --max-embed-tokens reached: nothing more is sent or visited
 
-    async def _enqueue(self, item: _Pending, markdown: str) -> None:
+    def full(self) -> bool:
+        """Enough queued for a batch (or for the memory bound): time to `flush`."""
+        return len(self.to_embed) >= self.batch or self.queued_chunks >= self.max_queued_chunks
+
+    def add_leaving(self, page: PageState) -> None:
+        """A page queued for the purge that holds points: a reuse source until the purges."""
+        if self.leaving_on and (page.indexed or page.pending_hash is not None):
+            self.leaving_todo.append(page)
+
+    async def enqueue(self, item: PendingPage) -> None:
         """Queue a decided change for its vectors and write: its stored vectors read first
         (reuse), then each chunk given a known vector or made a model input."""
         page, chunks = item.page, item.chunks
-        self._hold_text(page.url, markdown)
+        self.writer.hold_text(page.url, item.markdown)
         stored: dict[str, list[float]] = {}
         # A new page may have points all the same: the state was lost or replaced while the
         # collection stayed (a deleted state.db, a fresh CI cache). Looked up unless the
         # collection was empty when the pass began (a first index reads nothing).
         known = page.indexed or page.pending_hash is not None
         if (self.read_stored and chunks and (known or not self.store_was_empty)
-                and page.url not in self.rebuild):  # a lost collection holds nothing to reuse
+                and page.url not in self.rebuilding):
             # Read before anything of this page is written (its write comes at a later flush).
             stored = await self._read_vectors(page.url)
         keys = None
@@ -182,8 +182,8 @@ class EmbedStage:
         The leaving pages' keys are read first, without vectors, the first time a written
         page lacks a text (and again for pages found leaving since), within
         `reuse_leaving_chunks`; then the vectors of only the leaving pages holding one of
-        `keys`, each page once. All before `_apply_purges` deletes them. A failed read
-        ends this reuse for the pass, never the pass: the texts are embedded.
+        `keys`, each page once. All before the purges delete them. A failed read ends this
+        reuse for the pass, never the pass: the texts are embedded.
         """
         if self.leaving_todo and self.leaving_on:
             todo, self.leaving_todo = self.leaving_todo, []
@@ -191,7 +191,7 @@ class EmbedStage:
             if over:
                 if not self.leaving_over:
                     log.info("vector reuse: pages leaving this pass past %s chunks are not read for reuse",
-                             self.cfg.reuse_leaving_chunks)
+                             self.reuse_leaving_chunks)
                 self.leaving_over += over
             if urls:
                 model_id = self.embedder.model_id
@@ -218,12 +218,12 @@ class EmbedStage:
                     self.cache.put(key, vec)
         return out
 
-    async def _late_reuse(self, batch: list[_Pending], to_embed: dict[str, str]) -> None:
+    async def _late_reuse(self, batch: list[PendingPage], to_embed: dict[str, str]) -> None:
         """Before a batch's model call: its inputs that the pass has come to know since
         they were queued (a 301 or 404 met later whose page held the text, another page's
         stored vectors) take that vector and leave the inputs. The first chunk of each
         such text, the one that made it an input, now counts as reused."""
-        if not self.cfg.reuse_vectors or not to_embed:
+        if not self.reuse_vectors or not to_embed:
             return
         dim = self.embedder.dimension
         found: dict[str, Sequence[float]] = {}
@@ -246,7 +246,7 @@ class EmbedStage:
                         first.add(key)
                         item.reused += 1
 
-    async def _remember_vectors(self, page: PageState) -> None:
+    async def remember_vectors(self, page: PageState) -> None:
         """A moved page's stored vectors into the pass's cache: its text under the new URL
         is not embedded again."""
         if not (self.read_stored and (page.indexed or page.pending_hash is not None)):
@@ -257,19 +257,19 @@ class EmbedStage:
             if len(vec) == self.embedder.dimension:
                 self.cache.put(key, vec)
 
-    def _assign(self, item: _Pending, stored: dict[str, list[float]], keys: Sequence[str] | None = None) -> None:
+    def _assign(self, item: PendingPage, stored: dict[str, list[float]], keys: Sequence[str] | None = None) -> None:
         """Give each chunk a known vector (this page's stored ones or a leaving page's, then
         the pass's), or make its text one of this batch's model inputs, unless the batch
         already has it. `keys`: the chunks' reuse keys, when the caller has them already."""
         model_id, dim = self.embedder.model_id, self.embedder.dimension
-        for key, vec in stored.items():
-            if len(vec) == dim:
-                self.cache.put(key, vec)
-        dedup = self.cfg.reuse_vectors
+        for key, known in stored.items():
+            if len(known) == dim:
+                self.cache.put(key, known)
+        dedup = self.reuse_vectors
         if keys is None:
             keys = [reuse_key(model_id, text) for text in item.inputs]
         for text, key in zip(item.inputs, keys, strict=True):
-            vec = stored.get(key)
+            vec: Sequence[float] | None = stored.get(key)
             if vec is None or len(vec) != dim:
                 vec = self.cache.get(key)
             item.keys.append(key)
@@ -280,27 +280,27 @@ class EmbedStage:
                 # Without reuse every chunk is a model input of its own (the old behaviour).
                 self.to_embed[key if dedup else f"{key}#{len(self.to_embed)}"] = text
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
         """Start the model call of the queued pages' new texts (one call spanning pages, each
-        text once) in a worker thread, and return: the consumer extracts and chunks the next
-        pages meanwhile. The batch in flight before is finished first (`_drain`), so one
+        text once) in a worker thread, and return: the visits extract and chunk the next
+        pages meanwhile. The batch in flight before is finished first (`drain`), so one
         batch at most is in flight and writes keep queue order."""
         if not self.queue:
             return
-        await self._drain()
+        await self.drain()
         batch, self.queue, self.queued_chunks = self.queue, [], 0
         to_embed, self.to_embed = self.to_embed, {}
         await self._late_reuse(batch, to_embed)  # a dry run too: its would-be counts follow
-        if self.cfg.dry_run:
+        if self.dry_run:
             # Nothing is embedded or reused: what a real pass would do goes to the would-be counters.
             self.report.chunks_would_reuse += sum(item.reused for item in batch)
             self.report.chunks_would_embed += sum(len(item.chunks) - item.reused for item in batch)
             for key in to_embed:  # later batches count these as a real pass would
                 self.cache.put(key, array("f"))
             for item in batch:
-                self._record(item.page, item.decision, len(item.chunks), item.reused)
+                self.outcomes.record(item.page, item.decision, len(item.chunks), item.reused)
             return
-        if self.cfg.reuse_vectors:
+        if self.reuse_vectors:
             # Chunks that waited on the batch just finished (its texts were in flight when they
             # were queued): its vectors now, or, if its model call failed, inputs of this batch.
             for item in batch:
@@ -312,17 +312,25 @@ class EmbedStage:
                             item.reused -= 1
                         else:
                             item.vectors[i] = known
-        if self.budget_stopped or self.cfg.max_embed_tokens is not None:
+        if self.stopped or self.max_embed_tokens is not None:
             batch, to_embed = self._within_token_budget(batch, to_embed)
         texts = list(to_embed.values())
-        if self.cfg.max_embed_tokens is not None:
+        if self.max_embed_tokens is not None:
             self.bound_sent += sum(map(self.token_bound, texts))
         # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
         # for the model to finish the batch (`sync.edges.threads`).
         call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
         self.inflight, self.inflight_keys = (batch, to_embed, call), to_embed
 
-    async def _drain(self) -> None:
+    def cancel(self) -> None:
+        """An error ended the visits with a batch in flight: nothing of it is written."""
+        if self.inflight is not None:
+            _, _, call = self.inflight
+            self.inflight, self.inflight_keys = None, {}
+            if call is not None:
+                call.cancel()
+
+    async def drain(self) -> None:
         """Finish the batch in flight: wait for its vectors, then write its pages (steps 2-4 of
         the write order in `sync.engine`, in queue order). A call that failed in part fails
         only the pages one of whose texts got no vector."""
@@ -342,39 +350,39 @@ class EmbedStage:
             self._note_tokens()  # tokens a failed call spent are spent all the same
             # Nothing was deleted yet: every page keeps its old points and is retried.
             for item in batch:
-                self._fail(item.page, f"embedding failed: {exc}")
+                self.outcomes.fail(item.page, f"embedding failed: {exc}")
             return
         self._note_tokens()
         fresh = {k: v for k, v in zip(keys, vectors) if k not in failed}
         self.report.chunks_embedded += len(fresh)
         for key, vec in fresh.items():
             self.cache.put(key, vec)
-        self.last_fresh = fresh if self.cfg.reuse_vectors else {}
-        ready: list[_Pending] = []
+        self.last_fresh = fresh if self.reuse_vectors else {}
+        ready: list[PendingPage] = []
         pos = 0
         for item in batch:
-            if self.cfg.reuse_vectors:
+            if self.reuse_vectors:
                 mine = [k for k, v in zip(item.keys, item.vectors) if v is None]
             else:  # every chunk was an input of its own, in queue order
                 mine = keys[pos : pos + len(item.chunks)]
                 pos += len(item.chunks)
             why = next((failed[k] for k in mine if k in failed), None)
             if why is not None:  # old points and state kept: retried by a later pass
-                self._fail(item.page, f"embedding failed: {why}")
+                self.outcomes.fail(item.page, f"embedding failed: {why}")
                 continue
-            if self.cfg.reuse_vectors:
+            if self.reuse_vectors:
                 item.vectors = [fresh[k] if v is None else v for k, v in zip(item.keys, item.vectors)]
             else:
                 item.vectors = [fresh[k] for k in mine]
             ready.append(item)
         self.report.chunks_reused += sum(item.reused for item in ready)
-        for i in range(0, len(ready), self.cfg.write_batch):
-            await self._write(ready[i : i + self.cfg.write_batch])
+        for i in range(0, len(ready), self.write_batch):
+            await self.writer.write(ready[i : i + self.write_batch])
 
     # -- tokens: what was sent, the spending guard, what skip and reuse saved ------------------
     def _tokens_counted(self) -> int | None:
         """The embedder's count of tokens sent so far (its provider's), None if it keeps none."""
-        n = getattr(self.embedder, "tokens_embedded", None)
+        n = getattr(self.embedder, "tokens_embedded", None)  # an optional counter of remote embedders
         return n if isinstance(n, int) else None
 
     def _note_tokens(self) -> None:
@@ -389,22 +397,23 @@ class EmbedStage:
             return now - self.tokens_base
         return self.bound_sent
 
-    def _within_token_budget(self, batch: list[_Pending], to_embed: dict[str, str]) -> tuple[list[_Pending], dict[str, str]]:
+    def _within_token_budget(self, batch: list[PendingPage],
+                             to_embed: dict[str, str]) -> tuple[list[PendingPage], dict[str, str]]:
         """The batch's pages whose new texts fit what --max-embed-tokens leaves (each text's
         offline upper bound), in queue order, with just their model inputs. The first page
         that does not fit stops the embedding for the pass (`_stop_embedding`): it and every
         later page that needs a model input are left as they were; pages needing none (all
         their chunks reused) are still written."""
-        limit = self.cfg.max_embed_tokens
-        stopped = self.budget_stopped or limit is None
-        left_over = 0 if stopped else limit - self._tokens_spent()
+        limit = self.max_embed_tokens
+        stopped = self.stopped or limit is None
+        left_over = 0 if stopped or limit is None else limit - self._tokens_spent()
         keys = list(to_embed)
         taken: set[str] = set()
-        kept: list[_Pending] = []
-        left: list[_Pending] = []
+        kept: list[PendingPage] = []
+        left: list[PendingPage] = []
         cost = pos = need = 0
         for item in batch:
-            if self.cfg.reuse_vectors:
+            if self.reuse_vectors:
                 mine = [k for k, v in zip(item.keys, item.vectors) if v is None and k in to_embed and k not in taken]
             else:  # every chunk an input of its own, in queue order
                 mine = keys[pos : pos + len(item.chunks)]
@@ -422,34 +431,34 @@ class EmbedStage:
             self._stop_embedding(left, need, left_over - cost)
         return kept, {k: t for k, t in to_embed.items() if k in taken}
 
-    def _stop_embedding(self, left: list[_Pending], need: int, left_over: int | None) -> None:
+    def _stop_embedding(self, left: list[PendingPage], need: int, left_over: int | None) -> None:
         """--max-embed-tokens reached: the pass sends nothing more and visits no more pages;
         the pages `left` keep their old points and state (due again) for the next pass. One
         line in the report's errors says so (exit 1). `need`: the first left page's bound,
         `left_over`: what the budget had left for it."""
         self.report.pages_over_token_budget += len(left)
-        if self.budget_stopped:
+        if self.stopped:
             return
-        self.budget_stopped = True
+        self.stopped = True
         self.report.embed_budget_reached = True
         self.report.error("(pass)", (
-            f"token budget reached (--max-embed-tokens {self.cfg.max_embed_tokens}): the next page's new texts may "
+            f"token budget reached (--max-embed-tokens {self.max_embed_tokens}): the next page's new texts may "
             f"take up to {need} tokens (counted offline, an upper bound) and {max(0, left_over or 0)} are left; "
             f"pages not embedded keep their points and are embedded by the next pass"))
 
-    def _count_tokens(self) -> None:
+    def count_tokens(self, *, chunks_skipped: int, last_per_chunk: object, chunk_tokens: float) -> None:
         """At the pass's end: `tokens_embedded`, and the estimates of what skip and reuse saved,
-        at this pass's tokens per embedded chunk (else the last pass's, else chunk size / 4:
-        about 4 characters a token). 0 for an embedder that counts no tokens (a local model)."""
+        at this pass's tokens per embedded chunk (else the last pass's, else `chunk_tokens`,
+        the splitter's chunk size in tokens). 0 for an embedder that counts no tokens (a local model)."""
         r = self.report
         self._note_tokens()
         if self._tokens_counted() is None:
             return
         if r.tokens_embedded and r.chunks_embedded:
             r.tokens_per_chunk = round(r.tokens_embedded / r.chunks_embedded, 2)
-        last = self.last_report.get("tokens_per_chunk")
-        per_chunk = r.tokens_per_chunk or (last if isinstance(last, (int, float)) and last > 0 else None)
+        per_chunk = r.tokens_per_chunk or (
+            last_per_chunk if isinstance(last_per_chunk, (int, float)) and last_per_chunk > 0 else None)
         if per_chunk is None:
-            per_chunk = getattr(self.splitter, "chunk_size", 1000) / (1 if getattr(self.splitter, "counter", None) else 4)
-        r.tokens_saved_by_skip = round(self.chunks_skipped * per_chunk)
+            per_chunk = chunk_tokens
+        r.tokens_saved_by_skip = round(chunks_skipped * per_chunk)
         r.tokens_saved_by_reuse = round(r.chunks_reused * per_chunk)

@@ -4,14 +4,17 @@ A model that cannot run, a collection of another vector size or another model, o
 collection missing or empty while the state records indexed pages (a mistyped name as
 likely as a lost collection) stop the pass here (exit 2), before anything is created.
 With --rebuild a lost collection is rebuilt (`_start_rebuild`); a collection that lost
-some points has the pages that lack them marked pending and rewritten (`_check_points`).
-A collection is created at the pass's first write (`_ready_collection`), so a pass that
+some points has the pages that lack them marked pending and rewritten (`check_points`).
+A collection is created at the pass's first write (`ready_collection`), so a pass that
 writes nothing creates none; one that holds no points decides no model (it is replaced).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+
+from embedders.base import Embedder
 
 from ..errors import CollectionMismatchError
 from ..core.model_change import model_change_refusal
@@ -25,54 +28,77 @@ from ..core.points_check import (
     recorded_chunks,
     short_pages,
 )
-from ..edges.state import PageState
+from ..core.page import PageState
+from ..edges.state_protocol import State
+from ..edges.store import Store
 from ..edges.stored_model import can_drop, check_creatable, drop_empty_collection, stored_embedder, stored_size
+from .outcomes import Outcomes
+
+__all__ = ["CollectionCheck", "Preflight"]
 
 log = logging.getLogger("pagesync")
 
 
-class PreflightStage:
-    """The pass's checks of the collection and the model before the first request (a mixin of the pass)."""
+@dataclass(frozen=True)
+class CollectionCheck:
+    """What preflight found: the collection was missing or empty (`store_was_empty`), the
+    pages it is rebuilding (`rebuilding`: indexed pages whose points it lost, read and
+    rewritten whatever their hash says) and those short of points (`short`: rewritten).
+    `points_checked`: the store's point count was checked against the state already."""
 
-    def _init_preflight(self) -> None:
-        """What the checks found: an empty collection, a rebuild, pages short of points."""
+    store_was_empty: bool = False
+    rebuilding: frozenset[str] = frozenset()
+    short: frozenset[str] = frozenset()
+    points_checked: bool = False
+
+
+class Preflight:
+    """The pass's checks of the collection and the model before the first request, and the
+    collection's creation at the first write (`ready_collection`). `rebuild`: a lost
+    collection may be rebuilt (--rebuild); `last_report`: the last recorded pass's."""
+
+    def __init__(self, store: Store, state: State, embedder: Embedder, outcomes: Outcomes, *, rebuild: bool,
+                 repair: bool, last_report: dict):
+        self.store, self.state, self.embedder, self.outcomes = store, state, embedder, outcomes
+        self.report, self.dry_run = outcomes.report, outcomes.dry_run
+        self.allow_rebuild, self.repair, self.last_report = rebuild, repair, last_report
         self.store_was_empty = False  # the collection was missing or empty when the pass began
-        self.points_checked = False  # the store's point count was checked against the state (`_check_points`)
+        self.points_checked = False  # the store's point count was checked against the state (`check_points`)
         # Indexed pages whose points the collection lost (missing or empty at the pass's
         # start): fetched unconditionally and rewritten this pass (`_start_rebuild`).
-        self.rebuild: set[str] = set()
-        self.marked: set[str] = set()  # pages `_check_points` found short at the start: visited this pass
-        # The collection fits the embedder and exists (else `_ready_collection` makes it at the
+        self.rebuilding: frozenset[str] = frozenset()
+        self.short: frozenset[str] = frozenset()  # pages `check_points` found short at the start: visited this pass
+        # The collection fits the embedder and exists (else `ready_collection` makes it at the
         # first write); `replace_empty`: it exists with no points, made for another model.
         self.collection_ready = False
         self.replace_empty = False
 
-    def _preflight(self) -> None:
+    def run(self) -> CollectionCheck:
         """Before anything is fetched: the model can run, the collection is the one the state
         describes (not lost, or rebuilt with --rebuild; its vector size and model match), and
         its points are all there (a short page is rewritten this pass)."""
-        cfg = self.cfg
         self._check_embedder_runs()  # before any request: a model that cannot load is exit 2
         # Before ensure_collection, which would create a missing collection.
-        lost = not cfg.repair and self._collection_empty()
+        lost = not self.repair and self._collection_empty()
         self.store_was_empty = lost
         lost_pages = self._lost_pages() if lost else []
-        if lost_pages and not cfg.rebuild and not self._rebuild_under_way(lost_pages):
+        if lost_pages and not self.allow_rebuild and not self._rebuild_under_way(lost_pages):
             # A mistyped name or a lost collection: refused before anything is created.
             raise lost_refusal(self.store.collection, str(getattr(self.store, "location", "the store")), lost_pages)
         # Before anything is fetched or written: another model (or vector size) is exit 2.
         self._check_embedder()
-        if lost_pages and not cfg.dry_run:
-            self._ready_collection()  # a rebuild makes its collection first: a cut-short one goes on with it
+        if lost_pages and not self.dry_run:
+            self.ready_collection()  # a rebuild makes its collection first: a cut-short one goes on with it
         elif self.store.exists() and not self.replace_empty:
             self.store.ensure_collection(self.embedder.dimension)  # checks it; creates nothing
             self.collection_ready = True
-        elif not cfg.dry_run:
+        elif not self.dry_run:
             check_creatable(self.store)  # a --qdrant-path that cannot hold one: exit 2 before any request
         if lost_pages:
             self._start_rebuild(lost_pages)
-        elif not cfg.repair:
-            self._check_points(at_start=True)
+        elif not self.repair:
+            self.check_points(at_start=True)
+        return CollectionCheck(self.store_was_empty, self.rebuilding, self.short, self.points_checked)
 
     def _check_embedder_runs(self) -> None:
         """An embedder that can tell it cannot run here (`check()`: its package or model is
@@ -114,7 +140,7 @@ class PreflightStage:
                      "the pass's first write makes it anew for this embedder" if self.replace_empty
                      else "no model to keep")
 
-    def _ready_collection(self) -> None:
+    def ready_collection(self) -> None:
         """Before the pass's first write: the collection exists for this embedder (created
         now; an empty one made for another vector size is dropped and made anew)."""
         if self.collection_ready:
@@ -151,17 +177,17 @@ class PreflightStage:
         --max-fetches like repairs. They are marked pending in one state write before the
         first store write, so a pass killed halfway leaves the unwritten ones due and
         rewritten by the next pass (`sync.core.points_check`)."""
-        self.rebuild = {p.url for p in lost}
+        self.rebuilding = frozenset(p.url for p in lost)
         self.points_checked = True  # the whole collection is rewritten: nothing to count
         chunks = sum(p.chunk_count for p in lost)
         self.report.collection_lost = True
         self.report.pages_rebuilt = len(lost)
         log.warning("collection %r is missing or empty but the state records %s of %s: "
                     "%s them this pass", self.store.collection, plural(chunks, "chunk"), plural(len(lost), "page"),
-                    "would re-index" if self.cfg.dry_run else "re-indexing")
-        self._save(mark_for_rewrite(lost, REBUILD_MARK))
+                    "would re-index" if self.dry_run else "re-indexing")
+        self.outcomes.save(mark_for_rewrite(lost, REBUILD_MARK))
 
-    def _check_points(self, *, at_start: bool) -> None:
+    def check_points(self, *, at_start: bool) -> None:
         """The store's exact point count against the chunks the state records for its
         settled pages: a collection that lost points (deleted by hand or by another program,
         a restored backup) is reported, and the pages that lack points are marked pending
@@ -184,11 +210,11 @@ class PreflightStage:
         self.report.points_missing = missing.points
         self.report.pages_points_missing = len(missing.pages)
         when = "rewriting them this pass" if at_start else "the next pass rewrites them"
-        if self.cfg.dry_run:
+        if self.dry_run:
             when = "a pass would rewrite them"
         log.warning("collection %r holds %s but the state records %s: %s of %s are missing; %s",
                     self.store.collection, plural(stored, "point"), plural(recorded, "chunk"),
                     plural(missing.points, "point"), plural(len(missing.pages), "page"), when)
-        self._save(mark_for_rewrite(missing.pages, MISSING_MARK))
+        self.outcomes.save(mark_for_rewrite(missing.pages, MISSING_MARK))
         if at_start:
-            self.marked = {p.url for p in missing.pages}
+            self.short = frozenset(p.url for p in missing.pages)

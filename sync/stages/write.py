@@ -1,43 +1,27 @@
-"""Write: a page's replace in its crash-safe order, and the state and report rows of every outcome.
+"""Write: a page's replace in its crash-safe order.
 
-`WriteStage._write` carries out steps 2-4 of the pass's write order (`sync.engine`): mark
-the pages `pending_hash`, replace their points in the store and wait for its confirmation,
-then record the new hash, validators and schedule. `build_points` lays out a page's points
-as the contract says. Failures and skips are recorded here too (`_fail`, `_skip`).
+`Writer.write` carries out steps 2-4 of the pass's write order (`sync.engine`): mark the
+pages `pending_hash`, replace their points in the store and wait for its confirmation, then
+record the new hash, validators and schedule. `build_points` lays out a page's points as
+the contract says.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-from typing import TYPE_CHECKING, Sequence
+from typing import Callable, Sequence
 
 from ..core.decision import Action, Decision
-from ..errors import PagesyncError, StoreFullError
 from ..core.ids import chunk_id, point_id
+from ..core.page import LIVE, PageState
 from ..core.payload import METADATA_KEY, point_metadata
-from ..core.scheduler import NEW_PAGE_INTERVAL, failure_backoff
-from ..edges.state import LIVE, PageState
-from ..edges.store import PageWrite, StoredPoint
+from ..edges.state_protocol import State
+from ..edges.store import PageWrite, Store, StoredPoint
+from ..errors import PagesyncError, StoreFullError
+from .outcomes import Outcomes
+from .pending import PendingPage
 
-if TYPE_CHECKING:
-    from .embed import _Pending
-
-
-# The report counter each outcome adds one to (every Action has one).
-_COUNTERS = {
-    Action.SKIP_NOT_MODIFIED: "pages_not_modified",
-    Action.SKIP_UNCHANGED: "pages_unchanged",
-    Action.ADD: "pages_added",
-    Action.REPLACE: "pages_changed",
-    Action.PURGE: "pages_removed",
-    Action.FAIL: "pages_failed",
-    Action.SKIP_POLICY: "pages_skipped",
-}
-
-# The outcomes after which the collection holds the page's current text.
-_LANDED = frozenset({Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED, Action.ADD, Action.REPLACE})
-
+__all__ = ["Writer", "build_points"]
 
 def build_points(
     url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str,
@@ -66,118 +50,76 @@ def build_points(
     return out
 
 
-class WriteStage:
-    """The pass's writes to the state and the store, and its report lines (a mixin of the pass)."""
+class Writer:
+    """Replaces pages in the store as units and records them (steps 2-4 of the write order).
 
-    def _init_write(self) -> None:
-        """Skipped pages waiting for their state row (written in bulk), and the urls whose
-        text the collection holds as of this pass (`landed`: written, or found unchanged)."""
-        self.skips: list[PageState] = []
-        self.landed: set[str] = set()
+    `ready_collection` is called before the first store write (the collection is made
+    then: a pass that writes nothing creates none); `reschedule(page, changed)` sets a
+    written page's next visit; `fingerprint_for(url)` is the pipeline fingerprint its
+    points are recorded under. `keep_texts`: page texts go to the state for `reindex`.
+    """
 
-    def _record(self, page: PageState, decision: Decision, chunks: int | None = None,
-                reused: int | None = None) -> None:
-        r = self.report
-        a = decision.action
-        if a in _LANDED:
-            self.landed.add(page.url)
-        counter = _COUNTERS[a]
-        setattr(r, counter, getattr(r, counter) + 1)
-        if a in (Action.SKIP_NOT_MODIFIED, Action.SKIP_UNCHANGED):
-            self.chunks_skipped += page.chunk_count  # tokens_saved_by_skip (`EmbedStage._count_tokens`)
-        if decision.writes or a in (Action.FAIL, Action.SKIP_POLICY):
-            entry = {"url": page.url, "action": a.value, "reason": decision.reason}
-            if chunks is not None:
-                entry["chunks"] = chunks
-            if reused is not None:
-                entry["reused"] = reused
-            r.changes.append(entry)
-        self.on_progress(page.url, a.value)
+    def __init__(self, store: Store, state: State, outcomes: Outcomes, *, embedder_id: str, fetched_at: str,
+                 ready_collection: Callable[[], None], reschedule: Callable[[PageState, bool | None], None],
+                 fingerprint_for: Callable[[str], str], keep_texts: bool):
+        self.store, self.state, self.outcomes = store, state, outcomes
+        self.embedder_id, self.fetched_at = embedder_id, fetched_at
+        self.ready_collection, self.reschedule, self.fingerprint_for = ready_collection, reschedule, fingerprint_for
+        put_texts = getattr(state, "put_texts", None)  # an optional extra of a State
+        self._put_texts = put_texts if keep_texts else None
+        self._held: dict[str, str] = {}  # url -> extracted text of a page on its way to a write
 
-    def _fail(self, page: PageState, message: str, retry_after: float | None = None) -> None:
-        page.failures += 1
-        page.last_error = message
-        wait = failure_backoff(page.failures)
-        if retry_after is not None:  # the server said when to come back: no sooner
-            wait = max(wait, timedelta(seconds=retry_after))
-        page.due_at = self.now + wait
-        self.report.error(page.url, message)
-        self._record(page, Decision(Action.FAIL, message))
-        self._save([page])
+    def hold_text(self, url: str, markdown: str) -> None:
+        """Keep a queued page's text until its write is confirmed (then it goes to the state)."""
+        if self._put_texts is not None:
+            self._held[url] = markdown
 
-    def _skip(self, page: PageState, reason: str, last_error: str | None) -> None:
-        """Not ours to read (robots.txt, scope, size, type, too many chunks): keep its points
-        and its validators (they stay those of the stored text), look again later."""
-        page.last_error = last_error
-        page.due_at = self.now + (page.interval or NEW_PAGE_INTERVAL)
-        self.report.skip(page.url, reason)
-        self._record(page, Decision(Action.SKIP_POLICY, reason))
-        self._save([page])
-
-    def _save(self, pages: Sequence[PageState]) -> None:
-        if not self.cfg.dry_run:
-            self.state.put_many(pages)
-
-    async def _write(self, items: Sequence[_Pending]) -> None:
+    async def write(self, items: Sequence[PendingPage]) -> None:
+        """Mark `items` pending, replace their points, then record their new hash."""
+        outcomes, report = self.outcomes, self.outcomes.report
         writes = []
         for item in items:
             item.page.pending_hash = item.hash_
             writes.append(PageWrite(item.page.url, build_points(
-                item.page.url, item.chunks, item.vectors or [], hash_=item.hash_, title=item.title,
-                fetched_at=self.now_iso, embedder_id=self.embedder.model_id, headings=item.headings)))
-        self._save([i.page for i in items])
+                item.page.url, item.chunks, item.vectors_ready(), hash_=item.hash_, title=item.title,
+                fetched_at=self.fetched_at, embedder_id=self.embedder_id, headings=item.headings)))
+        outcomes.save([i.page for i in items])
         try:
-            # The collection is made at the first write (`_ready_collection`): a pass that
-            # writes nothing creates none. After the pending marks: a crash between leaves them.
-            await asyncio.to_thread(self._ready_collection)
+            # After the pending marks: a crash between leaves them, and the next pass repairs.
+            await asyncio.to_thread(self.ready_collection)
             deleted = await asyncio.to_thread(self.store.replace_pages, writes)
         except PagesyncError as exc:
             for item in items:  # pending mark stays: the next pass revisits these pages
                 item.page.failures += 1
                 item.page.last_error = str(exc)
-                self.report.error(item.page.url, str(exc))
-                self._record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
-            self._save([i.page for i in items])
+                report.error(item.page.url, str(exc))
+                outcomes.record(item.page, Decision(Action.FAIL, f"store write failed: {exc}"))
+            outcomes.save([i.page for i in items])
             if isinstance(exc, StoreFullError):
                 raise  # every later write would fail alike: the pass stops, one line (exit 1)
             return
-        self.report.chunks_deleted += deleted
-        self.report.chunks_written += sum(len(w.points) for w in writes)
+        report.chunks_deleted += deleted
+        report.chunks_written += sum(len(w.points) for w in writes)
         # Only now, with the store's confirmation, does the state take the new hash.
         for item in items:
             p = item.page
             first = item.decision.action is Action.ADD or p.content_hash is None
             # Under a new pipeline the old hash says nothing about the text: no change seen.
-            fingerprint = self._fingerprint_for(p.url)
+            fingerprint = self.fingerprint_for(p.url)
             same_pipeline = p.fingerprint == fingerprint
-            self._reschedule(p, changed=None if first else same_pipeline and p.content_hash != item.hash_)
+            self.reschedule(p, None if first else same_pipeline and p.content_hash != item.hash_)
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, fingerprint, None
             p.moved_to = None
             p.chunk_count, p.title = len(item.chunks), item.title
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
-            p.last_changed_at = self.now
+            p.last_changed_at = outcomes.now
             p.failures, p.last_error = 0, None
-            self._record(p, item.decision, len(item.chunks), item.reused)
-        self._save([i.page for i in items])
+            outcomes.record(p, item.decision, len(item.chunks), item.reused)
+        outcomes.save([i.page for i in items])
         self._keep_texts(items)
 
-    def _flush_skips(self) -> None:
-        self._save(self.skips)
-        self.skips = []
-
-    # -- page texts: kept in the state for `pagesync reindex` (an optional extra of a State) --
-    _held_texts: dict[str, str] | None = None  # url -> extracted text of a page on its way to a write
-
-    def _hold_text(self, url: str, markdown: str) -> None:
-        if self.cfg.dry_run or not hasattr(self.state, "put_texts"):
-            return
-        if self._held_texts is None:
-            self._held_texts = {}
-        self._held_texts[url] = markdown
-
-    def _keep_texts(self, items: Sequence[_Pending]) -> None:
+    def _keep_texts(self, items: Sequence[PendingPage]) -> None:
         """The written pages' texts, once the store confirmed them."""
-        held = self._held_texts or {}
-        texts = [(i.page.url, i.hash_, held.pop(i.page.url)) for i in items if i.page.url in held]
-        if texts:
-            self.state.put_texts(texts)
+        texts = [(i.page.url, i.hash_, self._held.pop(i.page.url)) for i in items if i.page.url in self._held]
+        if texts and self._put_texts is not None:
+            self._put_texts(texts)

@@ -14,7 +14,8 @@ from chunking import Splitter
 from sync.commands.audit import audit_collection
 from sync.core.ids import chunk_id, point_id
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore, StoredPoint
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from tests.helpers import Harness, page_html, para
 from tests.integration.test_property import comparable
 

@@ -7,7 +7,7 @@ import pytest
 
 from embedders import HashEmbedder
 from sync.commands.checks import choose_embedder
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from sync.errors import CollectionMismatchError
 from tests.embedders.st_cache import model_folder
 from tests.helpers import Harness, page_html, para

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from sync.commands.cli import _parse_duration
+from sync.commands.options import parse_duration as _parse_duration
 from sync.errors import ConfigError
 from sync.core.ids import chunk_id, point_id
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import page_html, para
 
 ROOT = Path(__file__).resolve().parents[2]

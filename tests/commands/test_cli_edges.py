@@ -75,7 +75,7 @@ def test_now_before_the_last_pass_warns_and_no_history_goes_negative(site, work)
     refused, and the visits it records count as no time elapsed."""
     import sqlite3
 
-    from sync.core.policy import history_from_json
+    from sync.core.history import history_from_json
 
     build(site)
     assert run(site, work, "--now", "2025-01-01T00:00:00Z").returncode == 0

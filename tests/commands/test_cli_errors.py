@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.commands.test_audit import damage
 from tests.commands.test_cli import build, cli, one_error_line, parallel, run, sitemap, stored, work  # noqa: F401
 

@@ -139,7 +139,7 @@ def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
     import pytest
 
     from sync.errors import StoreError
-    from sync.edges.store import qdrant_boundary, redact
+    from sync.edges.store_errors import qdrant_boundary, redact
 
     key = 'SEC"RET/ké y\\+%&'
     echoes = [key, json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1],
@@ -222,7 +222,8 @@ def test_the_embedded_store_refuses_a_write_under_its_free_space_margin(tmp_path
 
     from sync.edges import disk_space as store_mod  # where the free-space check asks the disk
     from sync.errors import StoreFullError
-    from sync.edges.store import MIN_FREE_BYTES, EdgeStore
+    from sync.edges.disk_space import MIN_FREE_BYTES
+    from sync.edges.edge_store import EdgeStore
 
     usage = namedtuple("usage", "total used free")
     s = EdgeStore(tmp_path / "q", "pages")
@@ -249,7 +250,7 @@ def test_a_full_disk_error_from_the_store_is_a_store_full_error(tmp_path, monkey
     import pytest
 
     from sync.errors import StoreFullError
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
 
     s = EdgeStore(tmp_path / "q", "pages", min_free_bytes=0)
     s.ensure_collection(4)

@@ -92,7 +92,7 @@ def test_reindex_to_a_cached_model_by_name_then_run_by_its_folder_embeds_nothing
     r = cli(work, "search", "p1-s1", "--qdrant-path", "q", "--json", env=env)
     assert r.returncode == 0, r.stderr
     assert {h["payload"]["embedder"] for h in json.loads(r.stdout)} == {"st:acme/docs-minilm"}
-    from sync.edges.store import EdgeStore
+    from sync.edges.edge_store import EdgeStore
 
     store = EdgeStore(work / "q", "pages")
     try:

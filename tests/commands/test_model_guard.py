@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from sync.commands.cli import app
-from sync.edges.store import EdgeStore, StoredPoint
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from tests.commands.test_cli import build, cli, one_error_line, sitemap, state_rows, stored
 
 

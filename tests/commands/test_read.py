@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 import sync
-import sync.edges.store as store_mod
+import sync.edges.shard_lock as store_mod
 from embedders import HashEmbedder
 from sync.commands.read import Collection, Hit, open_collection
-from sync.edges.store import ClientStore, EdgeStore, PageWrite
+from sync.edges.client_store import ClientStore
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import PageWrite
 from sync.errors import CollectionMismatchError, CollectionNotFoundError, ConfigError, StoreHeldError
 from sync.stages.write import build_points
 from tests.helpers import store_clock

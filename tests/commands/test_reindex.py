@@ -30,7 +30,8 @@ from sync.core.hashing import pipeline_fingerprint
 from sync.commands.reindex import ReindexConfig, ReindexFailed, new_collection_name, run_reindex
 from sync.edges.state import StateDB
 from sync.commands.status import collect_status
-from sync.edges.store import ClientStore, EdgeStore
+from sync.edges.client_store import ClientStore
+from sync.edges.edge_store import EdgeStore
 from sync.commands.transfer import export_points
 from tests.helpers import T0, Harness, page_html, para
 from tests.commands.test_cli import cli, one_error_line, parallel, sitemap, stored
@@ -376,7 +377,7 @@ def edge_look(path: Path):
         store = EdgeStore(path, "pages")
         try:
             n = store.count()  # opens the shard the alias names now, and pins it
-            dim = store._config_size()
+            dim = store.vector_size()
             hits = store.search(HashEmbedder(dim).embed(["configure the server"])[0], limit=3)
             return n, {h[1]["embedder"] for h in hits}
         finally:

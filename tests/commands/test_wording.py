@@ -12,7 +12,8 @@ from sync.core.ids import chunk_id, point_id
 from sync.core.plural import plural
 from sync.core.report import Report
 from sync.commands.status import render_status
-from sync.edges.store import EdgeStore, StoredPoint
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from tests.commands.test_cli import cli, run, work  # noqa: F401
 
 # A count of one followed (within two words) by a plural noun: "1 points", "1 live pages".

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from sync.core.budget import failed_share, within_budget
+from sync.core.budget import failed_share, within_failure_budget
 from sync.core.report import Report
 
 
@@ -25,7 +25,7 @@ def test_failed_share(failed, visited, share):
     (4, 0, 0.5, False),
 ])
 def test_within_budget(failed, visited, budget, ok):
-    assert within_budget(pages_failed=failed, pages_visited=visited, otherwise_ok=True,
+    assert within_failure_budget(pages_failed=failed, pages_visited=visited, otherwise_ok=True,
                          max_failed_share=budget) is ok
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sync.core.deploys import (DEPLOYS_KEPT, DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy,
                                change_chance, choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
                                schedules_to_json, site_signals)
-from sync.core.policy import Visit
+from sync.core.history import Visit
 
 A = {"https://h/a": "2026-01-01", "https://h/b": "2026-01-01"}
 

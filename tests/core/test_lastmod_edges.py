@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sync.stages.plan import plan_events
+from sync.core.planning import plan_events
 from sync.core.sitemaps import (
     LASTMOD_SKEW,
     collect_sitemaps,

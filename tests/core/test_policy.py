@@ -16,42 +16,15 @@ from hypothesis import strategies as st
 
 from sync.core import scheduler
 from sync.errors import ConfigError, StateError
-from sync.core.policy import (
-    DEFAULT_POLICY,
-    HISTORY_LIMIT,
-    POLICIES,
-    Candidate,
-    ChangeRatePolicy,
-    HalveDoublePolicy,
-    Policy,
-    UniformPolicy,
-    Visit,
-    accrued_staleness,
-    add_visit,
-    estimate_rate,
-    expected_staleness,
-    history_from_json,
-    history_json_with,
-    history_to_json,
-    lastmod_makes_due,
-    lastmod_trust,
-    make_policy,
-    select_visits,
-)
-from sync.core.policy import (
-    BULK_HOLD_S,
-    BULK_WINDOW_S,
-    BulkEdit,
-    BulkState,
-    PassEvidence,
-    bulk_state_from_json,
-    bulk_state_to_json,
-    change_probability,
-    pass_evidence,
-    poisson_tail,
-    update_bulk_state,
-    url_section,
-)
+from sync.core.policies import (DEFAULT_POLICY, POLICIES, ChangeRatePolicy, HalveDoublePolicy, Policy, UniformPolicy,
+                                make_policy)
+from sync.core.history import HISTORY_LIMIT, Visit, add_visit, history_from_json, history_json_with, history_to_json
+from sync.core.visit_selection import Candidate, select_visits
+from sync.core.change_rate import accrued_staleness, change_probability, estimate_rate, expected_staleness
+from sync.core.lastmod_trust import lastmod_makes_due, lastmod_trust
+from sync.core.bulk_edits import (BULK_HOLD_S, BULK_WINDOW_S, BulkEdit, BulkState, PassEvidence,
+                                  bulk_state_from_json, bulk_state_to_json, pass_evidence, poisson_tail,
+                                  update_bulk_state, url_section)
 from sync.core.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
 H = 3600.0

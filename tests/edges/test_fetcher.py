@@ -292,7 +292,7 @@ def _slow_site(delays: dict[str, float]):
 
 
 def test_each_request_has_its_own_deadline():
-    """The deadlines share one timer (`_Deadlines`), but each request's runs from its own
+    """The deadlines share one timer (`sync.edges.deadlines.Deadlines`), but each request's runs from its own
     start: a request that outlives an earlier one's deadline is not cut there, a request
     started after a quick one is cut at its own deadline, and a slow one among quick ones
     is the only one cut."""

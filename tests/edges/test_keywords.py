@@ -19,7 +19,9 @@ from sync.commands.transfer import export_points, import_points
 from sync.edges.keywords import (SPARSE_VECTOR, Sparse, document_vector, encode_queries, keyword_text,
                                  query_vector, sparse_from_json)
 from sync.edges.state import StateDB
-from sync.edges.store import ClientStore, EdgeStore, PageWrite
+from sync.edges.client_store import ClientStore
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import PageWrite
 from sync.errors import ConfigError
 from sync.stages.write import build_points
 

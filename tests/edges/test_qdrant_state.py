@@ -18,7 +18,8 @@ from qdrant_client import models as m
 from sync.errors import ConfigError, StateError, StateLockedError
 from sync.edges.qdrant_state import NEEDS_SERVER, QdrantState, state_collection_name
 from sync.edges.state import GONE, LIVE, PageState
-from sync.edges.store import ClientStore, EdgeStore, RetryingClient
+from sync.edges.client_store import ClientStore, RetryingClient
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import Harness, page_html, para
 from tests.integration.test_property import SiteEdits
 

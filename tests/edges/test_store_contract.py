@@ -21,7 +21,10 @@ import pytest
 from sync.errors import CollectionMismatchError, StoreError
 from sync.core.hashing import reuse_key
 from sync.core.ids import chunk_id, point_id
-from sync.edges.store import INDEXED_FIELDS, ClientStore, EdgeStore, PageWrite, StoredPoint
+from sync.edges.edge_config import load_config
+from sync.edges.store import INDEXED_FIELDS, PageWrite, StoredPoint
+from sync.edges.client_store import ClientStore
+from sync.edges.edge_store import EdgeStore
 
 DIM = 4
 A = "https://docs.example.com/a"
@@ -532,7 +535,7 @@ def test_edge_search_pool_size_is_set_on_create_and_on_reopening_an_older_shard(
     assert cfg["max_search_threads"] == 1 and cfg["vectors"][""]["size"] == DIM
     third = EdgeStore(tmp_path, "c")
     try:
-        assert third.count() == 2 and third._load_config(third._qe, third.dir) is None  # nothing left to rewrite
+        assert third.count() == 2 and load_config(third._qe, third.dir, third.search_threads) is None  # nothing left to rewrite
     finally:
         third.close()
     fresh = EdgeStore(tmp_path, "d")
@@ -569,7 +572,7 @@ def test_edge_store_error_names_the_failing_operation(tmp_path):
 def test_retrying_client_retries_transient_errors_only():
     from qdrant_client.http.exceptions import ResponseHandlingException
 
-    from sync.edges.store import RetryingClient
+    from sync.edges.client_store import RetryingClient
 
     class Flaky:
         calls = 0

@@ -8,8 +8,10 @@ import os
 
 import pytest
 
-import sync.edges.store as store_mod
-from sync.edges.store import SHARD_LOCK, EdgeStore, StoredPoint
+import sync.edges.shard_lock as store_mod
+from sync.edges.shard_lock import SHARD_LOCK
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from sync.errors import StoreHeldError
 from tests.helpers import store_clock
 

@@ -8,7 +8,7 @@ import pytest
 
 from chunking import Splitter
 from demo.site_server import Site, SiteServer
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import Harness
 
 pytestmark = pytest.mark.model

@@ -11,9 +11,11 @@ from chunking import Splitter
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StateLockedError
 from sync.core.ids import chunk_id, point_id
-from sync.core.policy import ChangeRatePolicy, history_from_json, host_lastmod_trust
+from sync.core.policies import ChangeRatePolicy
+from sync.core.history import history_from_json
+from sync.core.lastmod_trust import host_lastmod_trust
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import page_html, para, without_fetched_at
 
 REPORT_KEYS = {
@@ -885,7 +887,9 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
     as a fresh index of the site."""
-    import sync.engine as engine
+    import sync.stages.plan as plan_stage
+    from sync.stages.settle import Settler
+    from sync.stages.visit import Visitor
 
     build(site, n=4)
     harness.run()
@@ -897,20 +901,20 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
         raise _Killed(at)
 
     if at == "before the sitemap write":
-        monkeypatch.setattr(engine._Pass, "_within_budget", die)
+        monkeypatch.setattr(plan_stage, "record_sitemap", die)
     elif at == "before any visit":
-        monkeypatch.setattr(engine._Pass, "_visit", die)
+        monkeypatch.setattr(Visitor, "visit", die)
     elif at == "at the edited page":
-        handle = engine._Pass._handle
+        handle = Visitor.handle
 
         async def handle_or_die(self, page, result):
             if page.url.endswith("/p1.html"):
                 raise _Killed(at)
             await handle(self, page, result)
 
-        monkeypatch.setattr(engine._Pass, "_handle", handle_or_die)
+        monkeypatch.setattr(Visitor, "handle", handle_or_die)
     else:
-        monkeypatch.setattr(engine._Pass, "_apply_purges", die)
+        monkeypatch.setattr(Settler, "apply_purges", die)
     with pytest.raises(_Killed):
         harness.run(advance=timedelta(hours=1))
     monkeypatch.undo()

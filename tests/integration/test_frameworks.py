@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from sync.edges.store import ClientStore
+from sync.edges.client_store import ClientStore
 from tests.helpers import Harness, page_html
 
 pytestmark = pytest.mark.model

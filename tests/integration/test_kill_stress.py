@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 from sync.errors import StoreError
-from sync.edges.store import EdgeStore, StoredPoint
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from tests.helpers import group_alive, page_html, para, without_fetched_at
 from tests.commands.test_cli import ROOT
 
@@ -129,7 +130,7 @@ def test_a_shard_open_in_this_process_is_waited_for_without_load_attempts(tmp_pa
 
 def test_a_shard_open_in_another_process_is_loaded_once_when_released(tmp_path, counting_edge):
     code = ("import sys, time\n"
-            "from sync.edges.store import EdgeStore, StoredPoint\n"
+            "from sync.edges.edge_store import EdgeStore\nfrom sync.edges.store import StoredPoint\n"
             f"s = EdgeStore({str(tmp_path)!r}, 'c')\n"
             "s.ensure_collection(4)\n"
             "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000001', {'url': 'u'}, [1.0, 0, 0, 0])])\n"

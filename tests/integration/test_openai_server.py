@@ -18,7 +18,7 @@ import pytest
 
 from chunking.split import embedded_text
 from embedders.openai_api import PROBE_TEXT
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import page_html, para
 
 pytestmark = pytest.mark.integration

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-import sync.edges.store as store_mod
+import sync.edges.shard_lock as store_mod
 from chunking import Splitter
 from chunking.split import embedded_text
 from demo.site_server import Site, SiteServer
 from embedders import HashEmbedder
 from sync import open_collection
-from sync.edges.store import ClientStore
+from sync.edges.client_store import ClientStore
 from sync.errors import StoreHeldError
 from tests.helpers import Harness, page_html, para, store_clock
 

@@ -17,7 +17,7 @@ from sync.commands.audit import audit_collection, run_audit
 from sync.core.ids import chunk_id, point_id
 from sync.core.site_rules import SiteRules, SiteRuleSet, page_fingerprint
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.commands.test_cli import cli, sitemap, stored, work  # noqa: F401
 from tests.commands.test_reindex import reindex
 from tests.helpers import para, without_fetched_at

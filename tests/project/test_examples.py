@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sync.edges.store import EdgeStore, StoredPoint
+from sync.edges.edge_store import EdgeStore
+from sync.edges.store import StoredPoint
 from tests.integration.test_engine import build
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 
 import sync
 
-HEAVY = ("sync.engine", "sync.edges.fetcher", "sync.edges.store", "sync.commands.audit", "sync.edges.qdrant_state", "httpx", "lxml",
+HEAVY = ("sync.engine", "sync.edges.fetcher", "sync.edges.edge_store", "sync.edges.client_store", "sync.commands.audit", "sync.edges.qdrant_state", "httpx", "lxml",
          "qdrant_client", "qdrant_edge", "torch", "sentence_transformers", "onnxruntime", "trafilatura",
          "langchain_text_splitters", "rich", "pygments")
 

@@ -16,14 +16,22 @@ STAGES = Path(sync.stages.__file__).parent
 def test_the_engine_exports_only_the_pass():
     # Stage names are imported from the stage that defines them, not through the conductor.
     assert engine.__all__ == ["PassConfig", "run_pass", "arun_pass"]
-    assert sync.plan_events is sync.stages.plan_events and sync.build_points is sync.stages.build_points
+    assert sync.build_points is sync.stages.build_points
 
 
-def test_the_pass_keeps_the_methods_callers_wrap():
-    # Tests and benchmarks wrap these on the pass class: each stage is a mixin of it.
-    for name in ("_within_budget", "_visit", "_handle", "_process", "_flush", "_drain", "_save", "_apply_purges",
-                 "_reschedule_on_switch", "_write", "_judge_guard", "_read_sitemaps", "_plan", "_preflight"):
-        assert callable(getattr(engine._Pass, name)), name
+def _own_bases(tree: ast.Module, own: set[str]) -> dict[str, list[str]]:
+    return {node.name: [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in own]
+            for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+
+
+def test_no_class_is_built_from_three_of_the_projects_own_classes():
+    # The pass is a conductor calling stage objects, not one object cut into mixins.
+    files = [p for p in SYNC.rglob("*.py")]
+    trees = {p: ast.parse(p.read_text()) for p in files}
+    own = {n.name for t in trees.values() for n in ast.walk(t) if isinstance(n, ast.ClassDef)}
+    for path, tree in trees.items():
+        for name, bases in _own_bases(tree, own).items():
+            assert len(bases) < 3, (path.name, name, bases)
 
 
 def test_no_stage_imports_the_engine_or_a_command():
@@ -37,10 +45,10 @@ def test_no_stage_imports_the_engine_or_a_command():
                 assert not any(a.name.startswith("sync.engine") for a in node.names), path.name
 
 
-def test_the_plan_stage_loads_no_fetcher():
+def test_the_pure_planning_loads_no_fetcher():
     from tests.project.test_imports import loaded_after
 
-    loaded = loaded_after("import sync.stages.plan")
+    loaded = loaded_after("import sync.core.planning")
     assert not loaded["httpx"] and not loaded["sync.engine"] and not loaded["sync.edges.fetcher"]
 
 
@@ -103,3 +111,40 @@ def test_nothing_in_sync_imports_a_framework_adapter():
         rel = path.relative_to(SYNC)
         if rel.parts[0] != "integrations":
             assert "integrations" not in _sync_imports(path), str(rel)
+
+
+MAX_CLASS_LINES = 400
+
+
+def test_no_class_in_sync_is_over_400_lines():
+    # A class past this holds several responsibilities: split it into helpers it composes.
+    long = []
+    for path in sorted(SYNC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                long.append(f"{path.relative_to(SYNC)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
+# the modules a split left, each holding one idea, that must not grow back together
+SPLIT_MODULES = {
+    "core": ("history", "change_rate", "policies", "visit_selection", "lastmod_trust", "bulk_edits"),
+    "edges": ("store", "edge_store", "client_store", "point_records", "store_errors", "shard_lock", "edge_config",
+              "edge_queries", "fetcher", "host_pacing", "deadlines"),
+    "commands": ("cli", "options", "opening", "exits", "output", "pass_runner"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(SPLIT_MODULES))
+def test_each_module_is_named_in_its_package_docstring(package):
+    doc = ast.get_docstring(ast.parse((SYNC / package / "__init__.py").read_text())) or ""
+    for name in SPLIT_MODULES[package]:
+        assert (SYNC / package / f"{name}.py").exists(), name
+        assert f"`{name}`" in doc, f"sync/{package}/__init__.py does not say what `{name}` holds"
+
+
+def test_the_store_protocol_module_loads_no_backend():
+    from tests.project.test_imports import loaded_after
+
+    loaded = loaded_after("import sync.edges.store")
+    assert not loaded["qdrant_client"] and not loaded["qdrant_edge"] and not loaded["sync.edges.edge_store"]

@@ -89,7 +89,7 @@ def test_a_page_indexed_under_the_old_pipeline_is_read_and_hashed_again(site, ha
 
     import sync.engine as engine
     import sync.stages.visit as visit
-    from sync.core.policy import history_from_json
+    from sync.core.history import history_from_json
     from sync.edges.state import StateDB
 
     site.set("/code.html", _code_page("    "))

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from sync.stages.plan import plan_events
+from sync.core.planning import plan_events
 from sync.edges.state import LIVE, PageState, StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import T0, Harness, lose_collection, page_html, para, without_fetched_at
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-import sync.engine as engine
+from sync.stages.embed import EmbedQueue
 import sync.stages.visit as visit
 from chunking.split import embedded_text
 from embedders import HashEmbedder
@@ -45,9 +45,9 @@ class GatedEmbedder(HashEmbedder):
 
 
 def gate_extraction(monkeypatch, emb: GatedEmbedder) -> None:
-    """Count extractions; note the count when `_flush` hands a batch over (in the event loop,
+    """Count extractions; note the count when `EmbedQueue.flush` hands a batch over (in the event loop,
     before any worker thread runs, so there is no race with the model call)."""
-    real_extract, real_flush = visit.extract_page, engine._Pass._flush
+    real_extract, real_flush = visit.extract_page, EmbedQueue.flush
 
     def extract(*args, **kw):
         with emb.cond:
@@ -61,7 +61,7 @@ def gate_extraction(monkeypatch, emb: GatedEmbedder) -> None:
         await real_flush(self)
 
     monkeypatch.setattr(visit, "extract_page", extract)
-    monkeypatch.setattr(engine._Pass, "_flush", flush)
+    monkeypatch.setattr(EmbedQueue, "flush", flush)
 
 
 def build(site, n: int) -> None:

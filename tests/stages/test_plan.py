@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.stages.plan import plan_events, record_sitemap
+from sync.core.planning import plan_events, record_sitemap
 from sync.core.sitemaps import feed_hosts, lastmods_to_record
 from sync.edges.state import GONE, LIVE, NEW, PageState
 from tests.helpers import T0
@@ -31,7 +31,7 @@ def live(url, lastmod=OLD, **kw):
 
 
 def plan_and_record(known, sitemap_now, due=(), trusted=True):
-    """One pass's planning and first write, as `_Pass.run` does them (the budget aside)."""
+    """One pass's planning and first write, as the pass does them (the budget aside)."""
     before = {u: p.sitemap_lastmod for u, p in known.items() if p.in_sitemap}
     feed = feed_hosts(sitemap_now)
     to_record = lastmods_to_record(before, sitemap_now, feed)

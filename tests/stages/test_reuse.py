@@ -20,7 +20,7 @@ from demo.site_server import render_page
 from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StoreError
 from sync.edges.state import StateDB
-from sync.edges.store import EdgeStore
+from sync.edges.edge_store import EdgeStore
 from tests.helpers import Harness, para, without_fetched_at
 
 PAGE = "/guide.html"

@@ -7,12 +7,12 @@ from array import array
 import pytest
 
 from sync.core.ids import chunk_id, point_id
-from sync.stages.embed import _VectorCache
+from sync.stages.embed import VectorCache
 from sync.stages.write import build_points
 
 
 def test_vector_cache_drops_the_least_recently_used():
-    cache = _VectorCache(2)
+    cache = VectorCache(2)
     cache.put("a", [1.0])
     cache.put("b", [2.0])
     assert cache.get("a") == array("f", [1.0])  # a is now the most recent
@@ -22,7 +22,7 @@ def test_vector_cache_drops_the_least_recently_used():
 
 
 def test_vector_cache_of_size_zero_keeps_nothing():
-    cache = _VectorCache(0)
+    cache = VectorCache(0)
     cache.put("a", [1.0])
     assert "a" not in cache and cache.get("a") is None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sync.stages.plan import emptied_sitemap_errors, within_budget
+from sync.core.planning import emptied_sitemap_errors, within_budget
 from sync.edges.state import PageState
 
 A, B = "https://a.test/sitemap.xml", "https://b.test/sitemap.xml"
