@@ -310,6 +310,12 @@ class SiteServer:
     def url(self, path: str) -> str:
         return self.base_url + path
 
+    def serve(self, site: Site) -> None:
+        """Serve `site` from now on, on the same port (tests that share one server)."""
+        self.site = site
+        self._httpd.site = site  # type: ignore[attr-defined]
+        site.base_url = self.base_url
+
     def __enter__(self) -> "SiteServer":
         self._thread.start()
         return self

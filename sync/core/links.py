@@ -18,7 +18,7 @@ import json
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Collection, Iterable, Iterator, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from .ids import canonical_url
@@ -248,12 +248,15 @@ class Frontier:
 
     Memory: at most `limits.max_pages` URLs are ever admitted (the queue holds only admitted
     ones), and the per-pattern counters count admitted URLs only, so the whole is O(max_pages)
-    however many links the site has. `offer` past the bound drops the URL and sets
-    `bound_hit`: the crawl did not see the whole site, so nothing may be purged for not being
-    reached. A URL a rule refuses is no page of the crawl (counted in `refused` by reason).
+    however many links the site has. `tracked` (the pages the crawl holds already) keep their
+    room: a URL not among them is admitted only while fewer than `max_pages - len(tracked)`
+    such URLs are, so new links found early never crowd out a tracked page found later.
+    `offer` past the bound drops the URL and sets `bound_hit`: the crawl did not see the whole
+    site. A URL a rule refuses is no page of the crawl (counted in `refused` by reason); one a
+    link-trap cap refused marks its series as cut (`cut_series`).
     """
 
-    def __init__(self, rules: CrawlRules, starts: Iterable[str] = ()):
+    def __init__(self, rules: CrawlRules, starts: Iterable[str] = (), tracked: Collection[str] = ()):
         self.rules = rules
         self.admitted: dict[str, None] = {}  # insertion-ordered: the order of discovery
         self.queue: deque[str] = deque()
@@ -262,6 +265,9 @@ class Frontier:
         self.last_refusal: str | None = None  # why the last `offer` refused its URL
         self._queries: dict[str, int] = {}  # path (scheme+host+path) -> distinct query strings admitted
         self._shapes: dict[str, int] = {}  # scheme+host+folded path -> URLs admitted
+        self._cut: set[str] = set()  # the paths and folded paths a cap refused a URL of
+        self._tracked = tracked
+        self._new_room = rules.limits.max_pages - len(tracked)  # URLs not tracked that may still be admitted
         for url in starts:
             self.offer(url)
 
@@ -287,18 +293,30 @@ class Frontier:
         base, _, query = url.partition("?")
         shape = _shape(base)
         if query and self._queries.get(base, 0) >= lim.max_query_variants:
+            self._cut.add(base)
             return self._refuse("too many query strings on one path")
         if self._shapes.get(shape, 0) >= lim.max_pattern_variants:
+            self._cut.add(shape)
             return self._refuse("too many pages of one numbered pattern")
-        if len(self.admitted) >= lim.max_pages:
+        known = url in self._tracked
+        if len(self.admitted) >= lim.max_pages or (not known and self._new_room <= 0):
             self.bound_hit = True
             return self._refuse("over --max-pages")
+        if not known:
+            self._new_room -= 1
         self.admitted[url] = None
         self.queue.append(url)
         if query:
             self._queries[base] = self._queries.get(base, 0) + 1
         self._shapes[shape] = self._shapes.get(shape, 0) + 1
         return True
+
+    def cut_series(self, url: str) -> bool:
+        """Whether a cap refused a URL of `url`'s series (its path with another query string,
+        or a path of its numbered pattern): what `url` listed may have moved on past the cut
+        (a pager's `?page=33`), where this crawl does not look."""
+        base = url.partition("?")[0]
+        return base in self._cut or _shape(base) in self._cut
 
     def take_level(self) -> list[str]:
         """Every URL queued now (one breadth-first level), in discovery order."""

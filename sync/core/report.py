@@ -117,6 +117,9 @@ class Report:
     # pages it no longer reaches; None without a crawl), and its refused links by reason.
     pages_crawled: int = 0
     crawl_complete: bool | None = None
+    # An incomplete crawl that read every page it reached healthy but could not hold all it
+    # found (over --max-pages, a page's links cut): its unreached pages leave when several agree.
+    crawl_bounded: bool = False
     crawl_refused: dict[str, int] = field(default_factory=dict)
     # New URLs a crawl found but did not track: its pages were at --max-pages. A pass that
     # overflows after one that did is exit 1 (`overflow_again`, not a report key).
@@ -182,7 +185,8 @@ class Report:
             chunks += f", {plural(self.tokens_embedded, 'token')}"
         if self.crawl_complete is not None:  # a crawl ran: how far it got
             deferred += f", crawl reached {plural(self.pages_crawled, 'page')}" + (
-                "" if self.crawl_complete else " (incomplete: nothing purged for not being linked)")
+                "" if self.crawl_complete else " (incomplete: an unreached page leaves only when several crawls agree)"
+                if self.crawl_bounded else " (incomplete: nothing purged for not being linked)")
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "

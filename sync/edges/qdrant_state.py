@@ -80,7 +80,7 @@ NEEDS_SERVER = ("--state qdrant keeps the page state in Qdrant next to the colle
 _LEASE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "pagesync:lease"))
 _BATCH = 256
 _DEFAULTS = {"status": NEW, "source": "sitemap", "in_sitemap": False, "chunk_count": 0, "failures": 0,
-             "lastmod_pending": False}
+             "lastmod_pending": False, "unlinked_misses": 0}
 
 
 def state_collection_name(collection: str) -> str:

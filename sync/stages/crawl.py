@@ -18,11 +18,13 @@ its own URL, the canonical is crawled instead). These apply to the pages the cra
 
 A complete crawl (no failure, no bound hit, no page's links cut short) knows the site's
 reachable pages: the crawl's pages it no longer reaches leave like pages that left a
-sitemap (behind the mass-deletion guard), and a sitemap page the crawl reaches stays when
-its sitemap drops it (it becomes a crawl page). An incomplete crawl purges nothing for not
-being reached. A start page that answers 404/410 is a broken deploy or configuration, as a
-sitemap that does: an error of the pass (exit 1, `crawl_start_errors`), and one never
-tracked leaves no row (it is named again by the next pass).
+sitemap (behind the mass-deletion guard) once a second crawl agrees, and a sitemap page the
+crawl reaches stays when its sitemap drops it (it becomes a crawl page). A crawl incomplete
+only for what it could not hold (bounded) needs more crawls to agree; any other incomplete
+crawl purges nothing for not being reached (`sync.core.unlinked`). A start page that
+answers 404/410 is a broken deploy or configuration, as a sitemap that does: an error of
+the pass (exit 1, `crawl_start_errors`), and one never tracked leaves no row (it is named
+again by the next pass).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from ..core.ids import canonical_url
 from ..core.link_authority import CrawlAnswer, held_reason, lost_links
 from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
                           links_to_json, read_links)
-from ..core.unlinked import CLEAR, MARK, PURGE, WAIT, purge_reason, unlinked_step
+from ..core.unlinked import BOUNDED, CLEAR, COMPLETE, INCOMPLETE, MARK, PURGE, WAIT, purge_reason, unlinked_step
 from ..core.page import GONE, LIVE, NEW, PageState
 from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
@@ -215,8 +217,9 @@ class Crawl:
         # links (a bound or cap never trades a tracked page for a new one), and they count
         # toward --max-pages (`_crawl_visit` tracks no new page past it).
         self.crawl_tracked = {p.url for p in self.state.all_pages() if p.source == "crawl" and p.status != GONE}
-        frontier = Frontier(self.crawl_rules, starts)
+        frontier = Frontier(self.crawl_rules, starts, tracked=self.crawl_tracked)
         complete = True
+        bounded = False  # incomplete only for what it could not hold (`sync.core.unlinked.BOUNDED`)
         fed = False
         while True:
             level = frontier.take_level()
@@ -243,7 +246,7 @@ class Crawl:
                 if links is None:
                     continue
                 if links.truncated:
-                    complete = False
+                    bounded = True
                     self._crawl_incomplete("a page had too many links")
                 if links.canonical and links.canonical != url and url not in self.crawl_moved:
                     offered.append(links.canonical)  # an alias read in an earlier pass
@@ -254,7 +257,7 @@ class Crawl:
                         and frontier.last_refusal in _CAPS:
                     self.crawl_capped.add(link)  # still linked, refused by a cap only: reached
         if frontier.bound_hit or self.crawl_overflow:
-            complete = False
+            bounded = True
             self._crawl_incomplete("over --max-pages")
         # A start page gone or not ours to read is a broken deploy or configuration, not an
         # empty site (as an emptied sitemap): nothing is purged for not being reached.
@@ -271,7 +274,7 @@ class Crawl:
                 seen = self.crawl_seen[url]
                 log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
                             url, "skipped" if seen == SKIPPED else self.crawl_held[url])
-        self._crawl_settle(frontier, complete)
+        self._crawl_settle(frontier, INCOMPLETE if not complete else BOUNDED if bounded else COMPLETE)
 
     def _feed_level(self, frontier: Frontier, feed_pages: Sequence[str], sitemap_now: dict[str, str | None]) -> list[str]:
         """The pages the change feed names that the links did not reach (nor a sitemap lists),
@@ -324,6 +327,8 @@ class Crawl:
                     and page.due_at > self.now:
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
+            elif url in self.crawl_starts and page.status == GONE:
+                pass  # a start page gone is asked again every pass: a glitch freezes no discovery till it is due
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
                 continue  # not indexed (noindex, an alias), or a hub's first 404, not due: its kept links stand
             elif page.status == GONE and page.due_at is not None and page.due_at > self.now:
@@ -337,12 +342,13 @@ class Crawl:
         self.outcomes.save([p for p in new if p.url not in self.crawl_starts])
         await visitor.visit(pages)
 
-    def _crawl_settle(self, frontier: Frontier, complete: bool) -> None:
+    def _crawl_settle(self, frontier: Frontier, verdict: str) -> None:
         """Report the crawl; keep the sitemap pages it reaches; mark, clear or purge the
         crawl pages it does not reach (`sync.core.unlinked`: a purge needs two complete
-        crawls a revisit interval apart; the guard judges it)."""
+        crawls a revisit interval apart, or more bounded ones; the guard judges it)."""
         r = self.report
-        r.pages_crawled, r.crawl_complete = len(frontier), complete
+        complete = verdict == COMPLETE
+        r.pages_crawled, r.crawl_complete, r.crawl_bounded = len(frontier), complete, verdict == BOUNDED
         r.crawl_refused = dict(sorted(frontier.refused.items()))
         # What the crawl found but may not hold: links past the frontier's bound, and new
         # pages past the tracked ones' (both --max-pages).
@@ -362,24 +368,30 @@ class Crawl:
                 del purges[url]  # still linked: the crawl keeps it
                 page.source, page.in_sitemap = "crawl", False
                 self.outcomes.save([page])
-        if not complete and self.crawl_why:  # a start page that could not be read was said already
+        if verdict == INCOMPLETE and self.crawl_why:  # a start page that could not be read was said already
             log.info("crawl incomplete (%s): no page purged for not being linked", ", ".join(self.crawl_why))
+        elif verdict == BOUNDED:
+            log.info("crawl incomplete (%s): a page it did not reach leaves only when several crawls agree",
+                     ", ".join(self.crawl_why))
         changed: list[PageState] = []
         for page in self.state.all_pages():
             if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in purges:
                 continue
             reached = page.url in frontier or page.url in self.crawl_capped
-            step = unlinked_step(reached=reached, complete=complete, since=page.unlinked_since,
-                                 by=page.unlinked_by, interval=page.interval, now=self.now,
-                                 dropped_by=self.crawl_dropped.get(page.url))
+            dropped_by = self.crawl_dropped.get(page.url)
+            linker = page.unlinked_by or dropped_by
+            step = unlinked_step(reached=reached, crawl=verdict, since=page.unlinked_since, by=page.unlinked_by,
+                                 misses=page.unlinked_misses, interval=page.interval, now=self.now,
+                                 dropped_by=dropped_by, behind_cut=linker is not None and frontier.cut_series(linker))
             if step.action == PURGE:
                 assert step.since is not None
-                self.ledger.queue_purge(page, left_sitemap=True, reason=purge_reason(step.since, step.by, self.now))
-            elif step.action in (CLEAR, MARK, WAIT) and (step.since, step.by) != (page.unlinked_since,
-                                                                                   page.unlinked_by):
+                self.ledger.queue_purge(page, left_sitemap=True,
+                                        reason=purge_reason(step.since, step.by, self.now, step.misses))
+            elif step.action in (CLEAR, MARK, WAIT) and (step.since, step.by, step.misses) != (
+                    page.unlinked_since, page.unlinked_by, page.unlinked_misses):
                 if step.action == MARK:
                     log.info("crawl: %s is no longer linked (%s); it leaves if a complete crawl a revisit "
                              "interval from now agrees", page.url, step.by or "no page reached links it")
-                page.unlinked_since, page.unlinked_by = step.since, step.by
+                page.unlinked_since, page.unlinked_by, page.unlinked_misses = step.since, step.by, step.misses
                 changed.append(page)
         self.outcomes.save(changed)

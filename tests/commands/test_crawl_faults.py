@@ -1,4 +1,4 @@
-"""A link crawl loses no live page to a fault: each a `pagesync run --crawl` subprocess on a local site.
+"""A link crawl loses no live page to a fault: each `pagesync run --crawl` (in process) on a local site.
 
 The site: an index linking 5 hubs, each linking 4 leaves (26 pages). A first pass indexes it
 whole; then one hub answers badly (a stub, a wrong type, a 404, a redirect to a login, ...)
@@ -9,14 +9,16 @@ purged: the hub's answer is not evidence that its leaves left the site.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from typer.testing import CliRunner
 
-from demo.site_server import Site, render_page
-from tests.commands.test_run_crawl import cli
+from demo.site_server import Site, SiteServer, render_page
+from sync.commands.cli import app
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -53,10 +55,31 @@ def live_pages(work: Path) -> set[str]:
         db.close()
 
 
+@pytest.fixture(scope="module")
+def server():
+    """One local server for the module; each test serves its own `Site` on it."""
+    with SiteServer(Site()) as srv:
+        yield srv
+
+
+@pytest.fixture
+def site(server, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("PAGESYNC_", "QDRANT_")):
+            monkeypatch.delenv(name)
+    s = Site()
+    server.serve(s)
+    s.server = server  # type: ignore[attr-defined]
+    return s
+
+
 def run(site: Site, work: Path, now: str, *extra: str):
-    r = cli(work, "run", "--crawl", site.server.url("/docs/index.html"), "--embedder", "fake", "--now", now,
-            "--report", "r.json", "-q", *extra)
-    rep = json.loads((work / "r.json").read_text()) if (work / "r.json").exists() else {}
+    report = work / "r.json"
+    report.unlink(missing_ok=True)
+    r = CliRunner().invoke(app, ["run", "--crawl", site.server.url("/docs/index.html"), "--embedder", "fake",
+                                 "--now", now, "--state", str(work / ".pagesync" / "state.db"), "--qdrant-path",
+                                 str(work / ".pagesync" / "qdrant"), "--report", str(report), "-q", *extra])
+    rep = json.loads(report.read_text()) if report.exists() else {}
     return r, rep
 
 
@@ -102,11 +125,11 @@ FAULTS: dict[str, Callable[[Site], None]] = {
 def test_one_bad_answer_of_a_hub_purges_none_of_its_leaves(site, tmp_path, fault):
     build(site)
     r, rep = run(site, tmp_path, T0)
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert live_pages(tmp_path) == ALL
     FAULTS[fault](site)
     r, rep = run(site, tmp_path, T1)
-    assert r.returncode in (0, 1), r.stderr
+    assert r.exit_code in (0, 1), r.stderr
     live = live_pages(tmp_path)
     assert LEAVES_OF_FAULTY <= live, (fault, sorted(LEAVES_OF_FAULTY - live), rep.get("removed"))
     # Healthy again: the index is the site's, the next pass or the one after.
@@ -114,7 +137,7 @@ def test_one_bad_answer_of_a_hub_purges_none_of_its_leaves(site, tmp_path, fault
     site.remove("/robots.txt")
     run(site, tmp_path, T2)
     r, rep = run(site, tmp_path, T3)
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert live_pages(tmp_path) == ALL
 
 
@@ -125,10 +148,10 @@ def test_a_hub_that_really_drops_a_link_loses_the_leaf_after_two_complete_crawls
     run(site, tmp_path, T0)
     site.set("/docs/s1/index.html", hub_html(1).replace('<li><a href="/docs/s1/p2.html">Leaf 1.2</a></li>', ""))
     r, rep = run(site, tmp_path, T1)
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert "docs/s1/p2.html" in live_pages(tmp_path)  # one crawl is no evidence yet
     r, rep = run(site, tmp_path, T2)
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert live_pages(tmp_path) == ALL - {"docs/s1/p2.html"}
     out = (tmp_path / "r.json").read_text()
     assert "/docs/s1/index.html" in out and "2031-03-31" in out, out
@@ -140,7 +163,7 @@ def test_a_page_dropped_twice_in_one_day_stays_until_a_revisit_interval_passed(s
     site.set("/docs/s1/index.html", hub_html(1).replace('<li><a href="/docs/s1/p2.html">Leaf 1.2</a></li>', ""))
     run(site, tmp_path, T1)
     r, rep = run(site, tmp_path, "2031-03-31T07:00:00Z", "--full")
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     assert "docs/s1/p2.html" in live_pages(tmp_path)
 
 
@@ -166,13 +189,13 @@ def test_a_numbered_pattern_cap_never_trades_a_tracked_page_for_a_new_one(site, 
         site.set(f"/docs/posts/{n}.html", render_page(f"Post {n}", f"<p>Post number {n} of the blog.</p>", nav=[]))
     _posts_index(site, range(1, 301))
     r, rep = run(site, tmp_path, T0)
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.stderr
     first = live_pages(tmp_path)
     assert rep["crawl_refused"]["too many pages of one numbered pattern"] == 44 and len(first) == 257
     _posts_index(site, range(300, 0, -1))  # newest first
     for now in (T1, T2):
         r, rep = run(site, tmp_path, now)
-        assert r.returncode == 0, r.stderr
+        assert r.exit_code == 0, r.stderr
         assert live_pages(tmp_path) == first, sorted(first - live_pages(tmp_path))[:5]
 
 
@@ -183,45 +206,137 @@ def test_a_301_target_is_reached_through_its_source_on_every_pass(site, tmp_path
     site.redirect("/docs/s1/p2.html", "/docs/s1/moved-here.html", 301)
     for now in (T0, T1, "2031-04-02T06:00:00Z", T2, T3):
         r, rep = run(site, tmp_path, now)
-        assert r.returncode == 0, r.stderr
+        assert r.exit_code == 0, r.stderr
         assert "docs/s1/moved-here.html" in live_pages(tmp_path), now
     db = sqlite3.connect(tmp_path / ".pagesync" / "state.db")
     (moved,) = db.execute("SELECT moved_to FROM pages WHERE url LIKE '%/docs/s1/p2.html'").fetchone()
     assert moved.endswith("/docs/s1/moved-here.html")
 
 
-def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_path):
-    """Visitor ids in links: every page read links 3 URLs never seen before."""
+def _letters(n: int, width: int = 6) -> str:
+    out = ""
+    for _ in range(width):
+        n, d = divmod(n, 26)
+        out += chr(97 + d)
+    return out
+
+
+def test_a_newest_first_listing_loses_no_old_post_to_the_cap(site, tmp_path):
+    """An index of 300 posts, newest first, past the numbered pattern's cap of 256; each pass
+    adds a post at the top. The cap refuses the new post, never an old one still listed."""
+    posts = list(range(1, 301))
+
+    def publish(n: int) -> None:
+        site.set(f"/docs/posts/{n}.html", render_page(f"Post {n}", f"<p>Post number {n} of the blog.</p>", nav=[]))
+
+    for n in posts:
+        publish(n)
+    _posts_index(site, reversed(posts))
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0, r.stderr
+    first = live_pages(tmp_path)
+    assert len(first) == 257 and "docs/posts/300.html" in first and "docs/posts/44.html" not in first
+    for now in (T1, T2, T3, "2031-07-01T06:00:00Z"):
+        posts.append(posts[-1] + 1)
+        publish(posts[-1])
+        _posts_index(site, reversed(posts))
+        r, rep = run(site, tmp_path, now)
+        assert r.exit_code == 0, r.stderr
+        live = live_pages(tmp_path)
+        assert first <= live, (now, sorted(first - live)[:5], rep.get("changes", [])[:3])
+
+
+def _slug(n: int) -> str:
+    return "post-" + _letters(n)
+
+
+def test_a_shift_across_the_pagers_cap_loses_no_post(site, tmp_path):
+    """A listing of 10 posts a page, `list.html?page=1..32`, the most query strings one path
+    may have; 10 new posts shift every post down, the oldest 10 onto `?page=33`, past the
+    cap. They are still listed: none is purged, and the new ones are indexed."""
+    posts = list(range(320))
+
+    def publish(n: int) -> None:
+        site.set(f"/docs/posts/{_slug(n)}.html",
+                 render_page(f"Post {n}", f"<p>Post {n} of the blog, in a few words.</p>", nav=[]))
+
+    def pager(path: str):
+        from demo.site_server import Resource
+
+        if not path.startswith("/docs/list.html?page="):
+            return None
+        page = int(path.rsplit("=", 1)[1])
+        newest = posts[::-1][(page - 1) * 10: page * 10]
+        if not newest:
+            return None
+        links = "".join(f'<li><a href="/docs/posts/{_slug(n)}.html">Post {n}</a></li>' for n in newest)
+        return Resource(render_page(f"Posts, page {page}", f"<p>The blog's posts, newest first.</p><ul>{links}</ul>",
+                                    nav=[]).encode(), mtime=0)
+
+    def index() -> None:
+        pages = "".join(f'<a href="/docs/list.html?page={p}">{p}</a> ' for p in range(1, (len(posts) + 9) // 10 + 1))
+        site.set("/docs/index.html", render_page("Blog", f"<p>The blog, page by page.</p><p>{pages}</p>", nav=[]))
+
+    site.dynamic = pager
+    for n in posts:
+        publish(n)
+    index()
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0, r.stderr
+    first = live_pages(tmp_path)
+    assert len(first) == 1 + 32 + 320 and rep["crawl_complete"] is True
+    for n in range(320, 330):
+        posts.append(n)
+        publish(n)
+    index()
+    for now in (T1, T2, T3):
+        r, rep = run(site, tmp_path, now)
+        assert r.exit_code == 0, r.stderr
+        assert rep["crawl_refused"]["too many query strings on one path"] == 1
+        live = live_pages(tmp_path)
+        assert first <= live, (now, sorted(first - live)[:5])
+        assert {f"docs/posts/{_slug(n)}.html" for n in range(320, 330)} <= live
+
+
+def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_path, caplog):
+    """Visitor ids in links: a page linking 3 URLs never seen before on every read, and each of
+    those the same. Over six passes the tracked pages never exceed --max-pages, each pass says
+    it found more than it may hold, and the visit pages nothing links any more expire (behind
+    the guard), while every page of the docs stays."""
     import itertools
+
+    from demo.site_server import Resource
 
     fresh = itertools.count()
 
-    def sid() -> str:
-        n, out = next(fresh), ""
-        for _ in range(6):
-            n, d = divmod(n, 26)
-            out += chr(97 + d)
-        return out
-
-    def dynamic(path: str):
-        from demo.site_server import Resource
-
-        if not path.startswith("/docs/s/"):
+    def visit_page(path: str):
+        if path != "/docs/visit.html" and not path.startswith("/docs/s/"):
             return None
-        links = "".join(f'<a href="/docs/s/{sid()}/page.html">more</a>' for _ in range(3))
+        links = "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3))
         return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}",
                                     nav=[]).encode())
 
-    site.dynamic = dynamic
-    links = "".join(f'<a href="/docs/s/{sid()}/page.html">start</a>' for _ in range(3))
-    site.set("/docs/index.html", render_page("Docs", f"<p>The start of the docs.</p>{links}", nav=[]))
-    codes, overflow = [], []
-    for now in (T0, T1, T2):
-        r, rep = run(site, tmp_path, now, "--max-pages", "40")
-        codes.append(r.returncode)
+    site.dynamic = visit_page
+    docs = [f"/docs/guide/{_letters(i, 3)}.html" for i in range(50)]
+    for path in docs:
+        site.set(path, render_page("Guide", f"<p>A page of the guide: {path}, explained at length.</p>", nav=[]))
+    links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in docs)
+    site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
+                                             '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
+    stable = {"docs/index.html", "docs/visit.html"} | {p.lstrip("/") for p in docs}
+    codes, overflow, warnings, visits, reasons = [], [], [], [], []
+    for day in range(0, 24, 4):
+        caplog.clear()
+        r, rep = run(site, tmp_path, f"2031-03-{1 + day:02d}T06:00:00Z", "--max-pages", "60")
+        codes.append(r.exit_code)
         overflow.append(rep["crawl_overflow"])
-        assert len(_tracked(tmp_path)) <= 40
-        assert rep["crawl_complete"] is False
-    assert codes[0] == 0 and codes[1:] == [1, 1], codes
-    assert all(n > 0 for n in overflow[1:]), overflow
-    assert "more pages than --max-pages 40" in r.stderr
+        warnings.append(sum("more pages than --max-pages 60" in m for m in caplog.messages))
+        tracked = _tracked(tmp_path)
+        assert len(tracked) <= 60 and stable <= live_pages(tmp_path), day
+        assert rep["crawl_complete"] is False and rep["crawl_bounded"] is True
+        visits.append(tracked - stable)
+        reasons += [c["reason"] for c in rep["changes"] if c["action"] == "removed"]
+    assert codes == [0, 1, 1, 1, 1, 1], codes
+    assert all(n > 0 for n in overflow) and warnings == [1] * 6, (overflow, warnings)
+    assert visits[0] and not visits[0] & visits[-1], "the first pass's visit pages never expired"
+    assert reasons and all("/docs/" in r and "2 later crawls, the last at" in r for r in reasons), reasons[:3]

@@ -127,6 +127,39 @@ def test_frontier_caps_query_strings_per_path_and_numbered_patterns():
     assert f.refused["too many query strings on one path"] == 97
 
 
+def test_tracked_pages_keep_their_room_of_the_bound():
+    """New links found first never crowd out a tracked page found later; the whole stays
+    within max_pages, and the tracked pages past it (a lowered bound) are refused too."""
+    tracked = {f"https://h/docs/t{i}" for i in range(3)}
+    f = Frontier(rules(max_pages=5), ["https://h/docs/t0"], tracked=tracked)
+    assert f.offer("https://h/docs/new1") and f.offer("https://h/docs/new2")  # 5 - 3 tracked: room for 2 new
+    assert not f.offer("https://h/docs/new3") and f.bound_hit
+    assert f.offer("https://h/docs/t1") and f.offer("https://h/docs/t2") and len(f) == 5
+    lowered = Frontier(rules(max_pages=2), tracked=tracked)
+    assert [lowered.offer(u) for u in sorted(tracked)] == [True, True, False] and len(lowered) == 2
+
+
+@given(st.lists(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=40),
+       st.sets(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=6), st.integers(1, 8))
+def test_a_tracked_page_offered_is_admitted_while_the_tracked_fit(offers, tracked, max_pages):
+    f = Frontier(rules(max_pages=max_pages), tracked=tracked)
+    for url in offers:
+        f.offer(url)
+    assert len(f) <= max_pages and sum(u not in tracked for u in f) <= max(0, max_pages - len(tracked))
+    if len(tracked) <= max_pages:
+        assert set(offers) & tracked <= set(f)
+
+
+def test_a_cap_cuts_the_series_of_the_refused_url():
+    f = Frontier(rules(max_query_variants=2, max_pattern_variants=2))
+    for n in range(1, 4):
+        f.offer(f"https://h/docs/list.html?page={n}")
+        f.offer(f"https://h/docs/cal/{n}.html")
+    assert f.cut_series("https://h/docs/list.html?page=2") and f.cut_series("https://h/docs/list.html")
+    assert f.cut_series("https://h/docs/cal/2.html") and f.cut_series("https://h/docs/cal/17.html")
+    assert not f.cut_series("https://h/docs/index.html") and not f.cut_series("https://h/docs/other.html?page=1")
+
+
 def test_frontier_is_breadth_first_once_each_and_marks_its_bound():
     f = Frontier(rules(max_pages=3), ["https://h/docs/a", "https://h/docs/a"])
     assert f.take_level() == ["https://h/docs/a"]

@@ -90,6 +90,7 @@ def full_page(url="https://e.com/a") -> PageState:
         moved_to="https://e.com/a-new",
         unlinked_since=T0 - timedelta(hours=5),
         unlinked_by="https://e.com/hub.html",
+        unlinked_misses=2,
     )
 
 

@@ -248,6 +248,18 @@ def test_a_start_page_gone_purges_nothing_for_not_being_linked(harness):
     assert urls(harness) == {"/a.html", "/b.html"}
 
 
+def test_a_start_page_back_after_a_404_is_read_the_next_pass(harness):
+    """A start page's 404 (a deploy's glitch) is asked again every pass, not when it is due:
+    the pages it links once back are found the next pass."""
+    build_docs(harness.site, pages=["index", "a", "b"])
+    crawl(harness)
+    harness.site.remove("/index.html")
+    crawl(harness, advance=timedelta(days=30))
+    build_docs(harness.site, pages=["index", "a", "b", "c"])
+    rep = crawl(harness, advance=timedelta(hours=1))
+    assert rep.crawl_complete is True and urls(harness) == {"/index.html", "/a.html", "/b.html", "/c.html"}
+
+
 def test_the_filter_hook_keeps_pages_out_of_the_crawl(harness):
     """The include/exclude rules come in as a hook on the canonical URL: a refused page is never fetched."""
     build_docs(harness.site)
