@@ -16,9 +16,8 @@ from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import urljoin
 
-from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
-                            choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
-                            schedules_to_json, site_signals)
+from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, choose_at_deploy, deploy_candidate,
+                            deploy_seen, deploys_between, schedules_from_json, schedules_to_json, site_signals)
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
@@ -194,7 +193,7 @@ class DeployStage:
 
     def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState]) -> list[str]:
         """The pages of the deploying static hosts whose chance of a change since their
-        last visit reaches the threshold, within --max-fetches. Pages a trusted feed or a
+        last visit reaches the threshold, or whose turn it is, within --max-fetches. Pages a trusted feed or a
         trusted lastmod covers are left to them."""
         now_s = self.now.timestamp()
         cands: list[DeployCandidate] = []
@@ -205,13 +204,12 @@ class DeployStage:
             if self.sitemap_now.get(p.url) is not None and url_host(p.url)[0] in self.feed_hosts \
                     and self._lastmod_due(p.url):
                 continue
-            deploys = self.schedules[url_host(p.url)[0]].deploys
-            last_s = p.last_fetched_at.timestamp()
-            k = deploys_between(deploys, last_s, now_s)
-            if not k:
+            hs = self.schedules[url_host(p.url)[0]]
+            cand = deploy_candidate(p.url, history_from_json(p.history), p.last_fetched_at.timestamp(), hs.deploys,
+                                    hs.deploy_count, now_s)
+            if cand is None:
                 continue
-            chance = change_chance(chance_per_deploy(history_from_json(p.history), last_s, deploys), k)
-            cands.append(DeployCandidate(chance, p.url))
+            cands.append(cand)
             known.setdefault(p.url, p)
         return choose_at_deploy(cands, self.cfg.max_fetches)
 
