@@ -97,7 +97,8 @@ def site_signals(entries: Mapping[str, str | None], validators: Mapping[str, tup
                  feeds: Mapping[str, str | None] | None = None) -> dict[str, SiteSignal]:
     """Per host (netloc): the signal of this pass. `entries` url -> lastmod (the sitemaps'),
     `validators` sitemap URL -> (etag, last-modified) as kept after the pass read it,
-    `feeds` host -> digest of its feed body (None or absent: no feed)."""
+    `feeds` host -> digest of its feed body (None or absent: no feed). A host with a feed
+    and no entries (a crawled site) has a signal too."""
     by_host: dict[str, list[str]] = {}
     for url in sorted(entries):
         by_host.setdefault(_host(url), []).append(f"{url} {entries[url] or ''}")
@@ -106,8 +107,9 @@ def site_signals(entries: Mapping[str, str | None], validators: Mapping[str, tup
         etag, lm = validators[sm]
         vals.setdefault(_host(sm), []).append(f"{sm} {etag or ''} {lm or ''}")
     feeds = feeds or {}
-    return {h: SiteSignal(_digest(vals.get(h, ())), _digest(lines), feeds.get(h))
-            for h, lines in by_host.items()}
+    # A host with a feed and no sitemap entries (a crawl): its feed alone is its signal.
+    hosts = sorted(set(by_host) | {h for h, f in feeds.items() if f is not None})
+    return {h: SiteSignal(_digest(vals.get(h, ())), _digest(by_host.get(h, ())), feeds.get(h)) for h in hosts}
 
 
 def deploy_seen(before: SiteSignal | None, now: SiteSignal | None) -> bool:

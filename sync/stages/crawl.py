@@ -211,6 +211,7 @@ class CrawlStage:
             level = frontier.take_level()
             if not level and not fed:  # the links are walked: then the feed's pages they did not reach
                 fed = True
+                await self._crawl_feed()  # a feed the crawled pages' generator tag named (`sync.stages.deploys`)
                 level = self._feed_level(frontier)
             if not level:
                 break

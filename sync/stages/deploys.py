@@ -14,6 +14,7 @@ import hashlib
 import logging
 from dataclasses import replace
 from datetime import timedelta
+from typing import Iterable
 from urllib.parse import urljoin
 
 from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, choose_at_deploy, deploy_candidate,
@@ -45,20 +46,23 @@ class DeployStage:
         self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
         self.changed_given = {canonical_url(u) for u in self.cfg.changed}
         self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
+        self.deploy_read: SitemapRead | None = None
+        self.schedules_read: set[str] = set()  # crawled hosts whose feed was looked for this pass
 
     async def _read_deploys(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
         known) and each host's signal; a host whose signal moved since the last pass deployed."""
         if not self.deploys_on:
             return
+        self.deploy_read = read
         feeds: dict[str, str | None] = {}
-        roots: dict[str, str] = {}
         for sm in self.cfg.sitemaps:
             host = url_host(canonical_url(sm))[0]
             if host in feeds:
                 continue
-            roots[host] = urljoin(sm, ".")
             feeds[host] = await self._read_feed(host, sm, read)
+        for host, start in self._crawl_feed_roots(feeds):  # a crawl with no sitemap: a feed found before
+            feeds[host] = await self._read_feed(host, start, read)
         cache = getattr(self.fetcher, "cache", None)
         validators: dict[str, tuple[str | None, str | None]] = {}
         for sm in self.cfg.sitemaps:
@@ -75,10 +79,7 @@ class DeployStage:
                 self.deploy_now.add(host)
             self.schedules[host] = _with_signal(hs, signal, now_s)
         self.report.deploy_seen = bool(self.deploy_now)
-        kinds = sorted({s.feed_kind for h, s in self.schedules.items() if h in self.feed_hosts_read and s.feed_kind})
-        self.report.feed = kinds[0] if kinds else None
-        if self.feed_hosts_read:
-            self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
+        self._report_feed()
         if self.feed_now and hasattr(self.state, "feed_digests"):
             self.feed_before = self.state.feed_digests()
             # A page the feed names with nothing recorded yet: its digest now is the baseline.
@@ -125,14 +126,44 @@ class DeployStage:
         self.feed_pages.extend(feed_page_urls(found[2], urljoin(sitemap, ".")))
         return found[3]
 
+    def _crawl_feed_roots(self, read_hosts: Iterable[str]) -> list[tuple[str, str]]:
+        """(host, start page) of the --crawl hosts no sitemap covers whose feed is known or
+        whose pages' generator tag named its kind: the feed is looked for next to the start
+        page (never probed blindly: a crawl has no sitemap to find it beside)."""
+        out: dict[str, str] = {}
+        for start in self.cfg.crawl:
+            host = url_host(canonical_url(start))[0]
+            hs = self.schedules.get(host)
+            if host in read_hosts or host in out or hs is None or not (hs.feed_url or hs.generator):
+                continue
+            out[host] = start
+        return sorted(out.items())
+
+    async def _crawl_feed(self) -> None:
+        """After a crawl walked the links: the feed of a crawled host whose generator tag a
+        page of this pass named, read now, so the pages it names and no link reached are
+        visited in this pass (`sync.stages.crawl._feed_level`)."""
+        if not self.deploys_on or self.deploy_read is None:
+            return
+        for host, start in self._crawl_feed_roots(self.feed_hosts_read | self.schedules_read):
+            self.schedules_read.add(host)
+            await self._read_feed(host, start, self.deploy_read)
+        self._report_feed()
+
+    def _report_feed(self) -> None:
+        kinds = sorted({s.feed_kind for h, s in self.schedules.items() if h in self.feed_hosts_read and s.feed_kind})
+        self.report.feed = kinds[0] if kinds else None
+        if self.feed_hosts_read:
+            self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
+
     def _deploy_generator(self, url: str, body: bytes) -> None:
         """A page read whole names its generator (`<meta name="generator">`): the host's feed
         is looked for as that kind at the next pass (at once, not after the weekly recheck)."""
         if not self.deploys_on or not body:
             return
         host = url_host(url)[0]
-        hs = self.schedules.get(host)
-        if hs is None or hs.feed_url is not None or not hs.feed_trusted:
+        hs = self.schedules.get(host) or HostSchedule()  # a crawled host has none before its feed
+        if hs.feed_url is not None or not hs.feed_trusted:
             return
         kind = generator_feed_kind(body[:65536].decode("utf-8", "replace"))
         if kind is not None and kind != hs.generator:
