@@ -229,12 +229,15 @@ def change_chance(p: float, k: int) -> float:
 
 
 def on_turn(url: str, deploy_number: int, turn: int = DEPLOY_TURN) -> bool:
-    """Pure: is the host's deploy number `deploy_number` the page's turn? Each URL has a
-    fixed place (from its hash) in a cycle of `turn` deploys, so the host's pages come up in
-    even shares, one share at each deploy, not all at once."""
+    """Pure: is the host's deploy number `deploy_number` the page's turn? Each page has a
+    fixed place (from the hash of its URL's path and query: the same on a staging host or
+    another port) in a cycle of `turn` deploys, so the host's pages come up in even shares,
+    one share at each deploy, not all at once."""
     if turn <= 1:
         return True
-    place = int(hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % turn
+    parts = urlsplit(url)
+    key = parts.path + (f"?{parts.query}" if parts.query else "")
+    place = int(hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % turn
     return (deploy_number + place) % turn == 0
 
 

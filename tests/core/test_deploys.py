@@ -97,6 +97,11 @@ def test_each_page_has_one_turn_in_each_cycle(url, start, turn):
     assert sum(on_turn(url, n, turn) for n in range(start, start + turn)) == 1
 
 
+@given(st.integers(0, 1000), st.sampled_from(["/a/", "/release-notes/", "/p?x=1"]))
+def test_a_pages_turn_is_the_same_on_any_host_and_port(n, path):
+    assert on_turn(f"http://127.0.0.1:8000{path}", n) is on_turn(f"https://docs.example{path}", n)
+
+
 @given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=30, unique=True), st.integers(1, 40))
 def test_a_page_that_never_changes_waits_at_most_the_turn_deploys(urls, n_deploys):
     """A static host's deploys one a second, pages visited as chosen (no budget): no page
