@@ -94,7 +94,7 @@ class PassConfig:
     allow_mass_delete: bool = False
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
-    policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (halve on a change, double otherwise), "uniform"
+    policy: str = DEFAULT_POLICY  # revisit policy: "deploys" (static sites at their deploys, else change-rate), "change-rate" (learned), "halve-double", "uniform"
     revisit_interval: timedelta | None = None  # uniform's one interval (default 3 d); only with policy "uniform"
     max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
     bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
