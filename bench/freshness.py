@@ -939,12 +939,18 @@ class Campaign:
 def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
     """(scenario, key) -> result of the reference runs (halve-double, nightly) in an
     earlier run's JSON, so that a partial run (`--strategies`) gets the same budgets
-    without running them again. Only valid for the same site, days and pass interval."""
+    without running them again. Only valid for the same site, days and pass interval.
+    The MkDocs scenario's references are the deploy-date ones when the file has none of its
+    own: neither reads the feed, so the two are the same runs on the same served pages."""
     if path is None:
         return {}
     data = json.loads(Path(path).read_text())
-    return {(r["scenario"], r["strategy"]["key"]): r for r in data["results"]
+    refs = {(r["scenario"], r["strategy"]["key"]): r for r in data["results"]
             if r["strategy"]["key"] in REFERENCE_KEYS}
+    for key in REFERENCE_KEYS:
+        if (MKDOCS, key) not in refs and (DEPLOY_DATE, key) in refs:
+            refs[MKDOCS, key] = {**refs[DEPLOY_DATE, key], "scenario": MKDOCS}
+    return refs
 
 
 def add_partial_args(ap: argparse.ArgumentParser) -> None:

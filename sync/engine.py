@@ -98,7 +98,7 @@ class PassConfig:
     allow_mass_delete: bool = False
     max_delete_share: float = 0.2  # a pass purging more than this share of tracked pages...
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
-    policy: str = DEFAULT_POLICY  # revisit policy: "change-rate" (learned), "halve-double" (halve on a change, double otherwise), "uniform"
+    policy: str = DEFAULT_POLICY  # revisit policy: "deploys" (static sites at their deploys, else change-rate), "change-rate" (learned), "halve-double", "uniform"
     revisit_interval: timedelta | None = None  # uniform's one interval (default 3 d); only with policy "uniform"
     max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
     bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
@@ -243,7 +243,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     bulk = BulkEdits(last_report.get("bulk_edits") if cfg.bulk_edits else None, now=now, repair=repair)
     deploys = Deploys(fetcher, state, outcomes, on=cfg.policy == "deploys" and not repair,
                       last_schedules=last_report.get("host_schedule"), changed=cfg.changed, sitemaps=cfg.sitemaps,
-                      max_fetches=cfg.max_fetches, now=now)
+                      crawl_starts=cfg.crawl, max_fetches=cfg.max_fetches, now=now)
     scheduler = Scheduler(policy, state.host_trust_counts(), now=now, bulk=bulk if cfg.bulk_edits else None,
                           hook=deploys)
     fingerprints = Fingerprints(rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
@@ -300,7 +300,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         checkpoint("visit", None)
         await visitor.visit(plan.pages)
         if crawl is not None:  # the links of what was read, followed from the --crawl start pages
-            await crawl.run(visitor, feed_pages=deploys.feed_pages, sitemap_now=read.entries)
+            await crawl.run(visitor, feed=deploys.crawl_feed, sitemap_now=read.entries)
         settler.queue_orphans(set(read.entries) | set(plan.extra))
 
     # 4. Settle, once every page was seen: the guard, the held changes, then the purges.

@@ -8,8 +8,11 @@ seen makes it *dynamic* for good (the pass's policy then schedules it alone).
 
 On a static host a pass with no deploy visits nothing for content; at a deploy each page
 is visited when its chance of having changed since its last visit, 1 - (1 - p)^k for k
-deploys at a learned chance p per deploy, reaches `DEPLOY_THRESHOLD`. `p` comes from the
-page's visit history (`sync.core.history.Visit`) laid against the host's deploy times.
+deploys at a learned chance p per deploy, reaches `DEPLOY_THRESHOLD`, and at least every
+`DEPLOY_TURN`-th deploy, in turns (a fixed share of the host's pages at each deploy): a
+page that changes once in months is otherwise left stale for many deploys, and a lying
+`lastmod` says nothing of which page that is. `p` comes from the page's visit history
+(`sync.core.history.Visit`) laid against the host's deploy times.
 Everything takes its inputs, the clock included, as arguments.
 """
 
@@ -26,6 +29,7 @@ from .history import Visit
 __all__ = [
     "DEPLOY_PRIOR",
     "DEPLOY_THRESHOLD",
+    "DEPLOY_TURN",
     "DEPLOYS_KEPT",
     "DeployCandidate",
     "HostSchedule",
@@ -33,9 +37,11 @@ __all__ = [
     "change_chance",
     "chance_per_deploy",
     "choose_at_deploy",
+    "deploy_candidate",
     "deploy_seen",
     "deploys_between",
     "feed_urls",
+    "on_turn",
     "schedule_lines",
     "schedules_from_json",
     "schedules_to_json",
@@ -48,6 +54,11 @@ DEPLOYS_KEPT = 256  # deploy times kept per host (older ones: assumed many)
 # a handful of unchanged deploys and is visited again once enough deploys added up.
 DEPLOY_PRIOR = (0.5, 2.0)
 DEPLOY_THRESHOLD = 0.25
+# Every page is visited at least every this many deploys of its host, its turn fixed by its
+# URL, so each deploy visits about 1/DEPLOY_TURN of the pages the chance alone would skip.
+# On the replay of FastAPI's docs (deploy date as every lastmod, no feed) 2 keeps the stale
+# share under half the nightly full sync's; 3 and more leave a rare edit stale for days.
+DEPLOY_TURN = 2
 
 
 def _digest(parts: Iterable[str]) -> str:
@@ -86,7 +97,8 @@ def site_signals(entries: Mapping[str, str | None], validators: Mapping[str, tup
                  feeds: Mapping[str, str | None] | None = None) -> dict[str, SiteSignal]:
     """Per host (netloc): the signal of this pass. `entries` url -> lastmod (the sitemaps'),
     `validators` sitemap URL -> (etag, last-modified) as kept after the pass read it,
-    `feeds` host -> digest of its feed body (None or absent: no feed)."""
+    `feeds` host -> digest of its feed body (None or absent: no feed). A host with a feed
+    and no entries (a crawled site) has a signal too."""
     by_host: dict[str, list[str]] = {}
     for url in sorted(entries):
         by_host.setdefault(_host(url), []).append(f"{url} {entries[url] or ''}")
@@ -95,8 +107,9 @@ def site_signals(entries: Mapping[str, str | None], validators: Mapping[str, tup
         etag, lm = validators[sm]
         vals.setdefault(_host(sm), []).append(f"{sm} {etag or ''} {lm or ''}")
     feeds = feeds or {}
-    return {h: SiteSignal(_digest(vals.get(h, ())), _digest(lines), feeds.get(h))
-            for h, lines in by_host.items()}
+    # A host with a feed and no sitemap entries (a crawl): its feed alone is its signal.
+    hosts = sorted(set(by_host) | {h for h, f in feeds.items() if f is not None})
+    return {h: SiteSignal(_digest(vals.get(h, ())), _digest(by_host.get(h, ())), feeds.get(h)) for h in hosts}
 
 
 def deploy_seen(before: SiteSignal | None, now: SiteSignal | None) -> bool:
@@ -125,12 +138,14 @@ class HostSchedule:
     feed_checked_s: float | None = None
     feed_trusted: bool = True
     reason: str | None = None  # why the host is dynamic, or its feed untrusted: said in `status`
+    deploy_count: int = 0  # deploys seen in all (not capped like `deploys`): the pages' turns
     watched_since_s: float | None = None  # the first pass that read a signal (a change before it says nothing)
     generator: str | None = None  # the feed kind a visited page's <meta name="generator"> names
 
     def with_deploy(self, now_s: float) -> "HostSchedule":
         deploys = (*self.deploys, now_s)[-DEPLOYS_KEPT:]
-        return replace(self, deploys=deploys, static=True if self.static is None else self.static)
+        return replace(self, deploys=deploys, static=True if self.static is None else self.static,
+                       deploy_count=max(self.deploy_count, len(self.deploys)) + 1)
 
     @property
     def deploy_mode(self) -> bool:
@@ -141,7 +156,8 @@ class HostSchedule:
         return {"signal": self.signal.to_json() if self.signal else None, "deploys": list(self.deploys),
                 "static": self.static, "feed_kind": self.feed_kind, "feed_url": self.feed_url,
                 "feed_checked_s": self.feed_checked_s, "feed_trusted": self.feed_trusted, "reason": self.reason,
-                "watched_since_s": self.watched_since_s, "generator": self.generator}
+                "watched_since_s": self.watched_since_s, "generator": self.generator,
+                "deploy_count": self.deploy_count}
 
     @classmethod
     def from_json(cls, raw: object) -> "HostSchedule":
@@ -151,6 +167,7 @@ class HostSchedule:
         static = raw.get("static")
         checked = raw.get("feed_checked_s")
         watched = raw.get("watched_since_s")
+        count = raw.get("deploy_count")
         return cls(signal=SiteSignal.from_json(raw.get("signal")), deploys=deploys[-DEPLOYS_KEPT:],
                    static=static if isinstance(static, bool) else None,
                    feed_kind=raw.get("feed_kind") if isinstance(raw.get("feed_kind"), str) else None,
@@ -159,7 +176,8 @@ class HostSchedule:
                    feed_trusted=raw.get("feed_trusted") is not False,
                    reason=raw.get("reason") if isinstance(raw.get("reason"), str) else None,
                    watched_since_s=float(watched) if isinstance(watched, (int, float)) else None,
-                   generator=raw.get("generator") if isinstance(raw.get("generator"), str) else None)
+                   generator=raw.get("generator") if isinstance(raw.get("generator"), str) else None,
+                   deploy_count=count if isinstance(count, int) and count >= len(deploys) else len(deploys))
 
 
 def schedules_to_json(schedules: Mapping[str, HostSchedule]) -> dict:
@@ -210,19 +228,46 @@ def change_chance(p: float, k: int) -> float:
     return 1.0 - (1.0 - p) ** max(0, k)
 
 
+def on_turn(url: str, deploy_number: int, turn: int = DEPLOY_TURN) -> bool:
+    """Pure: is the host's deploy number `deploy_number` the page's turn? Each page has a
+    fixed place (from the hash of its URL's path and query: the same on a staging host or
+    another port) in a cycle of `turn` deploys, so the host's pages come up in even shares,
+    one share at each deploy, not all at once."""
+    if turn <= 1:
+        return True
+    parts = urlsplit(url)
+    key = parts.path + (f"?{parts.query}" if parts.query else "")
+    place = int(hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % turn
+    return (deploy_number + place) % turn == 0
+
+
 @dataclass(frozen=True, order=True)
 class DeployCandidate:
-    """A page at a deploy: its chance of having changed since its last visit, and its URL."""
+    """A page at a deploy: its chance of having changed since its last visit, its URL, and
+    whether it is due whatever its chance (its turn, or `DEPLOY_TURN` deploys unvisited)."""
 
     chance: float
     url: str = field(compare=False)
+    due: bool = field(default=False, compare=False)
+
+
+def deploy_candidate(url: str, visits: Sequence[Visit], last_visit_s: float, deploys: Sequence[float],
+                     deploy_number: int, now_s: float, turn: int = DEPLOY_TURN) -> DeployCandidate | None:
+    """Pure: a page at its host's deploy number `deploy_number` (at `now_s`): None when no
+    deploy came since its last visit, else its chance of a change since then and whether
+    its turn (`on_turn`) or `turn` deploys without a visit make it due."""
+    k = deploys_between(deploys, last_visit_s, now_s)
+    if not k:
+        return None
+    chance = change_chance(chance_per_deploy(visits, last_visit_s, deploys), k)
+    return DeployCandidate(chance, url, due=k >= turn or on_turn(url, deploy_number, turn))
 
 
 def choose_at_deploy(cands: Sequence[DeployCandidate], budget: int | None = None,
                      threshold: float = DEPLOY_THRESHOLD) -> list[str]:
     """Pure: the pages to visit at a deploy, likeliest changed first: those whose chance
-    reaches `threshold`, at most `budget` of them (None: no cap)."""
-    chosen = sorted((c for c in cands if c.chance >= threshold), key=lambda c: (-c.chance, c.url))
+    reaches `threshold` or that are due, at most `budget` of them (None: no cap)."""
+    chosen = sorted((c for c in cands if c.due or c.chance >= threshold), key=lambda c: (-c.chance, c.url))
     if budget is not None:
         chosen = chosen[:max(0, budget)]
     return [c.url for c in chosen]

@@ -1,13 +1,13 @@
 """Revisit policies: when a page is next due, and how urgent a due page is.
 
 Pure functions of a page's visit history (`sync.core.history`) and the time since its last
-visit. Three policies:
+visit. Three policies, and `deploys` (`DeployPolicy`, the default) on top of them:
 
 - `uniform` (`UniformPolicy`), the baseline: every page on one fixed revisit interval
   (3 d by default), whatever it does.
 - `halve-double` (`HalveDoublePolicy`), the simple adaptive rule: the interval
   halves on a change, doubles otherwise, clamped to [6 h, 60 d] (`sync.core.scheduler`).
-- `change-rate` (`ChangeRatePolicy`), the default: estimate the page's Poisson change
+- `change-rate` (`ChangeRatePolicy`), what `deploys` schedules a dynamic site with: estimate the page's Poisson change
   rate from its visit history with Cho & Garcia-Molina's estimator for irregular
   revisit intervals (J. Cho, H. Garcia-Molina, "Estimating frequency of change",
   ACM TOIT 3(3), 2003), regularised by a prior so that new pages are not extreme, and
@@ -39,7 +39,7 @@ __all__ = [
     "make_policy",
 ]
 
-DEFAULT_POLICY = "change-rate"
+DEFAULT_POLICY = "deploys"
 
 _DAY_S = 86400.0
 _MAX_S = MAX_INTERVAL.total_seconds()

@@ -33,7 +33,7 @@ import asyncio
 import logging
 from dataclasses import replace
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
@@ -206,10 +206,11 @@ class Crawl:
         else:
             self.crawl_links[url] = links
 
-    async def run(self, visitor: Visitor, *, feed_pages: Sequence[str] = (),
+    async def run(self, visitor: Visitor, *, feed: Callable[[], Awaitable[Sequence[str]]] | None = None,
                   sitemap_now: dict[str, str | None] | None = None) -> None:
         """Walk the links from the start pages, level by level, visiting the pages never
-        read through `visitor`; then the pages the change feed names (`feed_pages`) that no
+        read through `visitor`; then the pages the change feeds name (`feed()`, asked once the
+        links are walked) that no
         link and no sitemap entry (`sitemap_now`) reached; then settle what the crawl
         reached (`_crawl_settle`)."""
         starts = [crawl_start(u) for u in self.start_urls]
@@ -225,7 +226,8 @@ class Crawl:
             level = frontier.take_level()
             if not level and not fed:  # the links are walked: then the feed's pages they did not reach
                 fed = True
-                level = self._feed_level(frontier, feed_pages, sitemap_now or {})
+                # The feed is read now: a crawled host's generator tag may have named it this pass.
+                level = self._feed_level(frontier, await feed() if feed is not None else (), sitemap_now or {})
             if not level:
                 break
             await self._crawl_visit(level, visitor)

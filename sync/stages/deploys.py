@@ -14,12 +14,11 @@ import hashlib
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 from urllib.parse import urljoin
 
-from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy, change_chance,
-                            choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
-                            schedules_to_json, site_signals)
+from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, choose_at_deploy, deploy_candidate,
+                            deploy_seen, deploys_between, schedules_from_json, schedules_to_json, site_signals)
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
@@ -44,9 +43,10 @@ class Deploys:
     policy is `deploys`); --changed pages (`changed`) are visited either way."""
 
     def __init__(self, fetcher: Fetcher, state: State, outcomes: Outcomes, *, on: bool, last_schedules: object,
-                 changed: Sequence[str], sitemaps: Sequence[str], max_fetches: int | None, now: datetime):
+                 changed: Sequence[str], sitemaps: Sequence[str], crawl_starts: Sequence[str],
+                 max_fetches: int | None, now: datetime):
         self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
-        self.sitemaps, self.max_fetches, self.now = sitemaps, max_fetches, now
+        self.sitemaps, self.crawl_starts, self.max_fetches, self.now = sitemaps, crawl_starts, max_fetches, now
         self.deploys_on = on
         self.schedules: dict[str, HostSchedule] = schedules_from_json(last_schedules)
         self.deploy_now: set[str] = set()  # hosts that deployed since the last pass
@@ -56,20 +56,23 @@ class Deploys:
         self.feed_record: dict[str, str] = {}  # url -> digest to record (visited, or baseline)
         self.changed_given = {canonical_url(u) for u in changed}
         self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
+        self.deploy_read: SitemapRead | None = None
+        self.schedules_read: set[str] = set()  # crawled hosts whose feed was looked for this pass
 
     async def read(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
         known) and each host's signal; a host whose signal moved since the last pass deployed."""
         if not self.deploys_on:
             return
+        self.deploy_read = read
         feeds: dict[str, str | None] = {}
-        roots: dict[str, str] = {}
         for sm in self.sitemaps:
             host = url_host(canonical_url(sm))[0]
             if host in feeds:
                 continue
-            roots[host] = urljoin(sm, ".")
             feeds[host] = await self._read_feed(host, sm, read)
+        for host, start in self._crawl_feed_roots(feeds):  # a crawl with no sitemap: a feed found before
+            feeds[host] = await self._read_feed(host, start, read)
         cache = self.fetcher.cache
         validators: dict[str, tuple[str | None, str | None]] = {}
         for sm in self.sitemaps:
@@ -86,10 +89,7 @@ class Deploys:
                 self.deploy_now.add(host)
             self.schedules[host] = _with_signal(hs, signal, now_s)
         self.report.deploy_seen = bool(self.deploy_now)
-        kinds = sorted({s.feed_kind for h, s in self.schedules.items() if h in self.feed_hosts_read and s.feed_kind})
-        self.report.feed = kinds[0] if kinds else None
-        if self.feed_hosts_read:
-            self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
+        self._report_feed()
         if self.feed_now and isinstance(self.state, FeedDigests):
             self.feed_before = self.state.feed_digests()
             # A page the feed names with nothing recorded yet: its digest now is the baseline.
@@ -135,14 +135,46 @@ class Deploys:
         self.feed_pages.extend(feed_page_urls(found[2], urljoin(sitemap, ".")))
         return found[3]
 
+    def _crawl_feed_roots(self, read_hosts: Iterable[str]) -> list[tuple[str, str]]:
+        """(host, start page) of the --crawl hosts no sitemap covers whose feed is known or
+        whose pages' generator tag named its kind: the feed is looked for next to the start
+        page (never probed blindly: a crawl has no sitemap to find it beside)."""
+        out: dict[str, str] = {}
+        for start in self.crawl_starts:
+            host = url_host(canonical_url(start))[0]
+            hs = self.schedules.get(host)
+            if host in read_hosts or host in out or hs is None or not (hs.feed_url or hs.generator):
+                continue
+            out[host] = start
+        return sorted(out.items())
+
+    async def crawl_feed(self) -> list[str]:
+        """After a crawl walked the links: the feed of a crawled host whose generator tag a
+        page of this pass named, read now, so the pages it names and no link reached are
+        visited in this pass (`sync.stages.crawl.Crawl.run`). Gives every page the feeds read
+        this pass name."""
+        if not self.deploys_on or self.deploy_read is None:
+            return self.feed_pages
+        for host, start in self._crawl_feed_roots(self.feed_hosts_read | self.schedules_read):
+            self.schedules_read.add(host)
+            await self._read_feed(host, start, self.deploy_read)
+        self._report_feed()
+        return self.feed_pages
+
+    def _report_feed(self) -> None:
+        kinds = sorted({s.feed_kind for h, s in self.schedules.items() if h in self.feed_hosts_read and s.feed_kind})
+        self.report.feed = kinds[0] if kinds else None
+        if self.feed_hosts_read:
+            self.report.feed_trusted = all(self.schedules[h].feed_trusted for h in self.feed_hosts_read)
+
     def generator(self, url: str, body: bytes) -> None:
         """A page read whole names its generator (`<meta name="generator">`): the host's feed
         is looked for as that kind at the next pass (at once, not after the weekly recheck)."""
         if not self.deploys_on or not body:
             return
         host = url_host(url)[0]
-        hs = self.schedules.get(host)
-        if hs is None or hs.feed_url is not None or not hs.feed_trusted:
+        hs = self.schedules.get(host) or HostSchedule()  # a crawled host has none before its feed
+        if hs.feed_url is not None or not hs.feed_trusted:
             return
         kind = generator_feed_kind(body[:65536].decode("utf-8", "replace"))
         if kind is not None and kind != hs.generator:
@@ -204,7 +236,7 @@ class Deploys:
     def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState],
                           lastmod_covers: Callable[[str], bool]) -> list[str]:
         """The pages of the deploying static hosts whose chance of a change since their
-        last visit reaches the threshold, within --max-fetches. Pages a trusted feed or a
+        last visit reaches the threshold, or whose turn it is, within --max-fetches. Pages a trusted feed or a
         trusted lastmod covers are left to them."""
         now_s = self.now.timestamp()
         cands: list[DeployCandidate] = []
@@ -214,13 +246,12 @@ class Deploys:
                 continue
             if lastmod_covers(p.url):
                 continue
-            deploys = self.schedules[url_host(p.url)[0]].deploys
-            last_s = p.last_fetched_at.timestamp()
-            k = deploys_between(deploys, last_s, now_s)
-            if not k:
+            hs = self.schedules[url_host(p.url)[0]]
+            cand = deploy_candidate(p.url, history_from_json(p.history), p.last_fetched_at.timestamp(), hs.deploys,
+                                    hs.deploy_count, now_s)
+            if cand is None:
                 continue
-            chance = change_chance(chance_per_deploy(history_from_json(p.history), last_s, deploys), k)
-            cands.append(DeployCandidate(chance, p.url))
+            cands.append(cand)
             known.setdefault(p.url, p)
         return choose_at_deploy(cands, self.max_fetches)
 

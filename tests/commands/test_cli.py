@@ -347,11 +347,11 @@ def test_status_shows_each_hosts_lastmod_trust(site, work):
     build(site)
     for i in range(3):  # distinct stamps: a usable lastmod
         site.touch(f"/p{i}.html", 1_700_000_000 + 3600 * i)
-    assert run(site, work, "--now", T0).returncode == 0
+    assert run(site, work, "--now", T0, "--policy", "change-rate").returncode == 0
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
     assert "same stamp" not in r.stdout and "host " not in r.stdout  # no advance seen yet
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=1_700_000_000 + 86400)
-    assert run(site, work, "--now", "2026-01-01T01:00:00Z").returncode == 0  # the advance is visited, confirmed
+    assert run(site, work, "--now", "2026-01-01T01:00:00Z", "--policy", "change-rate").returncode == 0  # the advance is visited, confirmed
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     host = site.server.url("/").split("//")[1].split(":")[0]
     assert (f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "

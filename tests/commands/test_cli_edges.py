@@ -147,7 +147,7 @@ def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(s
     build(site)
     assert run(site, work, "--now", _at(0), "--policy", "uniform", "--revisit-interval", "30d").returncode == 0
     assert _due(work) == {_ts(30)}
-    r = run(site, work, "--now", _at(5), "--report", "R.json")  # change-rate: a first visit gives 3 d
+    r = run(site, work, "--now", _at(5), "--report", "R.json", "--policy", "change-rate")  # a first visit gives 3 d
     assert r.returncode == 0, r.stderr
     assert "(uniform 30 d -> change-rate): rescheduled 3 of 3 visited pages, 3 of them due now" in r.stderr
     rep = json.loads((work / "R.json").read_text())

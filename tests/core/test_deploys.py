@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.core.deploys import (DEPLOYS_KEPT, DeployCandidate, HostSchedule, SiteSignal, chance_per_deploy,
-                               change_chance, choose_at_deploy, deploy_seen, deploys_between, schedules_from_json,
-                               schedules_to_json, site_signals)
+from sync.core.deploys import (DEPLOY_THRESHOLD, DEPLOY_TURN, DEPLOYS_KEPT, DeployCandidate, HostSchedule,
+                               SiteSignal, chance_per_deploy, change_chance, choose_at_deploy, deploy_candidate,
+                               deploy_seen, deploys_between, on_turn, schedules_from_json, schedules_to_json,
+                               site_signals)
 from sync.core.history import Visit
 
 A = {"https://h/a": "2026-01-01", "https://h/b": "2026-01-01"}
@@ -61,6 +62,72 @@ def test_choose_at_deploy_likeliest_first_within_the_budget():
     assert choose_at_deploy(cands) == ["a", "c"]
     assert choose_at_deploy(cands, budget=1) == ["a"]
     assert choose_at_deploy(cands, budget=0) == []
+
+
+def test_due_pages_are_chosen_whatever_their_chance_likeliest_first():
+    cands = [DeployCandidate(0.01, "quiet", due=True), DeployCandidate(0.02, "skipped"), DeployCandidate(0.9, "hot")]
+    assert choose_at_deploy(cands) == ["hot", "quiet"]
+    assert choose_at_deploy(cands, budget=1) == ["hot"]
+
+
+NEVER = [Visit(elapsed_s=1.0, changed=False)] * 30  # a page that never changed, one visit a deploy
+
+
+@pytest.mark.parametrize("visits, last_s, now_s, number, expect", [
+    ([], 10.0, 10.5, 10, None),  # no deploy since its last visit
+    (NEVER, 9.5, 10.5, 10, "turn"),  # one deploy, a quiet page: its turn decides
+    (NEVER, 8.5, 10.5, 10, True),  # two deploys unvisited: due
+    ([Visit(elapsed_s=1.0, changed=True)] * 30, 9.5, 10.5, 10, True),  # changes at every deploy: its chance
+])
+def test_deploy_candidate(visits, last_s, now_s, number, expect):
+    deploys = [float(t) for t in range(1, 11)]
+    got = deploy_candidate("https://h/p", visits, last_s, deploys, number, now_s)
+    if expect is None:
+        assert got is None
+        return
+    assert got is not None and got.url == "https://h/p"
+    chosen = choose_at_deploy([got]) == ["https://h/p"]
+    assert chosen is (on_turn("https://h/p", number) if expect == "turn" else True)
+    if expect == "turn":
+        assert got.chance < DEPLOY_THRESHOLD
+
+
+@given(st.text(min_size=1, max_size=40), st.integers(0, 10_000), st.integers(1, 5))
+def test_each_page_has_one_turn_in_each_cycle(url, start, turn):
+    assert sum(on_turn(url, n, turn) for n in range(start, start + turn)) == 1
+
+
+@given(st.integers(0, 1000), st.sampled_from(["/a/", "/release-notes/", "/p?x=1"]))
+def test_a_pages_turn_is_the_same_on_any_host_and_port(n, path):
+    assert on_turn(f"http://127.0.0.1:8000{path}", n) is on_turn(f"https://docs.example{path}", n)
+
+
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=30, unique=True), st.integers(1, 40))
+def test_a_page_that_never_changes_waits_at_most_the_turn_deploys(urls, n_deploys):
+    """A static host's deploys one a second, pages visited as chosen (no budget): no page
+    goes `DEPLOY_TURN` deploys without a visit."""
+    hs = HostSchedule()
+    last = dict.fromkeys(urls, 0.0)
+    hist: dict[str, list[Visit]] = {u: [] for u in urls}
+    for i in range(1, n_deploys + 1):
+        now = float(i)
+        hs = hs.with_deploy(now)
+        cands = [c for u in urls if (c := deploy_candidate(u, hist[u], last[u], hs.deploys, hs.deploy_count, now))]
+        for u in choose_at_deploy(cands):
+            hist[u].append(Visit(elapsed_s=now - last[u], changed=False))
+            last[u] = now
+        assert all(now - t < DEPLOY_TURN for t in last.values())
+
+
+def test_the_deploy_count_outlives_the_kept_deploys():
+    hs = HostSchedule()
+    for i in range(DEPLOYS_KEPT + 3):
+        hs = hs.with_deploy(float(i))
+    assert len(hs.deploys) == DEPLOYS_KEPT and hs.deploy_count == DEPLOYS_KEPT + 3
+    assert schedules_from_json(schedules_to_json({"h": hs}))["h"].deploy_count == DEPLOYS_KEPT + 3
+    old = hs.to_json()
+    del old["deploy_count"]  # a state written before the count was kept: the kept deploys
+    assert HostSchedule.from_json(old).deploy_count == DEPLOYS_KEPT
 
 
 def test_schedule_round_trips_through_json_and_learns_static():

@@ -506,7 +506,7 @@ def test_change_rate_rejects_bad_parameters():
 
 def test_registry():
     assert set(POLICIES) == {"deploys", "change-rate", "halve-double", "uniform"}
-    assert DEFAULT_POLICY == "change-rate"
+    assert DEFAULT_POLICY == "deploys"
     for name, cls in POLICIES.items():
         p = make_policy(name)
         assert isinstance(p, cls) and p.name == name and isinstance(p, Policy)

@@ -405,20 +405,20 @@ def test_a_bulk_edit_sends_the_pass_to_pages_not_visited_since(site, harness, bu
     site.sitemap_mode = "same-lastmod"  # no change signal: the visits alone tell
     for i in range(6):
         site.set(f"/a{i}.html", page_html(f"A {i}", [para(f"a{i}")]))
-    harness.run(bulk_edits=bulk)
+    harness.run(policy="change-rate", bulk_edits=bulk)
     for i in range(6):
         site.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
-    harness.run(advance=timedelta(days=1), bulk_edits=bulk)  # the b pages are new: due in 3 d
+    harness.run(policy="change-rate", advance=timedelta(days=1), bulk_edits=bulk)  # the b pages are new: due in 3 d
     for p in [f"/a{i}.html" for i in range(6)] + [f"/b{i}.html" for i in range(6)]:
         site.set(p, page_html(p, [para("reworded everywhere")]))
-    rep = harness.run(advance=timedelta(days=2, hours=1), bulk_edits=bulk)  # the a pages are due
+    rep = harness.run(policy="change-rate", advance=timedelta(days=2, hours=1), bulk_edits=bulk)  # the a pages are due
     assert rep.pages_changed == 6
     if bulk:  # 6 of 6 changed where ~1.1 were expected: P = 0.0014
         edit = rep.bulk_edits[site.server.base_url.split("//")[1].split(":")[0]]
         assert edit["since_s"] == harness.now.timestamp() and 0.7 < edit["share"] <= 1 and edit["evidence"] == []
     else:
         assert rep.bulk_edits == {}
-    rep = harness.run(advance=timedelta(hours=1), max_fetches=2, bulk_edits=bulk)
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=1), max_fetches=2, bulk_edits=bulk)
     if not bulk:
         assert rep.pages_fetched == 0  # nothing is due before the b pages' 3 d
         return
@@ -824,13 +824,13 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
     build(site, n=4)
     for i in range(4):  # each page its own stamp, all older than the deploy date
         site.touch(f"/p{i}.html", 1_600_000_000 + i * 86400)
-    assert harness.run().lastmod_state == "varied"
+    assert harness.run(policy="change-rate").lastmod_state == "varied"
     url = site.server.url
     with StateDB(harness.state_path) as st:
         stamps = {u: st.get(u).sitemap_lastmod for u in (url(f"/p{i}.html") for i in range(4))}
 
     site.sitemap_mode = "same-lastmod"
-    rep = harness.run(advance=timedelta(hours=12))
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=12))
     assert rep.lastmod_state == "same" and rep.pages_fetched == 0
     with StateDB(harness.state_path) as st:
         assert {u: st.get(u).sitemap_lastmod for u in stamps} == stamps  # the night's stamp is no baseline
@@ -842,7 +842,7 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
             st.put_many(pages)
 
     site.sitemap_mode = "plain"
-    rep = harness.run(advance=timedelta(hours=12))
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=12))
     assert rep.lastmod_state == "varied"
     assert rep.pages_fetched == 0  # the stamps went back, or never moved: no advance
     with StateDB(harness.state_path) as st:
@@ -850,7 +850,7 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
         assert not any(st.get(u).lastmod_pending for u in stamps)
 
     site.set("/p2.html", page_html("Page 2", [para("p2 edited on day 4")]), mtime=1_600_000_000 + 10 * 86400)
-    rep = harness.run(advance=timedelta(hours=12))
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=12))
     assert rep.pages_fetched == 1 and rep.pages_changed == 1  # followed: the host kept its trust
     assert rep.changes[0]["url"] == url("/p2.html")
     with StateDB(harness.state_path) as st:
@@ -860,13 +860,13 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
 
 def test_an_edit_made_during_deploy_date_nights_is_followed_when_stamps_vary_again(site, harness, tmp_path):
     build(site, n=4)
-    harness.run()
+    harness.run(policy="change-rate")
     site.sitemap_mode = "same-lastmod"
     # Edited while the sitemap says nothing: its own stamp moves, hidden behind the deploy date.
     site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
-    assert harness.run(advance=timedelta(hours=12)).pages_fetched == 0
+    assert harness.run(policy="change-rate", advance=timedelta(hours=12)).pages_fetched == 0
     site.sitemap_mode = "plain"
-    rep = harness.run(advance=timedelta(hours=12))
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=12))
     assert rep.lastmod_state == "varied"
     assert rep.pages_fetched == 1 and rep.pages_changed == 1
     assert [c["url"] for c in rep.changes] == [site.server.url("/p1.html")]
@@ -888,7 +888,7 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
     as a fresh index of the site."""
     build(site, n=4)
-    harness.run()
+    harness.run(policy="change-rate")
     site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
     site.set("/p4.html", page_html("Page 4", [para("p4 new")]))
     site.remove("/p3.html")
@@ -901,10 +901,10 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
             raise _Killed(at)
 
     with pytest.raises(_Killed):
-        harness.run(advance=timedelta(hours=1), checkpoint=die)
+        harness.run(policy="change-rate", advance=timedelta(hours=1), checkpoint=die)
 
     site.clear_log()
-    rep = harness.run(advance=timedelta(hours=1))
+    rep = harness.run(policy="change-rate", advance=timedelta(hours=1))
     assert rep.sitemaps_not_modified == 1  # the kept copy: the diff has nothing new to say
     url = site.server.url
     assert rep.pages_removed == 1 and rep.pages_failed == 0
@@ -920,4 +920,4 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     with StateDB(harness.state_path) as st:
         assert st.get(url("/p3.html")).status == "gone" and st.get(url("/p4.html")).status == "live"
     assert _payloads(harness) == _fresh_index(site, tmp_path)
-    assert harness.run(advance=timedelta(hours=1)).pages_fetched == 0  # and nothing is left over
+    assert harness.run(policy="change-rate", advance=timedelta(hours=1)).pages_fetched == 0  # and nothing is left over

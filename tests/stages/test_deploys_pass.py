@@ -110,3 +110,30 @@ def test_a_generator_tag_sends_the_next_pass_to_that_kinds_feed_before_the_weekl
     requests(site)
     rep = h.run(policy="deploys", advance=timedelta(hours=6))  # within the week: looked for as mkdocs's only
     assert rep.feed == "mkdocs" and requests(site) == [FEED]
+
+
+def test_with_no_feed_each_quiet_page_is_visited_at_least_every_second_deploy(site, tmp_path):
+    h = Harness(site, tmp_path)
+    site.sitemap_mode = "same-lastmod"  # the deploy's date on every URL: it says nothing of the page
+    site.same_lastmod_at = h.now.timestamp()
+    build(site, texts(), feed=False)
+    h.run(policy="deploys")
+    h.now += timedelta(days=4)
+    site.same_lastmod_at = h.now.timestamp()
+    build(site, texts(" deploy 0"), feed=False)
+    h.run(policy="deploys")  # the first deploy seen: the host is static from now on
+    seen: list[set[str]] = []
+    for i in range(1, 10):
+        h.now += timedelta(days=1)
+        site.same_lastmod_at = h.now.timestamp()  # each deploy stamped at its time: every lastmod moves
+        site.set("/p0.html", page_html("/p0.html", [para(f"/p0.html deploy {i}")]))  # one page changes each time
+        for p in PAGES[1:]:
+            site.set(p, page_html(p, [texts(" deploy 0")[p]]))
+        requests(site)
+        rep = h.run(policy="deploys")
+        assert rep.deploy_seen
+        seen.append(set(requests(site)))
+    assert all("/p0.html" in s for s in seen[2:])  # it changes at every deploy: its chance says so
+    for a, b in zip(seen, seen[1:]):  # no quiet page waits two deploys
+        assert set(PAGES) <= a | b
+    assert any(len(s) < len(PAGES) for s in seen[2:])  # but not every page at every deploy
