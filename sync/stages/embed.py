@@ -65,6 +65,7 @@ class _Pending:
     # (`chunking.embedded_text`: the path, then the chunk), which the reuse key is taken over.
     headings: list[tuple[str, ...]] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
+    chars: int | None = None  # the length of the page's new text (`PageState.text_chars` once written)
 
     def __post_init__(self) -> None:
         if not self.headings:

@@ -13,8 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Sequence
 
-from ..core.decision import Action, Decision, broken_deploy
-from ..core.plural import plural
+from ..core.decision import Action, Decision, broken_deploy, held_reason
 from ..core.scope import allow_host_flags, refused_by_host
 from ..core.scheduler import failure_backoff, next_interval
 from ..edges.state import GONE, LIVE, PageState
@@ -123,7 +122,7 @@ class SettleStage:
         that moved to a page indexed now), and those whose change looks like a broken
         deploy, against the mass-deletion guard."""
         self.broken = broken_deploy({
-            url: (item.page.chunk_count, len(item.chunks), len(markdown), item.hash_)
+            url: (item.page.chunk_count, len(item.chunks), item.page.text_chars, len(markdown), item.hash_)
             for url, (item, markdown) in self.suspects.items()})
         # A 301/308 whose target holds the text now lost nothing: a site that moves every
         # page (http -> https, www -> apex, a trailing slash) settles on the targets at once.
@@ -148,8 +147,7 @@ class SettleStage:
             page = item.page
             if self.guard and url in self.broken:
                 page.failures += 1
-                page.last_error = (f"change held by the mass-deletion guard (text shrank from "
-                                   f"{plural(page.chunk_count, 'chunk')} to {len(item.chunks)})")
+                page.last_error = held_reason(page.chunk_count, len(item.chunks), page.text_chars, len(markdown))
                 page.due_at = self.now + failure_backoff(page.failures)
                 held.append(page)
                 continue

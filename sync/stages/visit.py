@@ -250,7 +250,8 @@ class VisitStage:
             log.warning("skipped %s: %s", page.url, reason)
             self._skip(page, reason, reason)
             return
-        item = _Pending(page, decision, result, new_hash, title or "", chunks, headings=[c.headings for c in pieces])
+        item = _Pending(page, decision, result, new_hash, title or "", chunks, headings=[c.headings for c in pieces],
+                        chars=len(extracted.markdown))
         limit = getattr(self.splitter, "max_tokens", None)
         if limit is not None:
             self.report.chunks_over_model_input += sum(1 for c in pieces if c.tokens is not None and c.tokens > limit)
