@@ -1,5 +1,6 @@
 """Chunks that fit the model and know where they are: token sizing, heading paths, no
-heading-only chunks, <details>/<summary> as text (on real Sphinx and MkDocs Material output)."""
+heading-only chunks, <details>/<summary> as text (on real Sphinx, MkDocs Material and
+Docusaurus output)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def test_the_bundled_counter_is_the_models_tokenizer(counter):
 @pytest.mark.parametrize("name, path", [
     ("sphinx-options.html", ("Options", "Choice Options")),
     ("mkdocs-material-options.html", ("Options", "Choice options")),
+    ("docusaurus-options.html", ("Options | My Site", "Choice options")),
 ])
 def test_real_generator_output_summary_is_text_and_chunks_have_paths(name, path, counter):
     ex = extract_page((FIXTURES / name).read_bytes())
@@ -54,6 +56,24 @@ def test_real_generator_output_summary_is_text_and_chunks_have_paths(name, path,
     assert choice.embedded.startswith(" \u203a ".join(choice.headings) + "\n\n")
     multi = [c for c in chunks if "Multi" in c.text]
     assert multi and all("tuple" in c.text for c in multi)  # an empty section goes with the next
+
+
+def test_docusaurus_page_is_its_article_only(counter):
+    """The navbar, sidebar, table of contents, pagination and footer are no text; the
+    anchor links' zero-width spaces are in no heading; an admonition and every tab keep
+    their text; no chunk is a heading alone, at any chunk size the headings fit in."""
+    ex = extract_page((FIXTURES / "docusaurus-options.html").read_bytes())
+    for chrome in ("Tutorial Intro", "On this page", "Edit this page", "Previous", "Copyright", "Skip to main"):
+        assert chrome not in ex.markdown, chrome
+    assert "\u200b" not in ex.markdown
+    assert "## Choice options\n\n### Restricting to a fixed set\n" in ex.markdown
+    assert "Changelog\n" in ex.markdown and "Changed in version 8.0" in ex.markdown
+    assert "Use `nargs=2` for a pair." in ex.markdown
+    assert "pip install widget" in ex.markdown and "uv add widget" in ex.markdown
+    for size in (32, 64, 128, 256):
+        chunks = Splitter(size, 0, counter=counter, max_tokens=max(size, 64)).chunks(ex.markdown, ex.title)
+        assert not [c.text for c in chunks if _heading_only(c.text)], size
+        assert all(c.tokens is not None and c.tokens <= max(size, 64) for c in chunks)
 
 
 def test_embedded_text_is_the_path_then_the_chunk():
