@@ -264,11 +264,13 @@ def first_pass(site, work: Path, keywords: bool) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ main
-def splitters() -> list[tuple[str, Any]]:
-    """(label, splitter): the checkout's default, and 1,000 characters when that differs."""
+def splitters(embedder: Any) -> list[tuple[str, Any]]:
+    """(label, splitter): the one a pass makes for `embedder` (`splitter_for`, its defaults),
+    and 1,000 characters when that differs."""
     from chunking.split import Splitter
+    from sync.stages.chunks import splitter_for
 
-    default = Splitter()
+    default = splitter_for(embedder)
     out = [(f"default ({default.settings})", default)]
     try:
         chars = Splitter(chunk_size=1000, chunk_overlap=100)
@@ -342,7 +344,7 @@ def main() -> int:
             for a in answers:
                 assert a in site.resources, f"{name}: no page {a}"
         by: dict[str, Any] = {"pages": len(site.pages()), "chunkings": {}}
-        for i, (label, splitter) in enumerate(splitters()):
+        for i, (label, splitter) in enumerate(splitters(embedder)):
             synced = sync_site(site, tmp / f"{name}-{i}", splitter, embedder)
             modes = MODES if i == 0 else ("dense",)
             by["chunkings"][label] = {"chunks": synced["report"]["chunks_written"],

@@ -18,7 +18,13 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .limits import token_bound
 
-__all__ = ["TokenCounter", "FunctionCounter", "TokenizerJsonCounter", "folder_counter", "max_seq_length"]
+__all__ = ["TokenCounter", "FunctionCounter", "TokenizerJsonCounter", "folder_counter", "max_seq_length",
+           "UNKNOWN_REMOTE_INPUT"]
+
+# The input assumed of a remote model pagesync knows no limit of: 512 tokens, what the
+# BERT-family models OpenAI-compatible servers commonly serve read (bge, e5, gte). Counted
+# with `token_bound`, chunks then fit any model that reads 512 tokens or more.
+UNKNOWN_REMOTE_INPUT = 512
 
 
 @runtime_checkable
@@ -35,11 +41,13 @@ class TokenCounter(Protocol):
 
 @dataclass
 class FunctionCounter:
-    """A counter from a plain function (`token_bound`, a test's)."""
+    """A counter from a plain function (`token_bound`, a test's). `assumed`: the bound
+    chunks keep to when the model's `limit` is unknown and no `--max-chunk-tokens` is given."""
 
     id: str
     limit: int | None
     fn: Callable[[str], int] = token_bound
+    assumed: int | None = None
 
     def count(self, text: str) -> int:
         return self.fn(text)
@@ -100,8 +108,9 @@ def folder_counter(folder: Path) -> TokenizerJsonCounter | None:
 def counter_for(embedder: object) -> TokenCounter | None:
     """The token counter of `embedder`: its own `token_counter` when it has one; the model
     folder's tokenizer for the bundled model and `st:` models; the offline bound for
-    `openai:` (the known model's input limit, or the embedder's `max_input_tokens`); None
-    for an embedder without tokens (the test fake: the splitter counts characters)."""
+    `openai:` (the known model's input limit, or the embedder's `max_input_tokens`; for
+    another model `UNKNOWN_REMOTE_INPUT` is assumed); None for an embedder without tokens
+    (the test fake: the splitter counts characters)."""
     own = getattr(embedder, "token_counter", None)
     if own is not None:
         return own() if callable(own) else own
@@ -113,5 +122,5 @@ def counter_for(embedder: object) -> TokenCounter | None:
         folder = getattr(embedder, "_path", None) or bundled_model_path()
         return folder_counter(Path(folder))
     if isinstance(embedder, OpenAIEmbedder):
-        return FunctionCounter("utf8-bytes+4", embedder.max_input_tokens, token_bound)
+        return FunctionCounter("utf8-bytes+4", embedder.max_input_tokens, token_bound, assumed=UNKNOWN_REMOTE_INPUT)
     return None

@@ -504,6 +504,8 @@ class _Reindex:
                 if item is None:
                     continue
                 item.page.chunk_count = len(item.chunks)  # a new chunker may cut the same text otherwise
+                if item.markdown is not None:
+                    item.page.text_chars = len(item.markdown)
                 self.report.text_sources[item.source] += 1
                 self.after[item.page.url] = item.page
                 if item.markdown is not None and item.page.content_hash != item.old_hash:

@@ -10,7 +10,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch", "may_be_broken", "broken_deploy"]
+from .plural import plural
+
+__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch", "may_be_broken", "shrank", "broken_deploy", "held_reason"]
 
 
 class Outcome(enum.Enum):
@@ -102,8 +104,10 @@ def decide(
 # line, an error template answered with 200): such changes wait for the end of the pass.
 COLLAPSE_RATIO = 4
 STUB_CHARS = 500
-# A short text that this many pages changed to in one pass is a template, not their content.
+# A short text that this many pages changed to in one pass is a template, not their content,
+# when they shrank to it: lost a chunk, or kept at most 1/SHRINK_RATIO of their characters.
 SAME_STUB_PAGES = 3
+SHRINK_RATIO = 2
 
 
 def may_be_broken(old_chunks: int, new_chunks: int, new_chars: int) -> bool:
@@ -111,17 +115,33 @@ def may_be_broken(old_chunks: int, new_chunks: int, new_chars: int) -> bool:
     return old_chunks > 0 and (new_chunks * COLLAPSE_RATIO <= old_chunks or new_chars < STUB_CHARS)
 
 
-def broken_deploy(changes: Mapping[str, tuple[int, int, int, str]]) -> set[str]:
-    """The changes that look like a broken deploy: url -> (old chunks, new chunks, new
-    characters, new content hash) of the pass's `may_be_broken` changes.
+def shrank(old_chunks: int, new_chunks: int, old_chars: int | None, new_chars: int) -> bool:
+    """Whether a page's text shrank: it lost a chunk, or fell to 1/`SHRINK_RATIO` of its
+    characters or fewer. Chunks alone miss a one-section page turned into a one-section
+    stub; `old_chars` is None for a page written before its length was kept."""
+    return new_chunks < old_chunks or (old_chars is not None and new_chars * SHRINK_RATIO <= old_chars)
 
-    A page's text collapsed (a quarter of its chunks or fewer, from 4 or more), or shrank to
-    a short text that `SAME_STUB_PAGES` or more pages changed to at once (short pages of a
-    site whose every page became the same shell; tiny pages edited alike without losing a
-    chunk are edits). These count toward the mass-deletion guard as
+
+def broken_deploy(changes: Mapping[str, tuple[int, int, int | None, int, str]]) -> set[str]:
+    """The changes that look like a broken deploy: url -> (old chunks, new chunks, old
+    characters or None, new characters, new content hash) of the pass's `may_be_broken` changes.
+
+    A page's text collapsed (a quarter of its chunks or fewer, from 4 or more), or shrank
+    (`shrank`) to a short text that `SAME_STUB_PAGES` or more pages changed to at once
+    (short pages of a site whose every page became the same shell; tiny pages edited alike
+    without shrinking are edits). These count toward the mass-deletion guard as
     purges do: a few are edits and are written; past the guard's share, none is.
     """
-    stubs = Counter(h for _, _, chars, h in changes.values() if chars < STUB_CHARS)
-    return {url for url, (old, new, chars, h) in changes.items()
+    stubs = Counter(h for _, _, _, chars, h in changes.values() if chars < STUB_CHARS)
+    return {url for url, (old, new, old_chars, chars, h) in changes.items()
             if (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old)
-            or (chars < STUB_CHARS and new < old and stubs[h] >= SAME_STUB_PAGES)}
+            or (chars < STUB_CHARS and stubs[h] >= SAME_STUB_PAGES and shrank(old, new, old_chars, chars))}
+
+
+def held_reason(old_chunks: int, new_chunks: int, old_chars: int | None, new_chars: int) -> str:
+    """The `last_error` of a change the guard held as a broken deploy: how its text shrank."""
+    if new_chunks < old_chunks or old_chars is None:
+        return (f"change held by the mass-deletion guard (text shrank from {plural(old_chunks, 'chunk')} "
+                f"to {new_chunks})")
+    return (f"change held by the mass-deletion guard (text shrank from {plural(old_chars, 'character')} "
+            f"to {new_chars})")

@@ -64,6 +64,9 @@ class PageState:
     unlinked_since: datetime | None = None
     unlinked_by: str | None = None
     unlinked_misses: int = 0  # the crawls that missed it since `unlinked_since`, that one included
+    # The length in characters of the extracted text last written (None: written before
+    # it was kept). The broken-deploy rule tells a page cut to a stub from an edit by it.
+    text_chars: int | None = None
 
     @property
     def indexed(self) -> bool:
@@ -106,7 +109,7 @@ class PageState:
                    None if v[15] is None else datetime.fromtimestamp(v[15], timezone.utc),
                    None if v[16] is None else datetime.fromtimestamp(v[16], timezone.utc),
                    v[17], v[18], v[19], bool(v[20]), v[21],
-                   None if v[22] is None else datetime.fromtimestamp(v[22], timezone.utc), v[23], v[24] or 0)
+                   None if v[22] is None else datetime.fromtimestamp(v[22], timezone.utc), v[23], v[24] or 0, v[25])
 
     def _values(self) -> tuple:
         iv, due, first, fetched, changed, unlinked = (self.interval, self.due_at, self.first_seen_at,
@@ -119,7 +122,8 @@ class PageState:
                 None if fetched is None else fetched.timestamp(),
                 None if changed is None else changed.timestamp(),
                 self.failures, self.last_error, self.history, int(self.lastmod_pending), self.moved_to,
-                None if unlinked is None else unlinked.timestamp(), self.unlinked_by, self.unlinked_misses)
+                None if unlinked is None else unlinked.timestamp(), self.unlinked_by, self.unlinked_misses,
+                self.text_chars)
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(PageState))

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS pages (
     moved_to TEXT,                     -- a gone page's 301/308 target, as last seen
     unlinked_since REAL,               -- a crawl page a complete crawl did not reach: since when
     unlinked_by TEXT,                  -- the page that stopped linking it (sync.core.unlinked)
-    unlinked_misses INTEGER NOT NULL DEFAULT 0 -- the crawls that missed it since unlinked_since
+    unlinked_misses INTEGER NOT NULL DEFAULT 0, -- the crawls that missed it since unlinked_since
+    text_chars INTEGER                 -- characters of the extracted text last written
 );
 CREATE INDEX IF NOT EXISTS pages_due ON pages(status, due_at);
 CREATE INDEX IF NOT EXISTS pages_pending ON pages(pending_hash) WHERE pending_hash IS NOT NULL;
@@ -111,7 +112,7 @@ CREATE TABLE IF NOT EXISTS page_links (
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
 _ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0"), ("moved_to", "TEXT"),
                   ("unlinked_since", "REAL"), ("unlinked_by", "TEXT"),
-                  ("unlinked_misses", "INTEGER NOT NULL DEFAULT 0")]
+                  ("unlinked_misses", "INTEGER NOT NULL DEFAULT 0"), ("text_chars", "INTEGER")]
 _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 
 

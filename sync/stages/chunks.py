@@ -3,7 +3,8 @@
 `chunk_sizes` is the rule (pure): `--chunk-tokens` defaults to the model's input (at most
 `DEFAULT_CHUNK_TOKENS`), `--chunk-overlap` to a tenth of it, and `--max-chunk-tokens` (the
 bound of every embedded text, heading path and special tokens included) to the model's
-input limit; a model's known limit cannot be raised. `splitter_for` builds the splitter.
+input limit (a remote model of unknown input: an assumed one, which the flag may raise); a
+model's known limit cannot be raised. `splitter_for` builds the splitter.
 """
 
 from __future__ import annotations
@@ -31,21 +32,25 @@ class ChunkSizes:
 
 
 def chunk_sizes(model_limit: int | None, *, chunk_tokens: int | None = None, chunk_overlap: int | None = None,
-                max_chunk_tokens: int | None = None) -> ChunkSizes:
-    """The sizes a pass chunks with; `ConfigError` (exit 2) for sizes that cannot hold."""
+                max_chunk_tokens: int | None = None, assumed_limit: int | None = None) -> ChunkSizes:
+    """The sizes a pass chunks with; `ConfigError` (exit 2) for sizes that cannot hold.
+
+    `assumed_limit`: the bound when the model's limit is unknown and `max_chunk_tokens` is
+    not given (a remote model of unknown input); unlike a known limit, the flag may raise it."""
     if max_chunk_tokens is not None:
         if max_chunk_tokens < 16:
             raise ConfigError(f"--max-chunk-tokens {max_chunk_tokens}: at least 16")
         if model_limit is not None and max_chunk_tokens > model_limit:
             raise ConfigError(f"--max-chunk-tokens {max_chunk_tokens}: the model reads {model_limit} tokens of an "
                               f"input and drops the rest")
-    bound = max_chunk_tokens or model_limit
+    bound = max_chunk_tokens or model_limit or assumed_limit
     size = chunk_tokens if chunk_tokens is not None else min(bound or DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNK_TOKENS)
     if size < 8:
         raise ConfigError(f"--chunk-tokens {size}: at least 8")
     if bound is not None and size > bound:
-        raise ConfigError(f"--chunk-tokens {size} is more than the model reads ({bound} tokens"
-                          f"{' (--max-chunk-tokens)' if max_chunk_tokens else ''})")
+        why = (" (--max-chunk-tokens)" if max_chunk_tokens else "" if model_limit else
+               ", assumed of a model whose input is not known: give --max-chunk-tokens N")
+        raise ConfigError(f"--chunk-tokens {size} is more than the model reads ({bound} tokens{why})")
     overlap = chunk_overlap if chunk_overlap is not None else size // 10
     if not 0 <= overlap < size:
         raise ConfigError(f"--chunk-overlap {overlap}: from 0 to less than the chunk size ({size})")
@@ -66,6 +71,6 @@ def splitter_for(embedder: object, *, chunk_tokens: int | None = None, chunk_ove
             raise ConfigError(f"--chunk-tokens {size} / --chunk-overlap {overlap}: need 0 <= overlap < size, size >= 8")
         return Splitter(chunk_size=size, chunk_overlap=overlap)
     sizes = chunk_sizes(counter.limit, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
-                        max_chunk_tokens=max_chunk_tokens)
+                        max_chunk_tokens=max_chunk_tokens, assumed_limit=getattr(counter, "assumed", None))
     return Splitter(chunk_size=sizes.chunk_tokens, chunk_overlap=sizes.chunk_overlap, counter=counter,
                     max_tokens=sizes.max_tokens)

@@ -14,9 +14,8 @@ import logging
 from datetime import datetime
 from typing import Callable, NamedTuple, Sequence
 
-from ..core.decision import Action, Decision, broken_deploy
+from ..core.decision import Action, Decision, broken_deploy, held_reason
 from ..core.page import GONE, LIVE, PageState
-from ..core.plural import plural
 from ..core.scheduler import failure_backoff, next_interval
 from ..core.scope import allow_host_flags, refused_by_host
 from ..edges.state_protocol import State, TextKeeper
@@ -143,7 +142,7 @@ class Settler:
         deploy, against the mass-deletion guard (of `tracked_before` pages). The refusal, or None."""
         purges = self.ledger.purges.values()
         self.broken = broken_deploy({
-            url: (item.page.chunk_count, len(item.chunks), len(item.markdown), item.hash_)
+            url: (item.page.chunk_count, len(item.chunks), item.page.text_chars, len(item.markdown), item.hash_)
             for url, item in self.ledger.suspects.items()})
         # A 301/308 whose target holds the text now lost nothing: a site that moves every
         # page (http -> https, www -> apex, a trailing slash) settles on the targets at once.
@@ -171,8 +170,7 @@ class Settler:
             page = item.page
             if self.guard and url in self.broken:
                 page.failures += 1
-                page.last_error = (f"change held by the mass-deletion guard (text shrank from "
-                                   f"{plural(page.chunk_count, 'chunk')} to {len(item.chunks)})")
+                page.last_error = held_reason(page.chunk_count, len(item.chunks), page.text_chars, len(item.markdown))
                 page.due_at = self.now + failure_backoff(page.failures)
                 held.append(page)
                 continue

@@ -110,7 +110,7 @@ class Writer:
             self.reschedule(p, None if first else same_pipeline and p.content_hash != item.hash_)
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, fingerprint, None
             p.moved_to = None
-            p.chunk_count, p.title = len(item.chunks), item.title
+            p.chunk_count, p.title, p.text_chars = len(item.chunks), item.title, len(item.markdown)
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
             p.last_changed_at = outcomes.now
             p.failures, p.last_error = 0, None

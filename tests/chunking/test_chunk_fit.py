@@ -1,5 +1,6 @@
 """Chunks that fit the model and know where they are: token sizing, heading paths, no
-heading-only chunks, <details>/<summary> as text (on real Sphinx and MkDocs Material output)."""
+heading-only chunks, <details>/<summary> as text (on real Sphinx, MkDocs Material and
+Docusaurus output)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from chunking import extract_page
 from chunking.split import Chunk, Splitter, embedded_text, heading_path
 from embedders.sentence import bundled_model_path
-from embedders.tokens import FunctionCounter, folder_counter
+from embedders.tokens import UNKNOWN_REMOTE_INPUT, FunctionCounter, folder_counter
 from sync.errors import ConfigError
 from sync.stages.chunks import chunk_sizes
 
@@ -40,6 +41,7 @@ def test_the_bundled_counter_is_the_models_tokenizer(counter):
 @pytest.mark.parametrize("name, path", [
     ("sphinx-options.html", ("Options", "Choice Options")),
     ("mkdocs-material-options.html", ("Options", "Choice options")),
+    ("docusaurus-options.html", ("Options | My Site", "Choice options")),
 ])
 def test_real_generator_output_summary_is_text_and_chunks_have_paths(name, path, counter):
     ex = extract_page((FIXTURES / name).read_bytes())
@@ -54,6 +56,24 @@ def test_real_generator_output_summary_is_text_and_chunks_have_paths(name, path,
     assert choice.embedded.startswith(" \u203a ".join(choice.headings) + "\n\n")
     multi = [c for c in chunks if "Multi" in c.text]
     assert multi and all("tuple" in c.text for c in multi)  # an empty section goes with the next
+
+
+def test_docusaurus_page_is_its_article_only(counter):
+    """The navbar, sidebar, table of contents, pagination and footer are no text; the
+    anchor links' zero-width spaces are in no heading; an admonition and every tab keep
+    their text; no chunk is a heading alone, at any chunk size the headings fit in."""
+    ex = extract_page((FIXTURES / "docusaurus-options.html").read_bytes())
+    for chrome in ("Tutorial Intro", "On this page", "Edit this page", "Previous", "Copyright", "Skip to main"):
+        assert chrome not in ex.markdown, chrome
+    assert "\u200b" not in ex.markdown
+    assert "## Choice options\n\n### Restricting to a fixed set\n" in ex.markdown
+    assert "Changelog\n" in ex.markdown and "Changed in version 8.0" in ex.markdown
+    assert "Use `nargs=2` for a pair." in ex.markdown
+    assert "pip install widget" in ex.markdown and "uv add widget" in ex.markdown
+    for size in (32, 64, 128, 256):
+        chunks = Splitter(size, 0, counter=counter, max_tokens=max(size, 64)).chunks(ex.markdown, ex.title)
+        assert not [c.text for c in chunks if _heading_only(c.text)], size
+        assert all(c.tokens is not None and c.tokens <= max(size, 64) for c in chunks)
 
 
 def test_embedded_text_is_the_path_then_the_chunk():
@@ -116,10 +136,37 @@ def test_settings_name_the_tokenizer_and_the_bound(counter):
     (None, {}, (1024, 102, None)),
     (None, {"max_chunk_tokens": 500}, (500, 50, 500)),
     (8191, {"max_chunk_tokens": 2000, "chunk_overlap": 0}, (1024, 0, 2000)),
+    (None, {"assumed_limit": 512}, (512, 51, 512)),                       # a remote model of unknown input
+    (None, {"assumed_limit": 512, "max_chunk_tokens": 8000}, (1024, 102, 8000)),  # the flag raises it
+    (8191, {"assumed_limit": 512}, (1024, 102, 8191)),                    # a known limit wins
 ])
 def test_chunk_sizes(limit, given, want):
     s = chunk_sizes(limit, **given)
     assert (s.chunk_tokens, s.chunk_overlap, s.max_tokens) == want
+
+
+def test_an_assumed_input_names_the_flag():
+    with pytest.raises(ConfigError, match="more than the model reads \\(512 tokens, assumed of a model whose input "
+                                          "is not known: give --max-chunk-tokens N\\)"):
+        chunk_sizes(None, chunk_tokens=600, assumed_limit=512)
+
+
+@pytest.mark.parametrize("model, bound", [("text-embedding-3-small", 8191), ("my-bge-small", UNKNOWN_REMOTE_INPUT)])
+def test_openai_chunks_are_bounded_in_bytes(model, bound):
+    """No tokenizer of a remote model is at hand: chunks are counted in UTF-8 bytes + 4,
+    never fewer than any common tokenizer makes, up to the known model's input or, for
+    another model, `UNKNOWN_REMOTE_INPUT`; no embedded text is longer."""
+    from embedders.openai_api import OpenAIEmbedder
+    from sync.stages.chunks import splitter_for
+
+    emb = OpenAIEmbedder(model, base_url="http://127.0.0.1:9/v1", api_key="k", dimensions=8)
+    sp = splitter_for(emb)
+    assert sp.max_tokens == bound and sp.counter is not None and sp.counter.id == "utf8-bytes+4"
+    md = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\n" + "caf\u00e9 r\u00e9sum\u00e9 tokens " * 90 for i in range(4))
+    chunks = sp.chunks(md, "Guide")
+    assert len(chunks) > 4
+    assert all(len(c.embedded.encode()) + 4 == c.tokens <= bound for c in chunks)
+    assert sp.settings != splitter_for(emb, max_chunk_tokens=256).settings
 
 
 @pytest.mark.parametrize("limit, given", [

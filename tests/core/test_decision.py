@@ -11,14 +11,17 @@ from hypothesis import strategies as st
 from sync.core.decision import (
     COLLAPSE_RATIO,
     SAME_STUB_PAGES,
+    SHRINK_RATIO,
     STUB_CHARS,
     Action,
     Decision,
     Outcome,
     broken_deploy,
     decide,
+    held_reason,
     may_be_broken,
     needs_unconditional_fetch,
+    shrank,
 )
 
 FP = "fp-current"
@@ -173,32 +176,72 @@ def test_may_be_broken(old, new, chars, held):
     assert may_be_broken(old, new, chars) is held
 
 
+@pytest.mark.parametrize("old, new, old_chars, chars, expected", [
+    (2, 1, 900, 800, True),      # lost a chunk
+    (1, 1, 400, 200, True),      # one section to one section, half the characters
+    (1, 1, 400, 201, False),     # a little shorter: an edit
+    (1, 1, 100, 300, False),     # grew
+    (1, 1, None, 10, False),     # written before its length was kept: chunks alone decide
+    (3, 2, None, 10, True),
+])
+def test_shrank(old, new, old_chars, chars, expected):
+    assert SHRINK_RATIO == 2
+    assert shrank(old, new, old_chars, chars) is expected
+
+
 def test_broken_deploy_table():
     shell = "h-shell"
     changes = {
-        "collapsed": (20, 1, 900, "h1"),            # 20 chunks to 1
-        "stub-a": (2, 1, 60, shell), "stub-b": (3, 1, 60, shell), "stub-c": (2, 1, 60, shell),
-        "short-edit": (2, 1, 300, "h-own"),         # a short page edited: its own text
-        "two-alike": (2, 1, 80, "h-two"), "two-alike-2": (2, 1, 80, "h-two"),  # below SAME_STUB_PAGES
+        "collapsed": (20, 1, 9000, 900, "h1"),                # 20 chunks to 1
+        "stub-a": (2, 1, 900, 60, shell), "stub-b": (3, 1, 1400, 60, shell), "stub-c": (2, 1, None, 60, shell),
+        "short-edit": (2, 1, 700, 300, "h-own"),              # a short page edited: its own text
+        "two-alike": (2, 1, 700, 80, "h-two"), "two-alike-2": (2, 1, 700, 80, "h-two"),  # below SAME_STUB_PAGES
     }
     assert SAME_STUB_PAGES == 3
     assert broken_deploy(changes) == {"collapsed", "stub-a", "stub-b", "stub-c"}
     assert broken_deploy({}) == set()
 
 
+def test_one_section_pages_turned_into_one_stub_are_broken():
+    """A page of one section is one chunk, and so is the stub it became: the text's length
+    tells the template from an edit."""
+    maint = "h-maintenance"
+    stubbed = {f"p{i}": (1, 1, 300 + i, 80, maint) for i in range(SAME_STUB_PAGES)}
+    assert broken_deploy(stubbed) == set(stubbed)
+    # Tiny pages edited alike to a text as long as theirs, or longer: edits.
+    grown = {f"p{i}": (1, 1, 60 + i, 80, "h-alike") for i in range(5)}
+    trimmed = {f"p{i}": (1, 1, 100 + i, 80, "h-alike") for i in range(5)}
+    assert broken_deploy(grown) == broken_deploy(trimmed) == set()
+    # Two of them are edits whatever they shrank by: below SAME_STUB_PAGES.
+    assert broken_deploy(dict(list(stubbed.items())[:SAME_STUB_PAGES - 1])) == set()
+
+
+@pytest.mark.parametrize("old, new, old_chars, chars, says", [
+    (6, 1, 3000, 40, "text shrank from 6 chunks to 1)"),
+    (1, 1, 320, 80, "text shrank from 320 characters to 80)"),
+    (2, 1, None, 80, "text shrank from 2 chunks to 1)"),
+])
+def test_held_reason(old, new, old_chars, chars, says):
+    reason = held_reason(old, new, old_chars, chars)
+    assert reason.startswith("change held by the mass-deletion guard (") and reason.endswith(says)
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=5),
-                       st.tuples(st.integers(1, 60), st.integers(0, 60), st.integers(0, 5000),
-                                 st.sampled_from(["a", "b", "c"])), max_size=12))
+                       st.tuples(st.integers(1, 60), st.integers(0, 60), st.none() | st.integers(0, 20000),
+                                 st.integers(0, 5000), st.sampled_from(["a", "b", "c"])), max_size=12))
 def test_broken_deploy_properties(changes):
     broken = broken_deploy(changes)
     assert broken <= changes.keys()
-    for url, (old, new, chars, _h) in changes.items():
+    for url, (old, new, old_chars, chars, _h) in changes.items():
+        collapsed = old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old
         if new * COLLAPSE_RATIO > old and chars >= STUB_CHARS:  # neither collapsed nor short: an edit
             assert url not in broken
-        if old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old:
+        if collapsed:
             assert url in broken
-        if new >= old and not (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old):
-            assert url not in broken  # lost no chunk: an edit, however many pages share it
+        if not collapsed and not shrank(old, new, old_chars, chars):
+            assert url not in broken  # did not shrink: an edit, however many pages share it
+        if new >= old and (old_chars is None or chars * SHRINK_RATIO > old_chars) and not collapsed:
+            assert url not in broken  # kept its chunks and more than half its text
     # Adding more pages that changed to the same short text never clears one.
-    more = {**changes, **{f"extra{i}": (2, 1, 10, "a") for i in range(SAME_STUB_PAGES)}}
+    more = {**changes, **{f"extra{i}": (2, 1, None, 10, "a") for i in range(SAME_STUB_PAGES)}}
     assert broken <= broken_deploy(more)

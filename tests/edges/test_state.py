@@ -91,6 +91,7 @@ def full_page(url="https://e.com/a") -> PageState:
         unlinked_since=T0 - timedelta(hours=5),
         unlinked_by="https://e.com/hub.html",
         unlinked_misses=2,
+        text_chars=4321,
     )
 
 
@@ -415,7 +416,7 @@ def test_old_state_files_gain_the_new_columns(tmp_path):
     con.close()
     with StateDB(path) as db:
         page = db.get("https://e.com/a")
-        assert page.history is None and page.lastmod_pending is False
+        assert page.history is None and page.lastmod_pending is False and page.text_chars is None
         db.put(full_page("https://e.com/b"))
         assert db.get("https://e.com/b") == full_page("https://e.com/b")
 

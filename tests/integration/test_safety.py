@@ -319,21 +319,62 @@ def test_a_few_pages_cut_to_a_stub_are_edits_and_are_written(site, harness):
     assert_equals_fresh(harness)
 
 
+MAINTENANCE = ("<html><head><title>Maintenance</title></head><body><main><h1>Down for "
+               "maintenance</h1><p>Service temporarily unavailable. Please try again later.</p></main></body></html>")
+
+
 def test_short_pages_all_changed_to_one_text_are_held(site, harness):
     """Short pages (too few chunks to collapse) that all change to the same short text in
-    one pass, losing a chunk: a template, not their content. (Two sections each: a page's
-    title is no chunk of its own, so a one-section page becoming the one-section stub loses
-    none, and counts as an edit.)"""
+    one pass, losing a chunk: a template, not their content."""
     for i in range(8):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"short {i}", words=12), para(f"more {i}", words=12)]))
     harness.run()
     before = harness.points()
     for i in range(8):
-        site.set(f"/p{i}.html", "<html><head><title>Maintenance</title></head><body><main><h1>Down for "
-                 "maintenance</h1><p>Service temporarily unavailable. Please try again later.</p></main></body></html>")
+        site.set(f"/p{i}.html", MAINTENANCE)
     rep = harness.run(full=True)
     assert rep.mass_delete_blocked == 8 and rep.pages_changed == 0 and not rep.ok
     assert harness.points() == before
+
+
+def test_one_section_pages_all_changed_to_one_stub_are_held(site, harness):
+    """A page of one section is one chunk, and so is the stub: no chunk is lost, but the
+    text fell to a fraction of its length on every page at once. Held, then written once
+    the site is back."""
+    from tests.stages.test_moved import assert_equals_fresh
+
+    for i in range(8):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"short {i}", words=50)]))
+    harness.run()
+    before = harness.points()
+    assert len(before) == 8  # one chunk a page
+    for i in range(8):
+        site.set(f"/p{i}.html", MAINTENANCE)
+    rep = harness.run(full=True)
+    assert rep.mass_delete_blocked == 8 and rep.pages_changed == 0 and not rep.ok
+    assert harness.points() == before
+    with StateDB(harness.state_path) as st:
+        held = st.get(site.server.url("/p0.html"))
+    assert held.failures == 1 and held.last_error.startswith("change held by the mass-deletion guard (text shrank from ")
+    assert "characters to " in held.last_error
+
+    for i in range(8):  # back, with an edit: written as one
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"short {i} again", words=50)]))
+    rep = harness.run(full=True, advance=timedelta(hours=2))
+    assert rep.ok and rep.pages_changed == 8
+    assert_equals_fresh(harness)
+
+
+def test_tiny_one_section_pages_edited_alike_are_written(site, harness):
+    """Tiny pages that all change to one text no shorter than half of theirs: an edit (a
+    placeholder filled in alike), written in the pass."""
+    for i in range(8):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", [f"Draft {i}."]))
+    harness.run()
+    for i in range(8):
+        site.set(f"/p{i}.html", page_html(f"Page {i}", ["Coming soon: this page is being written."]))
+    rep = harness.run(full=True)
+    assert rep.ok and rep.pages_changed == 8 and rep.mass_delete_blocked == 0
 
 
 @contextlib.contextmanager
