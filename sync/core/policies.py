@@ -102,7 +102,7 @@ class HalveDoublePolicy:
 
 @dataclass(frozen=True)
 class ChangeRatePolicy:
-    """The learned default (`--policy change-rate`).
+    """The learned per-page policy (`--policy change-rate`; what `deploys` uses on a dynamic site).
 
     Each page's change rate λ comes from `estimate_rate` on its history.
 
