@@ -262,6 +262,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     visitor = Visitor(fetcher, state, outcomes, scheduler, ledger, queue, splitter, fingerprints, check,
                       site_rules=rules, unwanted=unwanted, workers=cfg.workers, repair=repair,
                       max_chunks_per_page=cfg.max_chunks_per_page, now=now, on_generator=deploys.generator,
+                      on_change=deploys.changed,
                       checkpoint=checkpoint)
     settler = Settler(ledger, queue, outcomes, store, state, now=now, dry_run=dry_run,
                       allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
@@ -299,6 +300,8 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         visitor.visiting.update(ev.url for ev in plan.visits)
         checkpoint("visit", None)
         await visitor.visit(plan.pages)
+        # A deploy that changed a page visited only for its turn: the host's other pages now.
+        await visitor.visit(deploys.widen(visitor.visiting))
         if crawl is not None:  # the links of what was read, followed from the --crawl start pages
             await crawl.run(visitor, feed=deploys.crawl_feed, sitemap_now=read.entries)
         settler.queue_orphans(set(read.entries) | set(plan.extra))

@@ -4,7 +4,9 @@
 conditional GET, and says per host whether a deploy is seen; `Deploys.plan` (inside the
 plan) adds the pages a deploy, the feed or --changed make due and drops the due visits a
 static host or a trusted feed makes needless; `Deploys.observe` (at each visit's
-reschedule, a `ScheduleHook`) learns whether the host is static and the feed honest. The schedules ride in
+reschedule, a `ScheduleHook`) learns whether the host is static and the feed honest, and
+`Deploys.changed` (told by the visitor of each changed text) whether a deploy surprised:
+`Deploys.widen` then gives the host's other pages, visited in the same pass. The schedules ride in
 the run report (`host_schedule`), the feed digests in the state's `page_feed` table.
 """
 
@@ -14,11 +16,12 @@ import hashlib
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 from urllib.parse import urljoin
 
 from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, choose_at_deploy, deploy_candidate,
-                            deploy_seen, deploys_between, schedules_from_json, schedules_to_json, site_signals)
+                            deploy_seen, deploys_between, schedules_from_json, schedules_to_json, site_signals,
+                            surprised)
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
@@ -58,6 +61,9 @@ class Deploys:
         self.feed_pages: list[str] = []  # every page an exact feed names, as URLs: a crawl visits the unreached
         self.deploy_read: SitemapRead | None = None
         self.schedules_read: set[str] = set()  # crawled hosts whose feed was looked for this pass
+        self.at_deploy: dict[str, DeployCandidate] = {}  # url -> the page's candidacy, chosen at this deploy
+        self.passed_over: dict[str, list[PageState]] = {}  # host -> its candidates not chosen at this deploy
+        self.surprised_hosts: dict[str, str] = {}  # host -> the page whose change surprised
 
     async def read(self, read: SitemapRead) -> None:
         """Each site's feed (one conditional GET; looked for next to the sitemap when not
@@ -253,7 +259,36 @@ class Deploys:
                 continue
             cands.append(cand)
             known.setdefault(p.url, p)
-        return choose_at_deploy(cands, self.max_fetches)
+        chosen = choose_at_deploy(cands, self.max_fetches)
+        picked = set(chosen)
+        self.at_deploy = {c.url: c for c in cands if c.url in picked}
+        for c in cands:
+            if c.url not in picked:
+                self.passed_over.setdefault(url_host(c.url)[0], []).append(known[c.url])
+        return chosen
+
+    def changed(self, url: str) -> None:
+        """A page visited at this deploy read changed: a page that rarely changes makes its
+        host surprised, and `widen` sends the pass to the pages the deploy passed over."""
+        cand = self.at_deploy.get(url)
+        if cand is not None and surprised(cand, True):
+            self.surprised_hosts.setdefault(url_host(url)[0], url)
+
+    def widen(self, visited: Collection[str]) -> list[PageState]:
+        """After the plan's pages were visited: the pages a surprised deploy passed over
+        (`sync.core.deploys.surprised`), those not visited yet, within what --max-fetches
+        leaves. The one-off edits of a deploy come several at once; the first one found
+        sends the pass to the rest of its host, not to the next deploy's turns."""
+        out = [p for h in sorted(self.surprised_hosts) for p in self.passed_over.get(h, ()) if p.url not in visited]
+        if self.max_fetches is not None:
+            out = out[:max(0, self.max_fetches - len(visited))]
+        for h in sorted(self.surprised_hosts):
+            log.info("deploy of %s reached further than its pages' habits (%s changed on its turn): "
+                     "%d more pages visited", h, self.surprised_hosts[h],
+                     sum(1 for p in out if url_host(p.url)[0] == h))
+        self.passed_over.clear()  # once per pass
+        self.report.pages_due_by_deploy += len(out)
+        return out
 
     def observe(self, page: PageState, changed: bool | None) -> None:
         """At a visit (before it is recorded): a change with no deploy seen since the

@@ -62,12 +62,14 @@ class Visitor:
                  site_rules: SiteRuleSet, unwanted: Callable[[str], str | None], workers: int, repair: bool,
                  max_chunks_per_page: int | None, now: datetime,
                  on_generator: Callable[[str, bytes], None] = lambda url, body: None,
+                 on_change: Callable[[str], None] = lambda url: None,
                  checkpoint: Callable[[str, str | None], None] = lambda point, url: None):
         self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
         self.scheduler, self.ledger, self.queue = scheduler, ledger, queue
         self.splitter, self.fingerprints, self.check = splitter, fingerprints, check
         self.site_rules, self.unwanted, self.workers, self.repair = site_rules, unwanted, workers, repair
         self.max_chunks_per_page, self.now, self.on_generator = max_chunks_per_page, now, on_generator
+        self.on_change = on_change  # told of each page whose text changed, as it is read
         self.checkpoint = checkpoint  # told of each answer before it is decided (`sync.engine.Checkpoint`)
         self.crawl: CrawlObserver | None = None  # set when the pass crawls (`watch_crawl`)
         self.visiting: set[str] = set()
@@ -228,6 +230,8 @@ class Visitor:
                           stored_fingerprint=page.fingerprint, fingerprint=self.fingerprints.for_url(page.url),
                           indexed=page.indexed,
                           text_empty=result.outcome is Outcome.OK and not markdown)
+        if decision.action is Action.REPLACE and page.content_hash is not None and new_hash != page.content_hash:
+            self.on_change(page.url)  # as read, before it is embedded: the deploy stage widens on it
         if decision.action is Action.PURGE:  # its text extracted to nothing: queued like a 404
             page.last_fetched_at = self.now
             self.ledger.queue_purge(page, left_sitemap=False, reason="no text extracted (an empty page, or a template "

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sync.core.deploys import (DEPLOY_THRESHOLD, DEPLOY_TURN, DEPLOYS_KEPT, DeployCandidate, HostSchedule,
                                SiteSignal, chance_per_deploy, change_chance, choose_at_deploy, deploy_candidate,
                                deploy_seen, deploys_between, on_turn, schedules_from_json, schedules_to_json,
-                               site_signals)
+                               site_signals, surprised)
 from sync.core.history import Visit
 
 A = {"https://h/a": "2026-01-01", "https://h/b": "2026-01-01"}
@@ -90,6 +90,18 @@ def test_deploy_candidate(visits, last_s, now_s, number, expect):
     assert chosen is (on_turn("https://h/p", number) if expect == "turn" else True)
     if expect == "turn":
         assert got.chance < DEPLOY_THRESHOLD
+
+
+@pytest.mark.parametrize("visits, changed, expect", [
+    (NEVER, True, True),  # a page that has not changed in 30 deploys changed: the deploy reached further
+    (NEVER, False, False),  # it did not change: nothing learned of the deploy
+    (NEVER, None, False),  # a first visit says nothing of a change
+    ([Visit(elapsed_s=1.0, changed=True)] * 30, True, False),  # the page that changes at every deploy: its habit
+])
+def test_surprised(visits, changed, expect):
+    deploys = [float(t) for t in range(1, 31)]
+    cand = deploy_candidate("https://h/p", visits, 29.5, deploys, 30, 30.5)
+    assert cand is not None and surprised(cand, changed) is expect
 
 
 @given(st.text(min_size=1, max_size=40), st.integers(0, 10_000), st.integers(1, 5))

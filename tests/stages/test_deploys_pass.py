@@ -137,3 +137,35 @@ def test_with_no_feed_each_quiet_page_is_visited_at_least_every_second_deploy(si
     for a, b in zip(seen, seen[1:]):  # no quiet page waits two deploys
         assert set(PAGES) <= a | b
     assert any(len(s) < len(PAGES) for s in seen[2:])  # but not every page at every deploy
+
+
+def test_a_deploy_that_changes_a_page_on_its_turn_sends_the_pass_to_the_hosts_other_pages(site, tmp_path):
+    h = Harness(site, tmp_path)
+    site.sitemap_mode = "same-lastmod"
+    site.same_lastmod_at = h.now.timestamp()
+    build(site, texts(), feed=False)
+    h.run(policy="deploys")
+    h.now += timedelta(days=4)
+    site.same_lastmod_at = h.now.timestamp()
+    build(site, texts(" deploy 0"), feed=False)
+    h.run(policy="deploys")
+    for i in range(1, 6):  # deploys that change /p0.html alone
+        h.now += timedelta(days=1)
+        site.same_lastmod_at = h.now.timestamp()
+        site.set("/p0.html", page_html("/p0.html", [para(f"/p0.html deploy {i}")]))
+        requests(site)
+        rep = h.run(policy="deploys")
+        got = set(requests(site)) & set(PAGES)
+    # past the prior's first deploys, a deploy that changes only the page that always changes: a share
+    assert len(got) < len(PAGES) and rep.pages_due_by_deploy < len(PAGES) and rep.pages_changed == 1
+    h.now += timedelta(days=1)
+    site.same_lastmod_at = h.now.timestamp()
+    for p in PAGES:  # a deploy that rewrites every page's text
+        site.set(p, page_html(p, [para(f"{p} rewritten")]))
+    requests(site)
+    rep = h.run(policy="deploys")
+    got = set(requests(site)) & set(PAGES)
+    assert got == set(PAGES) and rep.pages_changed == len(PAGES)
+    assert rep.pages_due_by_deploy == len(PAGES)
+    stored = " ".join(str(p["text"]) for p in h.points().values())
+    assert all(f"{p.lstrip('/')} rewritten" in stored for p in PAGES)
