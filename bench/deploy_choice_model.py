@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from sync.core.deploys import (DeployCandidate, chance_per_deploy, change_chance, choose_at_deploy,  # noqa: E402
-                               deploy_candidate, deploys_between)
+                               deploy_candidate, deploys_between, surprised)
 from sync.core.history import Visit  # noqa: E402
 
 H = 3600.0
@@ -39,8 +39,10 @@ def threshold_only(url, visits, last_s, deploys, number, now_s):
     return DeployCandidate(change_chance(chance_per_deploy(visits, last_s, deploys), k), url) if k else None
 
 
-def replay(events, rule: Rule, threshold: float, days: float, pass_h: float, shift_h: float) -> tuple[int, float]:
-    """(page requests after the initial index, time-averaged stale share)."""
+def replay(events, rule: Rule, threshold: float, days: float, pass_h: float, shift_h: float,
+           widen: bool = False) -> tuple[int, float]:
+    """(page requests after the initial index, time-averaged stale share). `widen`: a
+    surprise at a deploy (`surprised`) visits the candidates it passed over, in the same pass."""
     times = [e.t for e in events]
     live: dict[str, str | None] = {}
     indexed: dict[str, str | None] = {}
@@ -73,17 +75,25 @@ def replay(events, rule: Rule, threshold: float, days: float, pass_h: float, shi
         advance(t)
         if k and deployed:
             deploys.append(t)
-        chosen = [p for p in live if p not in indexed]
+        new = [p for p in live if p not in indexed]
+        cands: list[DeployCandidate] = []
         if k and deployed:
             cands = [c for p in live if p in indexed and (c := rule(p, hist[p], last[p], deploys, len(deploys), t))]
-            chosen += choose_at_deploy(cands, threshold=threshold)
-        for p in chosen:
-            if p in indexed:
-                hist[p].append(Visit(t - last[p], indexed[p] != live[p]))
-            else:
-                hist[p] = []
-            requests += 1 if k else 0
-            indexed[p], last[p] = live[p], t
+        at_deploy = {c.url: c for c in cands}
+        chosen = choose_at_deploy(cands, threshold=threshold)
+        wave, seen, surprise = [*new, *chosen], set(), False
+        while wave:
+            for p in wave:
+                changed = p in indexed and indexed[p] != live[p]
+                if p in indexed:
+                    hist[p].append(Visit(t - last[p], changed))
+                else:
+                    hist[p] = []
+                requests += 1 if k else 0
+                indexed[p], last[p] = live[p], t
+                surprise = surprise or (p in at_deploy and surprised(at_deploy[p], changed))
+                seen.add(p)
+            wave = [c.url for c in cands if c.url not in seen] if widen and surprise else []
     advance(days * 86400)
     return requests, stale / total
 
@@ -97,11 +107,14 @@ def main() -> int:
     if not caches:
         ap.error(f"no timeline in {args.work}: run bench/replay_policies.py --days {args.days:g} first")
     timeline, _ = pickle.loads(caches[-1].read_bytes())
-    rules = [(f"chance >= {th:g} alone", threshold_only, th) for th in (0.25, 0.15, 0.1)]
-    rules.append(("chance >= 0.25, turns of 2 deploys (the default)", deploy_candidate, 0.25))
+    rules = [(f"chance >= {th:g} alone", threshold_only, th, False) for th in (0.25, 0.15, 0.1)]
+    rules.append(("every page at every deploy", lambda *a: deploy_candidate(*a, turn=1), 0.25, False))
+    rules.append(("chance >= 0.25, turns of 2 deploys", deploy_candidate, 0.25, False))
+    rules.append(("chance >= 0.25, turns of 2 deploys, a surprise visits the rest (the default)", deploy_candidate,
+                  0.25, True))
     print("| rule | requests (mean) | % stale: mean | min | max |\n|---|---|---|---|---|")
-    for name, rule, th in rules:
-        rows = [replay(timeline.events, rule, th, args.days, 6.0, s) for s in range(6)]
+    for name, rule, th, widen in rules:
+        rows = [replay(timeline.events, rule, th, args.days, 6.0, s, widen) for s in range(6)]
         st = [100 * r[1] for r in rows]
         print(f"| {name} | {statistics.mean(r[0] for r in rows):,.0f} | {statistics.mean(st):.3f} | "
               f"{min(st):.3f} | {max(st):.3f} |", flush=True)
