@@ -42,6 +42,7 @@ from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_pr
                           links_to_json, read_links)
 from ..core.unlinked import BOUNDED, CLEAR, COMPLETE, INCOMPLETE, MARK, PURGE, WAIT, purge_reason, unlinked_step
 from ..core.page import GONE, LIVE, NEW, PageState
+from ..core.report import overflow_passes
 from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
 from ..edges.state_protocol import LinkKeeper, State
@@ -76,9 +77,10 @@ class Crawl:
     def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
                  starts: Sequence[str], scope: Scope,
                  unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
-                 limits: CrawlLimits | None, max_pages: int, now: datetime):
+                 limits: CrawlLimits | None, max_pages: int, now: datetime, last_report: dict | None = None):
         self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
         self.scope, self.max_pages, self.now, self.start_urls = scope, max_pages, now, list(starts)
+        self.last_report = last_report or {}  # the last recorded run's: its crawl_overflow_passes
         self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in starts], in_scope=scope.check,
                                       wanted=crawl_filter or (lambda url: unwanted(url) is None),
                                       limits=replace(limits or CrawlLimits(), max_pages=max_pages))
@@ -356,14 +358,12 @@ class Crawl:
         # pages past the tracked ones' (both --max-pages).
         self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
         r.crawl_overflow = self.crawl_overflow
+        r.crawl_overflow_passes = overflow_passes(self.last_report, crawled=True, overflowed=self.crawl_overflow > 0)
         if self.crawl_overflow:
-            last = self.state.last_run()
-            again = bool(last and last.get("crawl_overflow"))
-            r.overflow_again = again
             log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
                         self.crawl_overflow, self.max_pages,
-                        " (the second pass in a row: raise --max-pages, or exclude the links that grow without "
-                        "end)" if again else "")
+                        f" ({r.crawl_overflow_passes} passes in a row: exit 1; raise --max-pages, or exclude the "
+                        "links that grow without end)" if r.crawl_overflows_every_pass else "")
         purges = self.ledger.purges
         for url, (page, left_sitemap, reason, _) in list(purges.items()):
             if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:

@@ -340,3 +340,57 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
     assert all(n > 0 for n in overflow) and warnings == [1] * 6, (overflow, warnings)
     assert visits[0] and not visits[0] & visits[-1], "the first pass's visit pages never expired"
     assert reasons and all("/docs/" in r and "2 later crawls, the last at" in r for r in reasons), reasons[:3]
+
+
+def test_a_crawl_that_overflows_pass_after_pass_is_exit_1_until_the_site_is_fixed(site, tmp_path, caplog):
+    """Visitor ids in links: the first pass that finds more than --max-pages exits 0 with the
+    warning; one that overflows after an overflowing crawl is exit 1 (one line says why, the
+    report is written), a pass without --crawl in between carries the count, and once the
+    links stop growing the pass is 0 again."""
+    import itertools
+
+    from demo.site_server import Resource
+
+    fresh = itertools.count()
+    grows = [True]
+
+    def visit_page(path: str):
+        if path != "/docs/visit.html" and not path.startswith("/docs/s/"):
+            return None
+        links = "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3)) \
+            if grows[0] else ""
+        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}"
+                                    '<p><a href="/docs/index.html">Docs</a></p>', nav=[]).encode())
+
+    site.dynamic = visit_page
+    docs = [f"/docs/guide/{_letters(i, 3)}.html" for i in range(60)]
+    for path in docs:
+        site.set(path, render_page("Guide", f"<p>A page of the guide: {path}, explained at length.</p>", nav=[]))
+    links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in docs)
+    site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
+                                             '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
+    got = []
+
+    def crawl_pass(now: str) -> None:
+        caplog.clear()
+        r, rep = run(site, tmp_path, now, "--max-pages", "70")
+        assert rep, r.output  # the report is written whatever the exit code
+        assert len(_tracked(tmp_path)) <= 70
+        warned = [m for m in caplog.messages if "more pages than --max-pages 70" in m]
+        got.append((r.exit_code, rep["crawl_overflow_passes"], len(warned), "exit 1" in "".join(warned),
+                    "crawl over --max-pages" in r.output))
+
+    crawl_pass("2031-03-01T06:00:00Z")
+    # A pass of one page, no crawl: the count goes on as it was.
+    other = CliRunner().invoke(app, ["run", "--url", site.server.url(docs[0]), "--embedder", "fake", "--now",
+                                     "2031-03-02T06:00:00Z", "--state", str(tmp_path / ".pagesync" / "state.db"),
+                                     "--qdrant-path", str(tmp_path / ".pagesync" / "qdrant"), "--report",
+                                     str(tmp_path / "u.json"), "-q"])
+    assert other.exit_code == 0, other.output
+    assert json.loads((tmp_path / "u.json").read_text())["crawl_overflow_passes"] == 1
+    crawl_pass("2031-03-05T06:00:00Z")
+    crawl_pass("2031-03-09T06:00:00Z")
+    grows[0] = False  # the site is fixed: the visit pages link no new ids
+    crawl_pass("2031-03-13T06:00:00Z")
+    assert got == [(0, 1, 1, False, False), (1, 2, 1, True, True), (1, 3, 1, True, True),
+                   (0, 0, 0, False, False)], got
