@@ -58,10 +58,14 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml", "")
 
 # What the visit stage saw of a page this pass, for the crawl (`crawl_seen`): read (links
 # kept), not modified (kept links stand), failed, gone (404/410: no links), skipped (robots,
-# type, size: no links), moved (to the target named in `crawl_moved`), or held: its answer
+# type, size: no links), moved (to the target named in `crawl_moved`; or out of the crawl,
+# below), or held: its answer
 # is no evidence of its links (`sync.core.link_authority`), so its kept links stand.
 READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED, HELD = ("read", "304", "failed", "gone", "skipped", "moved",
                                                               "held")
+# A crawl page whose 301/308 leads out of the crawl's directories (the target, in
+# `crawl_moved_out`): it leaves the crawl, its target is not indexed, it links nothing.
+MOVED_OUT = "moved out"
 # Refusals of a link-trap cap: a tracked page refused only by one of these, still linked,
 # counts as reached (it is not followed, and not purged for it).
 _CAPS = ("too many query strings on one path", "too many pages of one numbered pattern", "path too deep",
@@ -86,6 +90,7 @@ class Crawl:
                                       limits=replace(limits or CrawlLimits(), max_pages=max_pages))
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
+        self.crawl_moved_out: dict[str, str] = {}  # url -> its 301/308 target outside the crawl's directories
         # Links read this pass, when the state cannot keep them (a dry run, a state without
         # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
         self.crawl_links: dict[str, PageLinks] = {}
@@ -141,6 +146,8 @@ class Crawl:
             return False
         if result.moved_permanently and outcome not in (Outcome.SKIPPED, Outcome.GONE):
             target = canonical_url(result.redirects[-1][1])
+            if target != url and page.source == "crawl" and not self._in_crawl(target):
+                return self._moved_out(page, target)
             if target != url:
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, target
                 return False
@@ -202,6 +209,22 @@ class Crawl:
         self.ledger.queue_purge(page, left_sitemap=False, reason=f"not indexed: {reason}")
         return True
 
+    def _moved_out(self, page: PageState, target: str) -> bool:
+        """A crawl page that moved permanently out of the crawl's directories (same host,
+        `/docs/x.html` -> `/private/y.html`): the crawl's scope is its start directories, so
+        the target is not indexed and the page leaves as one that left the site (behind the
+        guard, revisited like a 301), naming the target. Its kept links go: it is no page of
+        the crawl any more. True: its visit ends here."""
+        url = page.url
+        self.crawl_seen[url], self.crawl_moved_out[url] = MOVED_OUT, target
+        self.crawl_links.pop(url, None)
+        if self.keeper is not None:
+            self.keeper.drop_links([url])
+        page.last_fetched_at = self.now
+        self.ledger.queue_purge(page, left_sitemap=False, moved_to=target,
+                                reason=f"moved permanently out of the crawl's directories, to {target}")
+        return True
+
     def _keep_links(self, url: str, links: PageLinks) -> None:
         if self.keeper is not None:
             self.keeper.put_links([(url, links_to_json(links))])
@@ -240,7 +263,7 @@ class Crawl:
                 if seen == FAILED:
                     complete = False  # what it links to now is not known (kept links still followed)
                     self._crawl_incomplete("a page failed")
-                elif seen in (GONE_NOW, SKIPPED):
+                elif seen in (GONE_NOW, SKIPPED, MOVED_OUT):
                     continue
                 if url in self.crawl_moved:
                     offered.append(self.crawl_moved[url])  # a 301/308 target is reached through its source
@@ -270,7 +293,7 @@ class Crawl:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) == GONE_NOW:
+            elif self.crawl_seen.get(url) in (GONE_NOW, MOVED_OUT):
                 complete = False
                 self._start_gone(url)
             elif self.crawl_seen.get(url) in (SKIPPED, HELD):
@@ -294,11 +317,14 @@ class Crawl:
             self.crawl_why.append(why)
 
     def _start_gone(self, url: str) -> None:
-        """A start page answered 404/410 (or did when last visited, and is not due): an
-        error of the pass, as a sitemap's 404 is. One never tracked gets no state row."""
-        status = self.crawl_gone.get(url)
+        """A start page answered 404/410 (or did when last visited, and is not due), or moved
+        out of the crawl's directories: an error of the pass, as a sitemap's 404 is. One never
+        tracked gets no state row."""
+        status, target = self.crawl_gone.get(url), self.crawl_moved_out.get(url)
         self.report.crawl_start_errors += 1
-        self.report.error(url, f"crawl start page: HTTP {status}" if status is not None
+        self.report.error(url, f"crawl start page: moved permanently out of the crawl's directories, to {target} "
+                               "(give that as --crawl)" if target is not None
+                          else f"crawl start page: HTTP {status}" if status is not None
                           else "crawl start page: gone (a 404 or 410 when last visited)")
         queued = self.ledger.purges.get(url)
         if queued is not None and queued.page.status == NEW:
@@ -328,7 +354,7 @@ class Crawl:
             elif page.status == LIVE and page.pending_hash is None and url in kept:
                 continue  # followed by its kept links; visited on its own schedule
             elif page.status == GONE and page.moved_to is not None and page.due_at is not None \
-                    and page.due_at > self.now:
+                    and page.due_at > self.now and self._in_crawl(page.moved_to):
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
             elif url in self.crawl_starts and page.status == GONE:

@@ -394,3 +394,45 @@ def test_a_crawl_that_overflows_pass_after_pass_is_exit_1_until_the_site_is_fixe
     crawl_pass("2031-03-13T06:00:00Z")
     assert got == [(0, 1, 1, False, False), (1, 2, 1, True, True), (1, 3, 1, True, True),
                    (0, 0, 0, False, False)], got
+
+
+def test_a_move_out_of_the_crawls_directory_indexes_nothing_outside_it(site, tmp_path):
+    """/docs/s1/p2.html answers 301 to /private/y.html, on the same host: the crawl's scope is
+    its start directory, so the target is never indexed, on any pass, and the source leaves as
+    a page that left the site, its reason naming the target."""
+    build(site)
+    site.set("/private/y.html", render_page("Private", "<p>A page outside the docs, not for the index.</p>" * 4,
+                                            nav=[]))
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
+    site.redirect("/docs/s1/p2.html", "/private/y.html", 301)
+    for now in (T1, "2031-04-02T06:00:00Z", T2, T3):
+        r, rep = run(site, tmp_path, now)
+        assert r.exit_code == 0, r.output
+        assert live_pages(tmp_path) == ALL - {"docs/s1/p2.html"}, (now, sorted(live_pages(tmp_path) ^ ALL))
+        assert not any("/private/" in u for u in _tracked(tmp_path)), now
+        if now == T1:
+            (gone,) = [c for c in rep["changes"] if c["action"] == "removed"]
+            assert gone["url"].endswith("/docs/s1/p2.html")
+            assert gone["reason"] == ("moved permanently out of the crawl's directories, to "
+                                      + site.server.url("/private/y.html")), gone
+            assert rep["crawl_complete"] is True
+
+
+def test_a_start_page_moved_out_of_its_directory_is_an_error_and_purges_nothing(site, tmp_path, caplog):
+    """The start page answers 301 to /private/: a configuration to fix (exit 1, one line naming
+    the target); the crawl is incomplete, so no page leaves for not being linked."""
+    build(site)
+    site.set("/private/index.html", render_page("Private", "<p>The private side of the site.</p>" * 4, nav=[]))
+    run(site, tmp_path, T0)
+    site.redirect("/docs/index.html", "/private/index.html", 301)
+    for now in (T1, T2):
+        caplog.clear()
+        r, rep = run(site, tmp_path, now, "--allow-mass-delete")
+        assert r.exit_code == 1 and rep["crawl_start_errors"] == 1 and rep["crawl_complete"] is False, r.output
+        said = [m for m in caplog.messages if m.startswith("error ")]
+        assert said == [f"error {site.server.url('/docs/index.html')}: crawl start page: moved permanently out of "
+                        f"the crawl's directories, to {site.server.url('/private/index.html')} (give that as "
+                        "--crawl)"], said
+        assert live_pages(tmp_path) == ALL - {"docs/index.html"}, now
+        assert not any("/private/" in u for u in _tracked(tmp_path))
