@@ -159,6 +159,7 @@ class Crawl:
             answer = CrawlAnswer(url, "skipped", result.status)
         elif outcome is Outcome.GONE:
             answer = CrawlAnswer(url, "gone", result.status, was_gone=page.status == GONE)
+            self.crawl_gone[url] = result.status  # its links may stand (a first 404), yet it answered so
         elif outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
             answer = CrawlAnswer(url, "other", result.status, result.content_type)
         else:
@@ -184,7 +185,6 @@ class Crawl:
             return False
         if answer.kind == "gone":
             self.crawl_seen[url] = GONE_NOW
-            self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
             if self.keeper is not None:
                 self.keeper.drop_links([url])
@@ -293,7 +293,7 @@ class Crawl:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) in (GONE_NOW, MOVED_OUT):
+            elif self.crawl_seen.get(url) in (GONE_NOW, MOVED_OUT) or url in self.crawl_gone:
                 complete = False
                 self._start_gone(url)
             elif self.crawl_seen.get(url) in (SKIPPED, HELD):
@@ -332,7 +332,7 @@ class Crawl:
 
     async def _crawl_visit(self, level: Sequence[str], visitor: Visitor) -> None:
         """Visit the pages of one level the crawl cannot follow without reading them: new,
-        never indexed, gone and due again, or indexed without kept links."""
+        never indexed, gone and due again, indexed without kept links, or a start page."""
         todo = [u for u in level if u not in self.crawl_seen and u not in visitor.visiting]
         if not todo:
             return
@@ -351,14 +351,17 @@ class Crawl:
                 self.crawl_tracked.add(url)
                 page = PageState(url=url, status=NEW, first_seen_at=self.now, source="crawl")
                 new.append(page)
+            elif url in self.crawl_starts:
+                # A start page is read every pass, due or not (a conditional GET): it is the root
+                # of what the crawl reaches, so a new link, a 404 or its return tells this pass.
+                if page.status == LIVE and url not in kept:
+                    self.crawl_unread.add(url)
             elif page.status == LIVE and page.pending_hash is None and url in kept:
                 continue  # followed by its kept links; visited on its own schedule
             elif page.status == GONE and page.moved_to is not None and page.due_at is not None \
                     and page.due_at > self.now and self._in_crawl(page.moved_to):
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
-            elif url in self.crawl_starts and page.status == GONE:
-                pass  # a start page gone is asked again every pass: a glitch freezes no discovery till it is due
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
                 continue  # not indexed (noindex, an alias), or a hub's first 404, not due: its kept links stand
             elif page.status == GONE and page.due_at is not None and page.due_at > self.now:

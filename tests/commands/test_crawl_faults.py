@@ -436,3 +436,29 @@ def test_a_start_page_moved_out_of_its_directory_is_an_error_and_purges_nothing(
                         "--crawl)"], said
         assert live_pages(tmp_path) == ALL - {"docs/index.html"}, now
         assert not any("/private/" in u for u in _tracked(tmp_path))
+
+
+def test_the_start_page_is_read_every_pass_whatever_its_schedule(site, tmp_path):
+    """The root of what the crawl reaches is asked on every pass, due or not: a link it gains
+    an hour later is followed that pass; its 404 an hour after that is exit 1 and purges
+    nothing for not being linked; back an hour later, the crawl goes on from it."""
+    build(site)
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
+    site.set("/docs/s9/index.html", render_page("Section 9", "<p>A new section of the guide, in full.</p>" * 4,
+                                                nav=[]))
+    index = render_page("Docs", "<p>The guide's sections.</p><ul>" + "".join(
+        f'<li><a href="/docs/s{h}/index.html">Section {h}</a></li>' for h in [*range(HUBS), 9]) + "</ul>", nav=[])
+    site.set("/docs/index.html", index)
+    r, rep = run(site, tmp_path, "2031-03-01T07:00:00Z")
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL | {"docs/s9/index.html"}, r.output
+    site.remove("/docs/index.html")
+    r, rep = run(site, tmp_path, "2031-03-01T08:00:00Z")
+    assert r.exit_code == 1 and rep["crawl_start_errors"] == 1 and rep["crawl_complete"] is False, r.output
+    assert live_pages(tmp_path) == ALL - {"docs/index.html"} | {"docs/s9/index.html"}
+    site.set("/docs/index.html", index)
+    site.set("/docs/s8/index.html", render_page("Section 8", "<p>Another new section, in full.</p>" * 4, nav=[]))
+    site.set("/docs/index.html", index.replace("</ul>", '<li><a href="/docs/s8/index.html">8</a></li></ul>'))
+    r, rep = run(site, tmp_path, "2031-03-01T09:00:00Z")
+    assert r.exit_code == 0 and rep["crawl_complete"] is True, r.output
+    assert live_pages(tmp_path) == ALL | {"docs/s9/index.html", "docs/s8/index.html"}
