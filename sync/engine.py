@@ -53,7 +53,7 @@ from .core.ids import canonical_url, url_problem
 from .core.links import CrawlLimits
 from .core.page import NEW, PageState
 from .core.policies import DEFAULT_POLICY
-from .core.report import Report
+from .core.report import Report, overflow_passes
 from .core.scope import Scope
 from .core.site_rules import SiteRuleSet, headers_in_scope, unwanted_reason
 from .core.sitemaps import MAX_TOTAL_SITEMAP_URLS
@@ -268,6 +268,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
                       allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
                       max_delete_share=cfg.max_delete_share)
 
+    crawl: Crawl | None = None
     if repair:
         # 2'. A repair pass (audit --fix): exactly the given pages, read and rewritten.
         known = state.get_many(cfg.repair)
@@ -278,11 +279,11 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         await visitor.visit(pages)
     else:
         # 2. Plan: the sitemaps, the change feed and the deploy signal, then the visits.
-        crawl = None
         if cfg.crawl:
             crawl = Crawl(state, outcomes, ledger, links=state if isinstance(state, LinkKeeper) else None,
                           starts=cfg.crawl, scope=scope, unwanted=unwanted,
-                          crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now)
+                          crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now,
+                          last_report=last_report)
             visitor.watch_crawl(crawl)
         planner = Planner(fetcher, state, scheduler, deploys, bulk, outcomes, check, scope=scope, unwanted=unwanted,
                           sitemaps=cfg.sitemaps, urls=cfg.urls, full=cfg.full, max_fetches=cfg.max_fetches,
@@ -322,6 +323,8 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     chunk_tokens = splitter.chunk_size / (1 if splitter.counter is not None else 4)  # about 4 characters a token
     queue.count_tokens(chunks_skipped=outcomes.chunks_skipped, last_per_chunk=last_report.get("tokens_per_chunk"),
                        chunk_tokens=chunk_tokens)
+    if crawl is None:  # no crawl this pass: its overflow count goes on as it was
+        report.crawl_overflow_passes = overflow_passes(last_report, crawled=False, overflowed=False)
     if cfg.bulk_edits:
         report.bulk_edits = bulk.update()
     deploys.finish()

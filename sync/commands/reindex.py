@@ -703,10 +703,12 @@ class _Reindex:
         r.finished_at = datetime.now(timezone.utc).isoformat()
         r.seconds = round(time.monotonic() - self.t0, 3)
         if r.ok and not r.dry_run:
-            # A reindex schedules nothing: the last pass's revisit policy goes on (the next
-            # pass compares its own with it: `sync.stages.plan.Planner._reschedule_on_switch`).
+            # A reindex schedules nothing and crawls nothing: the last pass's revisit policy goes on
+            # (the next pass compares its own with it: `sync.stages.plan.Planner._reschedule_on_switch`),
+            # and so does its crawl's overflow count (`sync.core.report.overflow_passes`).
             last = self.state.last_run()
-            carry = {k: last[k] for k in ("policy", "revisit_interval_s") if isinstance(last, dict) and k in last}
+            keys = ("policy", "revisit_interval_s", "crawl_overflow_passes")
+            carry = {k: last[k] for k in keys if isinstance(last, dict) and k in last}
             self.state.record_run({**carry, **r.to_dict()})
         return r
 

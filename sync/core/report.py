@@ -8,7 +8,22 @@ from typing import Any
 from .budget import failed_share, within_failure_budget
 from .plural import plural
 
-__all__ = ["Report"]
+__all__ = ["Report", "OVERFLOW_PASSES_EXIT", "overflow_passes"]
+
+# Passes in a row whose crawl found more than --max-pages lets it track, this one included,
+# from which the pass is exit 1: the crawl keeps finding more than it may hold.
+OVERFLOW_PASSES_EXIT = 2
+
+
+def overflow_passes(last: dict, *, crawled: bool, overflowed: bool) -> int:
+    """This pass's `crawl_overflow_passes`, from the last recorded run's (`last`): one more
+    when its crawl overflowed, 0 when it held all it found; a pass without a crawl carries it."""
+    before = last.get("crawl_overflow_passes")
+    if not isinstance(before, int) or isinstance(before, bool) or before < 0:
+        before = 1 if last.get("crawl_overflow") else 0  # a run recorded before the key was kept
+    if not crawled:
+        return before
+    return before + 1 if overflowed else 0
 
 
 @dataclass
@@ -121,18 +136,16 @@ class Report:
     # found (over --max-pages, a page's links cut): its unreached pages leave when several agree.
     crawl_bounded: bool = False
     crawl_refused: dict[str, int] = field(default_factory=dict)
-    # New URLs a crawl found but did not track: its pages were at --max-pages. A pass that
-    # overflows after one that did is exit 1 (`overflow_again`, not a report key).
+    # New URLs a crawl found but did not track: its pages were at --max-pages.
     crawl_overflow: int = 0
+    # Passes in a row, this one included, whose crawl overflowed (`overflow_passes`): 0 once a
+    # crawl holds all it finds; a pass without --crawl carries it. A crawl that overflows for
+    # the OVERFLOW_PASSES_EXIT-th pass in a row (this one and the one before) is exit 1.
+    crawl_overflow_passes: int = 0
     crawl_start_errors: int = 0  # --crawl start pages that answered 404/410: the pass is not ok (exit 1)
     seconds: float = 0.0
     changes: list[dict[str, Any]] = field(default_factory=list)  # {url, action, reason, chunks}
     skipped: list[dict[str, str]] = field(default_factory=list)  # {url, reason}
-
-    def __post_init__(self) -> None:
-        # A crawl overflowed this pass and the last one (`crawl_overflow`): exit 1. Not a
-        # field: no report key, and `replace` starts it over (`ok_within` reads it here).
-        self.overflow_again = False
 
     def error(self, url: str, message: str) -> None:
         self.errors.append({"url": url, "error": message})
@@ -143,8 +156,13 @@ class Report:
     @property
     def ok(self) -> bool:
         return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
-                and not self.embed_budget_reached and not (self.crawl_overflow and self.overflow_again)
+                and not self.embed_budget_reached and not self.crawl_overflows_every_pass
                 and self.crawl_start_errors == 0)
+
+    @property
+    def crawl_overflows_every_pass(self) -> bool:
+        """This pass's crawl overflowed, and so did the one before (exit 1)."""
+        return bool(self.crawl_overflow) and self.crawl_overflow_passes >= OVERFLOW_PASSES_EXIT
 
     @property
     def pages_failed_share(self) -> float:
@@ -154,7 +172,7 @@ class Report:
     def ok_within(self, max_failed_share: float) -> bool:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
-        otherwise_ok = replace(self, pages_failed=0).ok and not (self.crawl_overflow and self.overflow_again)
+        otherwise_ok = replace(self, pages_failed=0).ok
         return within_failure_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
                              otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
 
@@ -179,6 +197,9 @@ class Report:
             deferred += f", {plural(self.sitemap_errors, 'sitemap error')}"
         if self.crawl_start_errors:  # as a sitemap error: the line says why the pass is not ok
             deferred += f", {plural(self.crawl_start_errors, 'crawl start page')} gone"
+        if self.crawl_overflows_every_pass:  # why the pass is not ok, on its own line too
+            deferred += (f", crawl over --max-pages {plural(self.crawl_overflow_passes, 'pass', 'passes')} in a row "
+                         f"({self.crawl_overflow} more found)")
         if self.embed_budget_reached:
             deferred += f", {self.pages_over_token_budget} left by --max-embed-tokens"
         if self.tokens_embedded:  # said only when an embedder counts tokens (a remote one)

@@ -42,6 +42,7 @@ from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_pr
                           links_to_json, read_links)
 from ..core.unlinked import BOUNDED, CLEAR, COMPLETE, INCOMPLETE, MARK, PURGE, WAIT, purge_reason, unlinked_step
 from ..core.page import GONE, LIVE, NEW, PageState
+from ..core.report import overflow_passes
 from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
 from ..edges.state_protocol import LinkKeeper, State
@@ -57,10 +58,14 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml", "")
 
 # What the visit stage saw of a page this pass, for the crawl (`crawl_seen`): read (links
 # kept), not modified (kept links stand), failed, gone (404/410: no links), skipped (robots,
-# type, size: no links), moved (to the target named in `crawl_moved`), or held: its answer
+# type, size: no links), moved (to the target named in `crawl_moved`; or out of the crawl,
+# below), or held: its answer
 # is no evidence of its links (`sync.core.link_authority`), so its kept links stand.
 READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED, HELD = ("read", "304", "failed", "gone", "skipped", "moved",
                                                               "held")
+# A crawl page whose 301/308 leads out of the crawl's directories (the target, in
+# `crawl_moved_out`): it leaves the crawl, its target is not indexed, it links nothing.
+MOVED_OUT = "moved out"
 # Refusals of a link-trap cap: a tracked page refused only by one of these, still linked,
 # counts as reached (it is not followed, and not purged for it).
 _CAPS = ("too many query strings on one path", "too many pages of one numbered pattern", "path too deep",
@@ -76,14 +81,16 @@ class Crawl:
     def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
                  starts: Sequence[str], scope: Scope,
                  unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
-                 limits: CrawlLimits | None, max_pages: int, now: datetime):
+                 limits: CrawlLimits | None, max_pages: int, now: datetime, last_report: dict | None = None):
         self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
         self.scope, self.max_pages, self.now, self.start_urls = scope, max_pages, now, list(starts)
+        self.last_report = last_report or {}  # the last recorded run's: its crawl_overflow_passes
         self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in starts], in_scope=scope.check,
                                       wanted=crawl_filter or (lambda url: unwanted(url) is None),
                                       limits=replace(limits or CrawlLimits(), max_pages=max_pages))
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
+        self.crawl_moved_out: dict[str, str] = {}  # url -> its 301/308 target outside the crawl's directories
         # Links read this pass, when the state cannot keep them (a dry run, a state without
         # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
         self.crawl_links: dict[str, PageLinks] = {}
@@ -139,6 +146,8 @@ class Crawl:
             return False
         if result.moved_permanently and outcome not in (Outcome.SKIPPED, Outcome.GONE):
             target = canonical_url(result.redirects[-1][1])
+            if target != url and page.source == "crawl" and not self._in_crawl(target):
+                return self._moved_out(page, target)
             if target != url:
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, target
                 return False
@@ -150,6 +159,7 @@ class Crawl:
             answer = CrawlAnswer(url, "skipped", result.status)
         elif outcome is Outcome.GONE:
             answer = CrawlAnswer(url, "gone", result.status, was_gone=page.status == GONE)
+            self.crawl_gone[url] = result.status  # its links may stand (a first 404), yet it answered so
         elif outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
             answer = CrawlAnswer(url, "other", result.status, result.content_type)
         else:
@@ -175,7 +185,6 @@ class Crawl:
             return False
         if answer.kind == "gone":
             self.crawl_seen[url] = GONE_NOW
-            self.crawl_gone[url] = result.status
             self.crawl_links.pop(url, None)
             if self.keeper is not None:
                 self.keeper.drop_links([url])
@@ -198,6 +207,22 @@ class Crawl:
         page.last_fetched_at = self.now
         page.etag = page.last_modified = None  # read whole next time: it may index itself again
         self.ledger.queue_purge(page, left_sitemap=False, reason=f"not indexed: {reason}")
+        return True
+
+    def _moved_out(self, page: PageState, target: str) -> bool:
+        """A crawl page that moved permanently out of the crawl's directories (same host,
+        `/docs/x.html` -> `/private/y.html`): the crawl's scope is its start directories, so
+        the target is not indexed and the page leaves as one that left the site (behind the
+        guard, revisited like a 301), naming the target. Its kept links go: it is no page of
+        the crawl any more. True: its visit ends here."""
+        url = page.url
+        self.crawl_seen[url], self.crawl_moved_out[url] = MOVED_OUT, target
+        self.crawl_links.pop(url, None)
+        if self.keeper is not None:
+            self.keeper.drop_links([url])
+        page.last_fetched_at = self.now
+        self.ledger.queue_purge(page, left_sitemap=False, moved_to=target,
+                                reason=f"moved permanently out of the crawl's directories, to {target}")
         return True
 
     def _keep_links(self, url: str, links: PageLinks) -> None:
@@ -238,7 +263,7 @@ class Crawl:
                 if seen == FAILED:
                     complete = False  # what it links to now is not known (kept links still followed)
                     self._crawl_incomplete("a page failed")
-                elif seen in (GONE_NOW, SKIPPED):
+                elif seen in (GONE_NOW, SKIPPED, MOVED_OUT):
                     continue
                 if url in self.crawl_moved:
                     offered.append(self.crawl_moved[url])  # a 301/308 target is reached through its source
@@ -268,7 +293,7 @@ class Crawl:
                 complete = False
                 log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
                             "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
-            elif self.crawl_seen.get(url) == GONE_NOW:
+            elif self.crawl_seen.get(url) in (GONE_NOW, MOVED_OUT) or url in self.crawl_gone:
                 complete = False
                 self._start_gone(url)
             elif self.crawl_seen.get(url) in (SKIPPED, HELD):
@@ -292,11 +317,14 @@ class Crawl:
             self.crawl_why.append(why)
 
     def _start_gone(self, url: str) -> None:
-        """A start page answered 404/410 (or did when last visited, and is not due): an
-        error of the pass, as a sitemap's 404 is. One never tracked gets no state row."""
-        status = self.crawl_gone.get(url)
+        """A start page answered 404/410 (or did when last visited, and is not due), or moved
+        out of the crawl's directories: an error of the pass, as a sitemap's 404 is. One never
+        tracked gets no state row."""
+        status, target = self.crawl_gone.get(url), self.crawl_moved_out.get(url)
         self.report.crawl_start_errors += 1
-        self.report.error(url, f"crawl start page: HTTP {status}" if status is not None
+        self.report.error(url, f"crawl start page: moved permanently out of the crawl's directories, to {target} "
+                               "(give that as --crawl)" if target is not None
+                          else f"crawl start page: HTTP {status}" if status is not None
                           else "crawl start page: gone (a 404 or 410 when last visited)")
         queued = self.ledger.purges.get(url)
         if queued is not None and queued.page.status == NEW:
@@ -304,7 +332,7 @@ class Crawl:
 
     async def _crawl_visit(self, level: Sequence[str], visitor: Visitor) -> None:
         """Visit the pages of one level the crawl cannot follow without reading them: new,
-        never indexed, gone and due again, or indexed without kept links."""
+        never indexed, gone and due again, indexed without kept links, or a start page."""
         todo = [u for u in level if u not in self.crawl_seen and u not in visitor.visiting]
         if not todo:
             return
@@ -323,14 +351,17 @@ class Crawl:
                 self.crawl_tracked.add(url)
                 page = PageState(url=url, status=NEW, first_seen_at=self.now, source="crawl")
                 new.append(page)
+            elif url in self.crawl_starts:
+                # A start page is read every pass, due or not (a conditional GET): it is the root
+                # of what the crawl reaches, so a new link, a 404 or its return tells this pass.
+                if page.status == LIVE and url not in kept:
+                    self.crawl_unread.add(url)
             elif page.status == LIVE and page.pending_hash is None and url in kept:
                 continue  # followed by its kept links; visited on its own schedule
             elif page.status == GONE and page.moved_to is not None and page.due_at is not None \
-                    and page.due_at > self.now:
+                    and page.due_at > self.now and self._in_crawl(page.moved_to):
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
-            elif url in self.crawl_starts and page.status == GONE:
-                pass  # a start page gone is asked again every pass: a glitch freezes no discovery till it is due
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
                 continue  # not indexed (noindex, an alias), or a hub's first 404, not due: its kept links stand
             elif page.status == GONE and page.due_at is not None and page.due_at > self.now:
@@ -356,14 +387,12 @@ class Crawl:
         # pages past the tracked ones' (both --max-pages).
         self.crawl_overflow += frontier.refused.get("over --max-pages", 0)
         r.crawl_overflow = self.crawl_overflow
+        r.crawl_overflow_passes = overflow_passes(self.last_report, crawled=True, overflowed=self.crawl_overflow > 0)
         if self.crawl_overflow:
-            last = self.state.last_run()
-            again = bool(last and last.get("crawl_overflow"))
-            r.overflow_again = again
             log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
                         self.crawl_overflow, self.max_pages,
-                        " (the second pass in a row: raise --max-pages, or exclude the links that grow without "
-                        "end)" if again else "")
+                        f" ({r.crawl_overflow_passes} passes in a row: exit 1; raise --max-pages, or exclude the "
+                        "links that grow without end)" if r.crawl_overflows_every_pass else "")
         purges = self.ledger.purges
         for url, (page, left_sitemap, reason, _) in list(purges.items()):
             if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:

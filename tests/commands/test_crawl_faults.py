@@ -340,3 +340,125 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
     assert all(n > 0 for n in overflow) and warnings == [1] * 6, (overflow, warnings)
     assert visits[0] and not visits[0] & visits[-1], "the first pass's visit pages never expired"
     assert reasons and all("/docs/" in r and "2 later crawls, the last at" in r for r in reasons), reasons[:3]
+
+
+def test_a_crawl_that_overflows_pass_after_pass_is_exit_1_until_the_site_is_fixed(site, tmp_path, caplog):
+    """Visitor ids in links: the first pass that finds more than --max-pages exits 0 with the
+    warning; one that overflows after an overflowing crawl is exit 1 (one line says why, the
+    report is written), a pass without --crawl in between carries the count, and once the
+    links stop growing the pass is 0 again."""
+    import itertools
+
+    from demo.site_server import Resource
+
+    fresh = itertools.count()
+    grows = [True]
+
+    def visit_page(path: str):
+        if path != "/docs/visit.html" and not path.startswith("/docs/s/"):
+            return None
+        links = "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3)) \
+            if grows[0] else ""
+        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}"
+                                    '<p><a href="/docs/index.html">Docs</a></p>', nav=[]).encode())
+
+    site.dynamic = visit_page
+    docs = [f"/docs/guide/{_letters(i, 3)}.html" for i in range(60)]
+    for path in docs:
+        site.set(path, render_page("Guide", f"<p>A page of the guide: {path}, explained at length.</p>", nav=[]))
+    links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in docs)
+    site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
+                                             '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
+    got = []
+
+    def crawl_pass(now: str) -> None:
+        caplog.clear()
+        r, rep = run(site, tmp_path, now, "--max-pages", "70")
+        assert rep, r.output  # the report is written whatever the exit code
+        assert len(_tracked(tmp_path)) <= 70
+        warned = [m for m in caplog.messages if "more pages than --max-pages 70" in m]
+        got.append((r.exit_code, rep["crawl_overflow_passes"], len(warned), "exit 1" in "".join(warned),
+                    "crawl over --max-pages" in r.output))
+
+    crawl_pass("2031-03-01T06:00:00Z")
+    # A pass of one page, no crawl: the count goes on as it was.
+    other = CliRunner().invoke(app, ["run", "--url", site.server.url(docs[0]), "--embedder", "fake", "--now",
+                                     "2031-03-02T06:00:00Z", "--state", str(tmp_path / ".pagesync" / "state.db"),
+                                     "--qdrant-path", str(tmp_path / ".pagesync" / "qdrant"), "--report",
+                                     str(tmp_path / "u.json"), "-q"])
+    assert other.exit_code == 0, other.output
+    assert json.loads((tmp_path / "u.json").read_text())["crawl_overflow_passes"] == 1
+    crawl_pass("2031-03-05T06:00:00Z")
+    crawl_pass("2031-03-09T06:00:00Z")
+    grows[0] = False  # the site is fixed: the visit pages link no new ids
+    crawl_pass("2031-03-13T06:00:00Z")
+    assert got == [(0, 1, 1, False, False), (1, 2, 1, True, True), (1, 3, 1, True, True),
+                   (0, 0, 0, False, False)], got
+
+
+def test_a_move_out_of_the_crawls_directory_indexes_nothing_outside_it(site, tmp_path):
+    """/docs/s1/p2.html answers 301 to /private/y.html, on the same host: the crawl's scope is
+    its start directory, so the target is never indexed, on any pass, and the source leaves as
+    a page that left the site, its reason naming the target."""
+    build(site)
+    site.set("/private/y.html", render_page("Private", "<p>A page outside the docs, not for the index.</p>" * 4,
+                                            nav=[]))
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
+    site.redirect("/docs/s1/p2.html", "/private/y.html", 301)
+    for now in (T1, "2031-04-02T06:00:00Z", T2, T3):
+        r, rep = run(site, tmp_path, now)
+        assert r.exit_code == 0, r.output
+        assert live_pages(tmp_path) == ALL - {"docs/s1/p2.html"}, (now, sorted(live_pages(tmp_path) ^ ALL))
+        assert not any("/private/" in u for u in _tracked(tmp_path)), now
+        if now == T1:
+            (gone,) = [c for c in rep["changes"] if c["action"] == "removed"]
+            assert gone["url"].endswith("/docs/s1/p2.html")
+            assert gone["reason"] == ("moved permanently out of the crawl's directories, to "
+                                      + site.server.url("/private/y.html")), gone
+            assert rep["crawl_complete"] is True
+
+
+def test_a_start_page_moved_out_of_its_directory_is_an_error_and_purges_nothing(site, tmp_path, caplog):
+    """The start page answers 301 to /private/: a configuration to fix (exit 1, one line naming
+    the target); the crawl is incomplete, so no page leaves for not being linked."""
+    build(site)
+    site.set("/private/index.html", render_page("Private", "<p>The private side of the site.</p>" * 4, nav=[]))
+    run(site, tmp_path, T0)
+    site.redirect("/docs/index.html", "/private/index.html", 301)
+    for now in (T1, T2):
+        caplog.clear()
+        r, rep = run(site, tmp_path, now, "--allow-mass-delete")
+        assert r.exit_code == 1 and rep["crawl_start_errors"] == 1 and rep["crawl_complete"] is False, r.output
+        said = [m for m in caplog.messages if m.startswith("error ")]
+        assert said == [f"error {site.server.url('/docs/index.html')}: crawl start page: moved permanently out of "
+                        f"the crawl's directories, to {site.server.url('/private/index.html')} (give that as "
+                        "--crawl)"], said
+        assert live_pages(tmp_path) == ALL - {"docs/index.html"}, now
+        assert not any("/private/" in u for u in _tracked(tmp_path))
+
+
+def test_the_start_page_is_read_every_pass_whatever_its_schedule(site, tmp_path):
+    """The root of what the crawl reaches is asked on every pass, due or not: a link it gains
+    an hour later is followed that pass; its 404 an hour after that is exit 1 and purges
+    nothing for not being linked; back an hour later, the crawl goes on from it."""
+    build(site)
+    r, rep = run(site, tmp_path, T0)
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
+    site.set("/docs/s9/index.html", render_page("Section 9", "<p>A new section of the guide, in full.</p>" * 4,
+                                                nav=[]))
+    index = render_page("Docs", "<p>The guide's sections.</p><ul>" + "".join(
+        f'<li><a href="/docs/s{h}/index.html">Section {h}</a></li>' for h in [*range(HUBS), 9]) + "</ul>", nav=[])
+    site.set("/docs/index.html", index)
+    r, rep = run(site, tmp_path, "2031-03-01T07:00:00Z")
+    assert r.exit_code == 0 and live_pages(tmp_path) == ALL | {"docs/s9/index.html"}, r.output
+    site.remove("/docs/index.html")
+    r, rep = run(site, tmp_path, "2031-03-01T08:00:00Z")
+    assert r.exit_code == 1 and rep["crawl_start_errors"] == 1 and rep["crawl_complete"] is False, r.output
+    assert live_pages(tmp_path) == ALL - {"docs/index.html"} | {"docs/s9/index.html"}
+    site.set("/docs/index.html", index)
+    site.set("/docs/s8/index.html", render_page("Section 8", "<p>Another new section, in full.</p>" * 4, nav=[]))
+    site.set("/docs/index.html", index.replace("</ul>", '<li><a href="/docs/s8/index.html">8</a></li></ul>'))
+    r, rep = run(site, tmp_path, "2031-03-01T09:00:00Z")
+    assert r.exit_code == 0 and rep["crawl_complete"] is True, r.output
+    assert live_pages(tmp_path) == ALL | {"docs/s9/index.html", "docs/s8/index.html"}
