@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,20 +206,37 @@ def build_click(git_dir: Path, sphinx_build: str, out: Path) -> Path:
     return out
 
 
+_EXAMPLE = re.compile(r"^\{\*\s*(?P<path>\S+)(?:\s+ln\[(?P<ln>[\d:,]+)\])?[^*]*\*\}[ \t]*$", re.M)
+
+
 def load_fastapi(git_dir: Path, commit: str = FASTAPI_COMMIT):
     """FastAPI's English docs at `commit` as a demo Site, rendered the way the replay benches
     render them (`replay_docs_history.Renderer`: Python-Markdown with the site's extensions and
     its `{! include !}`s expanded, in a Material-like page with header, tabs, a sidebar of every
-    page, table of contents and footer). Its reference pages are rendered by mkdocstrings on the
-    real site; here they hold their intro text only."""
+    page, table of contents and footer), and each `{* example.py ln[..] hl[..] *}` as the code block
+    the site shows (the file named, its `ln` lines; the site adds tabs of the file's other Python
+    versions). Its reference pages are rendered by mkdocstrings on the real site; here they hold
+    their intro text only."""
     sys.path.insert(0, str(REPO / "bench"))
     from demo.site_server import Site
     from replay_docs_history import Git, Renderer
 
     git = Git(str(git_dir))
+
+    def code(m: re.Match) -> str:
+        path = os.path.normpath(os.path.join("docs/en", m["path"]))  # mkdocs.yml's directory
+        lines = (git.blob(commit, path) or b"").decode("utf-8", "replace").splitlines()
+        if m["ln"]:
+            spans = [tuple(int(x) for x in span.split(":")) if ":" in span else (int(span),) * 2
+                     for span in m["ln"].split(",")]
+            lines = [ln for a, b in spans for ln in lines[a - 1:b]]
+        return "```python\n" + "\n".join(lines) + "\n```"
+
     try:
         renderer = Renderer(git, "docs/en/docs")
         pages = [pg for pg in renderer.pages(commit, [], None) if not pg.src.rsplit("/", 1)[-1].startswith(("_", "translation-banner"))]
+        for pg in pages:
+            pg.markdown = _EXAMPLE.sub(code, pg.markdown)
         html = renderer.render_site(pages, "")
     finally:
         git.close()
