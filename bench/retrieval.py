@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on two
-real docs sites built by their own tools, and what keyword vectors cost a first pass.
+"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on three
+real docs sites, and what keyword vectors cost a first pass.
 
 Sites (each page served by demo/site_server.py with a generated sitemap, synced by a pass
 with the bundled all-MiniLM-L6-v2 into the embedded store):
 - Click's docs, built by Sphinx (dirhtml) from the Click repository (`--click-html DIR` for
   a build already made, else `--click-git-dir` + `--sphinx-build`: the build is made here);
 - this project's docs, built by MkDocs (Material) from mkdocs.yml (`--mkdocs-html DIR`, else
-  built here with the venv's mkdocs).
+  built here with the venv's mkdocs);
+- FastAPI's English docs (an MkDocs Material site) at a fixed commit of the FastAPI repository
+  (`--fastapi-git-dir`), rendered as the replay benches render them (`load_fastapi`: its build
+  needs plugins and hooks of its own that are not installed here).
 
 A question set of our own for each (`QUESTIONS`): questions a user would ask and identifier
-queries (`CliRunner`, `--max-failed-share`), each with the pages that answer it. A question
+queries (`CliRunner`, `--max-failed-share`, `OAuth2PasswordRequestForm`), each with the pages
+that answer it (all of them: a miss whose top hit answers too had that page added). A question
 is answered at rank r when the r-th chunk hit is on one of its pages. Figures, per site,
-chunking and mode (`hybrid`, `dense`, `keyword`): hit@1, hit@5 and MRR@10. The chunkings: the
+chunking and mode (`hybrid`, `dense`, `keyword`, and the hybrid fusion without the page lift):
+hit@1, hit@5 and MRR@10. The chunkings: the
 checkout's default splitter and, when that differs, the splitter at 1,000 characters (the
 chunking before token-sized chunks), searched dense: the baseline.
 
@@ -22,7 +27,7 @@ written dense only: no BM25 computed, no sparse index written); wall time and pe
 (VmHWM), as a ratio.
 
     .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
-        [--mkdocs-html DIR] [--rounds N] [--out bench/results/retrieval.md]
+        [--mkdocs-html DIR] [--fastapi-git-dir DIR] [--rounds N] [--out bench/results/retrieval.md]
 
 Writes bench/results/retrieval.md and .json.
 """
@@ -45,7 +50,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-MODES = ("hybrid", "dense", "keyword")
+# "hybrid, fusion only": the fused ranking before `Collection.search` lifts hits by their page.
+FUSED = "hybrid, fusion only"
+MODES = ("hybrid", FUSED, "dense", "keyword")
 # A bare clone of https://github.com/pallets/click (git clone --bare ...), or CLICK_GIT_DIR.
 CLICK_GIT = Path(os.environ.get("CLICK_GIT_DIR", "/work/.mirror/pallets+click/repo"))
 # A bare clone of https://github.com/fastapi/fastapi, or FASTAPI_GIT_DIR; its docs at a fixed commit.
@@ -305,15 +312,21 @@ def score(ranked_urls: list[str], answers: tuple[str, ...], base: str) -> int | 
 def evaluate(work: Path, base: str, questions: list[tuple[str, str, tuple[str, ...]]], embedder: Any,
              modes: tuple[str, ...]) -> dict[str, Any]:
     from sync.commands.read import open_collection
+    from sync.edges.keywords import query_vector
 
     out: dict[str, Any] = {}
     with open_collection(work / "qdrant", "pages", embedder=embedder, keep_open=True) as coll:
         for mode in modes:
             rows = []
             for query, kind, answers in questions:
-                hits = coll.search(query, limit=10, mode=mode)
-                rank = score([h.url for h in hits], answers, base)
-                rows.append({"query": query, "kind": kind, "rank": rank, "top": hits[0].url[len(base):] if hits else None})
+                if mode == FUSED:  # the store's fusion as it comes, without the search's page lift
+                    found = coll.store.search(embedder.embed([query])[0], limit=10, keywords=query_vector(query),
+                                              mode="hybrid")
+                    urls = [str(p.get("url", "")) for _, p in found]
+                else:
+                    urls = [h.url for h in coll.search(query, limit=10, mode=mode)]
+                rank = score(urls, answers, base)
+                rows.append({"query": query, "kind": kind, "rank": rank, "top": urls[0][len(base):] if urls else None})
             out[mode] = {"all": metrics(rows), "question": metrics([r for r in rows if r["kind"] == "question"]),
                          "identifier": metrics([r for r in rows if r["kind"] == "identifier"]), "rows": rows}
     return out
