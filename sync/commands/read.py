@@ -6,7 +6,7 @@ e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query wit
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
 `mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank,
-then each chunk lifted by its page's best other chunk, `page_ranked`), `dense` (the embedding
+then each page's best chunk lifted by its next best, `page_ranked`), `dense` (the embedding
 alone) or `keyword` (BM25 alone, no embedding).
 `pagesync search` is this function; `sync.integrations` wraps it as LangChain and
 LlamaIndex retrievers.
@@ -38,28 +38,31 @@ log = logging.getLogger("pagesync")
 
 READ_LOCK_WAIT = 10.0  # seconds a search waits for another reader's query (a pass is not waited for)
 _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
-# A hybrid hit's score is its fused score plus this share of the best fused score of another
-# chunk of its page among the candidates: a page that answers in two sections outranks a page
-# that matches in one. The best other chunk only, not the sum: a long page (an API reference,
-# a changelog) matching a little in many chunks is not lifted over the page that answers.
+# A page's best hybrid hit is scored by its fused score plus this share of the fused score of
+# the page's next best chunk among the candidates: a page that answers in two sections outranks a
+# page that matches in one. The next best chunk only, not a sum: a long page (an API reference, a
+# changelog) matching a little in many chunks is not lifted over the page that answers. Only the
+# best chunk is lifted, so the page's other chunks do not crowd the other pages out of the hits.
 PAGE_WEIGHT = 0.5
 
 
 def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
                 weight: float = PAGE_WEIGHT) -> list[tuple[float, Mapping[str, Any]]]:
-    """The `limit` best of `found` (score, payload), best first, each scored by its own score
-    plus `weight` times the best score of another of `found`'s chunks with the same `url`."""
-    top: dict[str, list[float]] = {}
-    for score, payload in found:
-        best = top.setdefault(str(payload.get("url", "")), [])
-        best.append(score)
-        best.sort(reverse=True)
-        del best[2:]
-    out = []
-    for score, payload in found:
-        best = top[str(payload.get("url", ""))]
-        other = (best[1] if score == best[0] else best[0]) if len(best) > 1 else 0.0
-        out.append((score + weight * other, payload))
+    """The `limit` best of `found` (score, payload; best first), each page's best chunk scored
+    by its own score plus `weight` times that of the page's second best in `found`, every other
+    chunk by its own."""
+    best: dict[str, int] = {}  # url -> the position in `found` of its best chunk (the first of equals)
+    second: dict[str, float] = {}
+    for i, (score, payload) in enumerate(found):
+        url = str(payload.get("url", ""))
+        if url not in best or score > found[best[url]][0]:
+            if url in best:
+                second[url] = max(second.get(url, 0.0), found[best[url]][0])
+            best[url] = i
+        else:
+            second[url] = max(second.get(url, 0.0), score)
+    lifted = {i: second.get(url, 0.0) for url, i in best.items()}
+    out = [(score + weight * lifted.get(i, 0.0), payload) for i, (score, payload) in enumerate(found)]
     out.sort(key=lambda x: -x[0])  # stable: equal scores keep the fusion's order
     return out[:limit]
 
@@ -67,7 +70,7 @@ def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
 @dataclass(frozen=True)
 class Hit:
     """One chunk a search found: where it is from, its text, and its score (dense: cosine;
-    hybrid: the reciprocal-rank fusion's, lifted by its page's best other chunk (`page_ranked`);
+    hybrid: the reciprocal-rank fusion's, a page's best chunk lifted by its next best (`page_ranked`);
     keyword: BM25's)."""
 
     url: str
