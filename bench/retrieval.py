@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on two
-real docs sites built by their own tools, and what keyword vectors cost a first pass.
+"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on three
+real docs sites, and what keyword vectors cost a first pass.
 
 Sites (each page served by demo/site_server.py with a generated sitemap, synced by a pass
 with the bundled all-MiniLM-L6-v2 into the embedded store):
 - Click's docs, built by Sphinx (dirhtml) from the Click repository (`--click-html DIR` for
   a build already made, else `--click-git-dir` + `--sphinx-build`: the build is made here);
 - this project's docs, built by MkDocs (Material) from mkdocs.yml (`--mkdocs-html DIR`, else
-  built here with the venv's mkdocs).
+  built here with the venv's mkdocs);
+- FastAPI's English docs (an MkDocs Material site) at a fixed commit of the FastAPI repository
+  (`--fastapi-git-dir`), rendered as the replay benches render them (`load_fastapi`: its build
+  needs plugins and hooks of its own that are not installed here).
 
 A question set of our own for each (`QUESTIONS`): questions a user would ask and identifier
-queries (`CliRunner`, `--max-failed-share`), each with the pages that answer it. A question
+queries (`CliRunner`, `--max-failed-share`, `OAuth2PasswordRequestForm`), each with the pages
+that answer it (all of them: a miss whose top hit answers too had that page added). A question
 is answered at rank r when the r-th chunk hit is on one of its pages. Figures, per site,
-chunking and mode (`hybrid`, `dense`, `keyword`): hit@1, hit@5 and MRR@10. The chunkings: the
+chunking and mode (`hybrid`, `dense`, `keyword`, and the hybrid fusion without the page lift):
+hit@1, hit@5 and MRR@10. The chunkings: the
 checkout's default splitter and, when that differs, the splitter at 1,000 characters (the
 chunking before token-sized chunks), searched dense: the baseline.
 
@@ -22,7 +27,7 @@ written dense only: no BM25 computed, no sparse index written); wall time and pe
 (VmHWM), as a ratio.
 
     .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
-        [--mkdocs-html DIR] [--rounds N] [--out bench/results/retrieval.md]
+        [--mkdocs-html DIR] [--fastapi-git-dir DIR] [--rounds N] [--out bench/results/retrieval.md]
 
 Writes bench/results/retrieval.md and .json.
 """
@@ -33,6 +38,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,9 +50,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-MODES = ("hybrid", "dense", "keyword")
+# "hybrid, fusion only": the fused ranking before `Collection.search` lifts hits by their page.
+FUSED = "hybrid, fusion only"
+MODES = ("hybrid", FUSED, "dense", "keyword")
 # A bare clone of https://github.com/pallets/click (git clone --bare ...), or CLICK_GIT_DIR.
 CLICK_GIT = Path(os.environ.get("CLICK_GIT_DIR", "/work/.mirror/pallets+click/repo"))
+# A bare clone of https://github.com/fastapi/fastapi, or FASTAPI_GIT_DIR; its docs at a fixed commit.
+FASTAPI_GIT = Path(os.environ.get("FASTAPI_GIT_DIR", "/work/.mirror/fastapi+fastapi/repo"))
+FASTAPI_COMMIT = "c3f316b7e814667e8ee81e03a7330d00ee61e45c"  # 2026-08-19
 
 # (query, kind, answering pages). kind: "question" (as a user asks it) or "identifier".
 QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
@@ -106,7 +117,7 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("How do I switch to another embedding model without downtime?", "question",
          ("/tasks/change-model/", "/commands/reindex/")),
         ("How do I move the embedded collection to a Qdrant server?", "question",
-         ("/commands/export/", "/commands/import/", "/concepts/stores/")),
+         ("/commands/export/", "/commands/import/", "/concepts/stores/", "/tasks/frameworks/")),
         ("How do I run a sync every night in CI?", "question", ("/tasks/nightly-ci/",)),
         ("How do I read the collection from LangChain?", "question", ("/tasks/frameworks/", "/tasks/read-api/")),
         ("How do I repair a collection that no longer matches the site?", "question",
@@ -121,14 +132,70 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("What fields does the run report have?", "question", ("/report/",)),
         ("How do I use an OpenAI embedding model?", "question", ("/concepts/embedders/",)),
         ("What happens if a pass is killed halfway?", "question", ("/concepts/write-order/", "/concepts/pass/")),
-        ("--max-failed-share", "identifier", ("/commands/run/", "/configuration/", "/report/")),
+        ("--max-failed-share", "identifier", ("/commands/run/", "/configuration/", "/report/", "/operations/")),
         ("pages_not_modified", "identifier", ("/report/",)),
         ("open_collection", "identifier", ("/tasks/read-api/", "/tasks/library/")),
-        ("--with-vectors", "identifier", ("/commands/export/",)),
-        ("tokens_saved_by_reuse", "identifier", ("/report/", "/concepts/reuse/")),
-        ("--max-pages", "identifier", ("/commands/run/", "/concepts/crawling/")),
+        ("--with-vectors", "identifier", ("/commands/export/", "/configuration/")),
+        ("tokens_saved_by_reuse", "identifier", ("/report/", "/concepts/reuse/", "/concepts/embedders/")),
+        ("--max-pages", "identifier", ("/commands/run/", "/concepts/crawling/", "/configuration/")),
         ("PagesyncRetriever", "identifier", ("/tasks/read-api/", "/tasks/frameworks/")),
-        ("--rebuild", "identifier", ("/commands/run/", "/operations/")),
+        ("--rebuild", "identifier", ("/commands/run/", "/operations/", "/concepts/pass/", "/configuration/")),
+    ],
+    # FastAPI's English docs (`load_fastapi`); for an identifier its reference page counts too.
+    "fastapi": [
+        ("How do I declare a request body with a Pydantic model?", "question", ("/tutorial/body/",)),
+        ("How do I read query parameters with default values?", "question", ("/tutorial/query-params/",)),
+        ("How do I validate that a query string is at most 50 characters long?", "question",
+         ("/tutorial/query-params-str-validations/",)),
+        ("How do I make a path parameter accept only a fixed set of values?", "question", ("/tutorial/path-params/",)),
+        ("How do I return a 201 status code when an item is created?", "question", ("/tutorial/response-status-code/",)),
+        ("How do I return a 404 error with a message?", "question", ("/tutorial/handling-errors/",)),
+        ("How do I upload a file?", "question", ("/tutorial/request-files/",)),
+        ("How do I receive form fields instead of JSON?", "question", ("/tutorial/request-forms/",)),
+        ("How do I let a frontend on another domain call my API?", "question", ("/tutorial/cors/",)),
+        ("How do I run a task after returning the response?", "question", ("/tutorial/background-tasks/",)),
+        ("How do I split my application into multiple files?", "question", ("/tutorial/bigger-applications/",)),
+        ("How do I open a database session per request and close it afterwards?", "question",
+         ("/tutorial/dependencies/dependencies-with-yield/", "/tutorial/sql-databases/")),
+        ("How do I test my FastAPI app?", "question", ("/tutorial/testing/",)),
+        ("How do I keep the password out of the data my endpoint returns?", "question",
+         ("/tutorial/response-model/", "/tutorial/extra-models/")),
+        ("How do I hash passwords and issue JWT tokens?", "question", ("/tutorial/security/oauth2-jwt/",)),
+        ("How do I get the current user from the token?", "question", ("/tutorial/security/get-current-user/",)),
+        ("How do I serve static files like images and CSS?", "question", ("/tutorial/static-files/",)),
+        ("How do I connect to a SQL database?", "question", ("/tutorial/sql-databases/",)),
+        ("How do I add a header to every response with a middleware?", "question", ("/tutorial/middleware/",)),
+        ("How do I run my app in a Docker container?", "question", ("/deployment/docker/",)),
+        ("How do I run several worker processes in production?", "question", ("/deployment/server-workers/",)),
+        ("How do I read my app's settings from environment variables?", "question", ("/advanced/settings/",)),
+        ("How do I talk to the browser over WebSockets?", "question", ("/advanced/websockets/",)),
+        ("How do I set a cookie in the response?", "question", ("/advanced/response-cookies/",)),
+        ("How do I return HTML instead of JSON?", "question", ("/advanced/custom-response/",)),
+        ("How do I replace a dependency with a fake one in tests?", "question", ("/advanced/testing-dependencies/",)),
+        ("How do I run code when the app starts up and shuts down?", "question", ("/advanced/events/",)),
+        ("How do I change the title and description shown in the API docs?", "question", ("/tutorial/metadata/",)),
+        ("How do I run my app behind a proxy that adds a path prefix?", "question", ("/advanced/behind-a-proxy/",)),
+        ("When should I use async def and when plain def?", "question", ("/async/",)),
+        ("How do I show an example request body in the docs?", "question", ("/tutorial/schema-extra-example/",)),
+        ("How do I update only some fields of an item with PATCH?", "question", ("/tutorial/body-updates/",)),
+        ("OAuth2PasswordRequestForm", "identifier", ("/tutorial/security/simple-oauth2/", "/reference/security/")),
+        ("OAuth2PasswordBearer", "identifier", ("/tutorial/security/first-steps/", "/reference/security/")),
+        ("Depends", "identifier", ("/tutorial/dependencies/", "/reference/dependencies/")),
+        ("BackgroundTasks", "identifier", ("/tutorial/background-tasks/", "/reference/background/")),
+        ("HTTPException", "identifier", ("/tutorial/handling-errors/", "/reference/exceptions/")),
+        ("RequestValidationError", "identifier", ("/tutorial/handling-errors/", "/reference/exceptions/")),
+        ("UploadFile", "identifier", ("/tutorial/request-files/", "/reference/uploadfile/")),
+        ("APIRouter", "identifier", ("/tutorial/bigger-applications/", "/reference/apirouter/")),
+        ("CORSMiddleware", "identifier", ("/tutorial/cors/", "/reference/middleware/")),
+        ("TestClient", "identifier", ("/tutorial/testing/", "/reference/testclient/")),
+        ("response_model_exclude_unset", "identifier", ("/tutorial/response-model/",)),
+        ("jsonable_encoder", "identifier", ("/tutorial/encoder/", "/reference/encoders/")),
+        ("dependency_overrides", "identifier", ("/advanced/testing-dependencies/",)),
+        ("StaticFiles", "identifier", ("/tutorial/static-files/", "/reference/staticfiles/")),
+        ("root_path", "identifier", ("/advanced/behind-a-proxy/",)),
+        ("BaseSettings", "identifier", ("/advanced/settings/",)),
+        ("status.HTTP_201_CREATED", "identifier", ("/tutorial/response-status-code/", "/reference/status/")),
+        ("SecurityScopes", "identifier", ("/advanced/security/oauth2-scopes/",)),
     ],
 }
 
@@ -144,6 +211,46 @@ def build_click(git_dir: Path, sphinx_build: str, out: Path) -> Path:
     subprocess.run([sphinx_build, "-q", "-b", "dirhtml", str(src / "docs"), str(out)], check=True,
                    capture_output=True)
     return out
+
+
+_EXAMPLE = re.compile(r"^\{\*\s*(?P<path>\S+)(?:\s+ln\[(?P<ln>[\d:,]+)\])?[^*]*\*\}[ \t]*$", re.M)
+
+
+def load_fastapi(git_dir: Path, commit: str = FASTAPI_COMMIT):
+    """FastAPI's English docs at `commit` as a demo Site, rendered the way the replay benches
+    render them (`replay_docs_history.Renderer`: Python-Markdown with the site's extensions and
+    its `{! include !}`s expanded, in a Material-like page with header, tabs, a sidebar of every
+    page, table of contents and footer), and each `{* example.py ln[..] hl[..] *}` as the code block
+    the site shows (the file named, its `ln` lines; the site adds tabs of the file's other Python
+    versions). Its reference pages are rendered by mkdocstrings on the real site; here they hold
+    their intro text only."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from demo.site_server import Site
+    from replay_docs_history import Git, Renderer
+
+    git = Git(str(git_dir))
+
+    def code(m: re.Match) -> str:
+        path = os.path.normpath(os.path.join("docs/en", m["path"]))  # mkdocs.yml's directory
+        lines = (git.blob(commit, path) or b"").decode("utf-8", "replace").splitlines()
+        if m["ln"]:
+            spans = [tuple(int(x) for x in span.split(":")) if ":" in span else (int(span),) * 2
+                     for span in m["ln"].split(",")]
+            lines = [ln for a, b in spans for ln in lines[a - 1:b]]
+        return "```python\n" + "\n".join(lines) + "\n```"
+
+    try:
+        renderer = Renderer(git, "docs/en/docs")
+        pages = [pg for pg in renderer.pages(commit, [], None) if not pg.src.rsplit("/", 1)[-1].startswith(("_", "translation-banner"))]
+        for pg in pages:
+            pg.markdown = _EXAMPLE.sub(code, pg.markdown)
+        html = renderer.render_site(pages, "")
+    finally:
+        git.close()
+    site = Site()
+    for url, body in html.items():
+        site.set(url, body)
+    return site
 
 
 def build_mkdocs(out: Path) -> Path:
@@ -205,15 +312,21 @@ def score(ranked_urls: list[str], answers: tuple[str, ...], base: str) -> int | 
 def evaluate(work: Path, base: str, questions: list[tuple[str, str, tuple[str, ...]]], embedder: Any,
              modes: tuple[str, ...]) -> dict[str, Any]:
     from sync.commands.read import open_collection
+    from sync.edges.keywords import query_vector
 
     out: dict[str, Any] = {}
     with open_collection(work / "qdrant", "pages", embedder=embedder, keep_open=True) as coll:
         for mode in modes:
             rows = []
             for query, kind, answers in questions:
-                hits = coll.search(query, limit=10, mode=mode)
-                rank = score([h.url for h in hits], answers, base)
-                rows.append({"query": query, "kind": kind, "rank": rank, "top": hits[0].url[len(base):] if hits else None})
+                if mode == FUSED:  # the store's fusion as it comes, without the search's page lift
+                    found = coll.store.search(embedder.embed([query])[0], limit=10, keywords=query_vector(query),
+                                              mode="hybrid")
+                    urls = [str(p.get("url", "")) for _, p in found]
+                else:
+                    urls = [h.url for h in coll.search(query, limit=10, mode=mode)]
+                rank = score(urls, answers, base)
+                rows.append({"query": query, "kind": kind, "rank": rank, "top": urls[0][len(base):] if urls else None})
             out[mode] = {"all": metrics(rows), "question": metrics([r for r in rows if r["kind"] == "question"]),
                          "identifier": metrics([r for r in rows if r["kind"] == "identifier"]), "rows": rows}
     return out
@@ -319,6 +432,8 @@ def main() -> int:
                     default=shutil.which("sphinx-build", path=str(Path(sys.executable).parent))
                     or shutil.which("sphinx-build"))
     ap.add_argument("--mkdocs-html", type=Path, help="this project's docs built already (mkdocs build)")
+    ap.add_argument("--fastapi-git-dir", type=Path, default=FASTAPI_GIT,
+                    help=f"a clone of FastAPI's repository (its docs at {FASTAPI_COMMIT[:12]})")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "retrieval.md")
     ap.add_argument("--rounds", type=int, default=2,
                     help="first passes with and without keyword vectors, each (0: not measured)")
@@ -335,11 +450,15 @@ def main() -> int:
     else:
         print("Click's docs: skipped (no --click-html, and no sphinx-build or Click repository)", file=sys.stderr)
     sites["pagesync"] = args.mkdocs_html or build_mkdocs(tmp / "mkdocs-html")
+    if args.fastapi_git_dir.exists():
+        sites["fastapi"] = args.fastapi_git_dir
+    else:
+        print(f"FastAPI's docs: skipped (no repository at {args.fastapi_git_dir})", file=sys.stderr)
 
     embedder = make_embedder(None)
     result: dict[str, Any] = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "sites": {}}
     for name, html in sites.items():
-        site = load_site(html)
+        site = load_fastapi(html) if name == "fastapi" else load_site(html)
         for _, _, answers in QUESTIONS[name]:
             for a in answers:
                 assert a in site.resources, f"{name}: no page {a}"

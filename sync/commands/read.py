@@ -5,8 +5,9 @@ directory) or a collection on a Qdrant server (an http(s) URL, or a `client=` of
 e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query with the
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
-`mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank),
-`dense` (the embedding alone) or `keyword` (BM25 alone, no embedding).
+`mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank,
+then each page's best chunk lifted by its next best, `page_ranked`), `dense` (the embedding
+alone) or `keyword` (BM25 alone, no embedding).
 `pagesync search` is this function; `sync.integrations` wraps it as LangChain and
 LlamaIndex retrievers.
 
@@ -21,27 +22,56 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..edges.store import SEARCH_MODES, Store
+from ..edges.store import SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
 from ..edges.edge_store import EdgeStore
 from .checks import check_embedder_fits, choose_embedder, require_collection
 
-__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT", "SEARCH_MODES", "check_mode"]
+__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT", "SEARCH_MODES", "check_mode", "page_ranked",
+           "PAGE_WEIGHT"]
 
 log = logging.getLogger("pagesync")
 
 READ_LOCK_WAIT = 10.0  # seconds a search waits for another reader's query (a pass is not waited for)
 _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
+# A page's best hybrid hit is scored by its fused score plus this share of the fused score of
+# the page's next best chunk among the candidates: a page that answers in two sections outranks a
+# page that matches in one. The next best chunk only, not a sum: a long page (an API reference, a
+# changelog) matching a little in many chunks is not lifted over the page that answers. Only the
+# best chunk is lifted, so the page's other chunks do not crowd the other pages out of the hits.
+PAGE_WEIGHT = 0.5
+
+
+def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
+                weight: float = PAGE_WEIGHT) -> list[tuple[float, Mapping[str, Any]]]:
+    """The `limit` best of `found` (score, payload; best first), each page's best chunk scored
+    by its own score plus `weight` times that of the page's second best in `found`, every other
+    chunk by its own."""
+    best: dict[str, int] = {}  # url -> the position in `found` of its best chunk (the first of equals)
+    second: dict[str, float] = {}
+    for i, (score, payload) in enumerate(found):
+        url = str(payload.get("url", ""))
+        if url not in best or score > found[best[url]][0]:
+            if url in best:
+                second[url] = max(second.get(url, 0.0), found[best[url]][0])
+            best[url] = i
+        else:
+            second[url] = max(second.get(url, 0.0), score)
+    lifted = {i: second.get(url, 0.0) for url, i in best.items()}
+    out = [(score + weight * lifted.get(i, 0.0), payload) for i, (score, payload) in enumerate(found)]
+    out.sort(key=lambda x: -x[0])  # stable: equal scores keep the fusion's order
+    return out[:limit]
 
 
 @dataclass(frozen=True)
 class Hit:
     """One chunk a search found: where it is from, its text, and its score (dense: cosine;
-    hybrid: the reciprocal-rank fusion's; keyword: BM25's)."""
+    hybrid: the reciprocal-rank fusion's, a page's best chunk lifted by its next best (`page_ranked`);
+    keyword: BM25's)."""
 
     url: str
     title: str
@@ -110,7 +140,12 @@ class Collection:
                 log.warning("collection %r has no keyword vectors: searching dense only "
                             "(`pagesync audit --fix` adds them from the stored texts)", self.name)
                 mode = "dense"
-            found = self.store.search(vector, limit=limit, keywords=keywords, mode=mode)
+            found: Sequence[tuple[float, Mapping[str, Any]]]
+            if mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
+                found = page_ranked(self.store.search(vector, limit=prefetch_size(limit), keywords=keywords,
+                                                      mode=mode), limit)
+            else:
+                found = self.store.search(vector, limit=limit, keywords=keywords, mode=mode)
         finally:
             if not self.keep_open:
                 self._release()

@@ -8,7 +8,7 @@ import pytest
 import sync
 import sync.edges.shard_lock as store_mod
 from embedders import HashEmbedder
-from sync.commands.read import Collection, Hit, open_collection
+from sync.commands.read import PAGE_WEIGHT, Collection, Hit, open_collection, page_ranked
 from sync.edges.client_store import ClientStore
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import PageWrite
@@ -173,3 +173,39 @@ def test_an_embedder_made_from_a_name_is_closed_with_the_collection_and_a_given_
     with open_collection(edge_dir, embedder=mine):
         pass
     assert not mine.closed  # the caller's to close
+
+
+def _hit(url: str, i: int) -> dict:
+    return {"url": url, "chunk_index": i}
+
+
+def test_a_page_that_matches_in_two_chunks_outranks_one_that_matches_in_one():
+    found = [(0.033, _hit("/report/", 0)), (0.032, _hit("/status/", 0)), (0.031, _hit("/status/", 1)),
+             (0.020, _hit("/other/", 0))]
+    ranked = page_ranked(found, 3)
+    assert [(p["url"], p["chunk_index"]) for _, p in ranked] == [("/status/", 0), ("/report/", 0), ("/status/", 1)]
+    assert ranked[0][0] == pytest.approx(0.032 + PAGE_WEIGHT * 0.031)
+    assert ranked[1][0] == 0.033  # alone on its page: its own score
+    assert ranked[2][0] == 0.031  # not its page's best: its own score
+
+
+def test_only_the_next_best_chunk_lifts_a_page_not_how_many_it_has():
+    # A long page matching a little in many chunks is lifted by its next best chunk, once, and
+    # its other chunks do not crowd the other pages out.
+    found = [(0.030, _hit("/answer/", 0)), (0.029, _hit("/answer/", 1))] + [
+        (0.021, _hit("/changelog/", i)) for i in range(20)] + [(0.0205, _hit("/third/", 0))]
+    ranked = page_ranked(found, 5)
+    assert [p["url"] for _, p in ranked][:3] == ["/answer/", "/changelog/", "/answer/"]
+    assert len(ranked) == 5
+
+
+def test_the_best_chunk_may_come_after_another_of_its_page():
+    found = [(0.02, _hit("/a/", 0)), (0.03, _hit("/b/", 0)), (0.04, _hit("/a/", 1))]
+    ranked = page_ranked(found, 3)
+    assert ranked[0] == (pytest.approx(0.04 + PAGE_WEIGHT * 0.02), found[2][1])
+    assert [p["url"] for _, p in ranked] == ["/a/", "/b/", "/a/"]
+
+
+def test_equal_scores_keep_the_fusions_order():
+    found = [(0.03, _hit("/a/", 0)), (0.03, _hit("/b/", 0))]
+    assert [p["url"] for _, p in page_ranked(found, 2)] == ["/a/", "/b/"]
