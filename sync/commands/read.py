@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..edges.store import SEARCH_MODES, Store, prefetch_size
+from ..edges.store import BOTH_FIRST, SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
 from ..edges.edge_store import EdgeStore
 from .checks import check_embedder_fits, choose_embedder, require_collection
@@ -43,14 +43,16 @@ _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
 # page that matches in one. The next best chunk only, not a sum: a long page (an API reference, a
 # changelog) matching a little in many chunks is not lifted over the page that answers. Only the
 # best chunk is lifted, so the page's other chunks do not crowd the other pages out of the hits.
+# A hit both searches rank first is not passed by a lifted page: dense and keyword agree on it
+# (a pasted passage, an identifier that names one section).
 PAGE_WEIGHT = 0.5
 
 
 def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
-                weight: float = PAGE_WEIGHT) -> list[tuple[float, Mapping[str, Any]]]:
+                weight: float = PAGE_WEIGHT, agreed: float = BOTH_FIRST) -> list[tuple[float, Mapping[str, Any]]]:
     """The `limit` best of `found` (score, payload; best first), each page's best chunk scored
     by its own score plus `weight` times that of the page's second best in `found`, every other
-    chunk by its own."""
+    chunk by its own; a first hit scored `agreed` (both searches rank it first) stays first."""
     best: dict[str, int] = {}  # url -> the position in `found` of its best chunk (the first of equals)
     second: dict[str, float] = {}
     for i, (score, payload) in enumerate(found):
@@ -64,6 +66,9 @@ def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
     lifted = {i: second.get(url, 0.0) for url, i in best.items()}
     out = [(score + weight * lifted.get(i, 0.0), payload) for i, (score, payload) in enumerate(found)]
     out.sort(key=lambda x: -x[0])  # stable: equal scores keep the fusion's order
+    if found and found[0][0] >= agreed * (1 - 1e-6):  # float32 scores: a relative margin
+        first = next(i for i, hit in enumerate(out) if hit[1] is found[0][1])
+        out.insert(0, out.pop(first))
     return out[:limit]
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "KEYWORD_FIELDS",
     "PREFETCH_MIN",
     "RRF_K",
+    "BOTH_FIRST",
     "REUSE_FIELDS",
     "KEY_FIELDS",
     "URLS_PER_READ",
@@ -56,6 +57,9 @@ SEARCH_MODES = ("hybrid", "dense", "keyword")
 KEYWORD_FIELDS = ("text", "title", "headings")  # what `keyword_text` reads
 PREFETCH_MIN = 50  # candidates each side of a hybrid search brings to the fusion (at least)
 RRF_K = 60  # reciprocal rank fusion's constant (Qdrant's default)
+# The fused score of a hit both searches rank first: Qdrant's fusion (Edge, local and server
+# alike) scores a hit 1/(k + rank) in each list, its rank counted from 0.
+BOTH_FIRST = 2 / RRF_K
 
 
 @dataclass

@@ -11,7 +11,8 @@ from embedders import HashEmbedder
 from sync.commands.read import PAGE_WEIGHT, Collection, Hit, open_collection, page_ranked
 from sync.edges.client_store import ClientStore
 from sync.edges.edge_store import EdgeStore
-from sync.edges.store import PageWrite
+from sync.edges.keywords import query_vector
+from sync.edges.store import BOTH_FIRST, RRF_K, PageWrite
 from sync.errors import CollectionMismatchError, CollectionNotFoundError, ConfigError, StoreHeldError
 from sync.stages.write import build_points
 from tests.helpers import store_clock
@@ -209,3 +210,26 @@ def test_the_best_chunk_may_come_after_another_of_its_page():
 def test_equal_scores_keep_the_fusions_order():
     found = [(0.03, _hit("/a/", 0)), (0.03, _hit("/b/", 0))]
     assert [p["url"] for _, p in page_ranked(found, 2)] == ["/a/", "/b/"]
+
+
+@pytest.mark.parametrize("top, first", [
+    (BOTH_FIRST, "/pasted/"),  # both searches rank it first: no lifted page passes it
+    (1 / RRF_K + 1 / (RRF_K + 1), "/status/"),  # first in one list, second in the other: lifted past
+])
+def test_a_hit_both_searches_rank_first_stays_first(top, first):
+    found = [(top, _hit("/pasted/", 0)), (2 / (RRF_K + 1), _hit("/status/", 0)),
+             (2 / (RRF_K + 2), _hit("/status/", 1))]
+    assert page_ranked(found, 3)[0][1]["url"] == first
+    assert sorted(p["url"] for _, p in page_ranked(found, 3)) == ["/pasted/", "/status/", "/status/"]
+
+
+def test_both_first_is_the_fused_score_of_the_stores_agreed_hit(edge_dir):
+    # The store's own fusion: a passage searched word for word is first in both lists.
+    store = EdgeStore(edge_dir, "pages")
+    try:
+        text = "A 429 waits for Retry-After."
+        score, payload = store.search(HashEmbedder(16).embed([text])[0], 5, keywords=query_vector(text),
+                                      mode="hybrid")[0]
+    finally:
+        store.close()
+    assert payload["text"] == text and score == pytest.approx(BOTH_FIRST, rel=1e-6)

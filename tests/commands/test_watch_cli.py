@@ -85,12 +85,14 @@ def test_an_edit_is_searchable_after_the_poll_that_sees_it(site, work):
         site.set("/p1.html", page_html("Page 1", [para("zebrafish migrate upstream in spring")]))
         w.wait_for("watch: pass started (deploy)")
         w.wait_for("watch: pass done", 2)
-        # Read while the watcher runs: export finds the new text, search ranks its chunk first.
+        # Read while the watcher runs: export finds the new text, a keyword search (the fake
+        # embedder's vectors carry no meaning) ranks its chunk first.
         out = cli(work, "export", "--qdrant-path", "q", "--state", "s.db")
         assert out.returncode == 0, out.stderr
         texts = {json.loads(ln)["payload"]["text"]: json.loads(ln)["payload"]["url"] for ln in out.stdout.splitlines()}
         text = next(t for t in texts if "zebrafish" in t)
-        hit = cli(work, "search", text, "--qdrant-path", "q", "--embedder", "fake", "--json", "--limit", "1")
+        hit = cli(work, "search", text, "--qdrant-path", "q", "--embedder", "fake", "--mode", "keyword", "--json",
+                  "--limit", "1")
         assert hit.returncode == 0, hit.stderr
         assert json.loads(hit.stdout)[0]["payload"]["url"] == site.server.url("/p1.html")
         assert w.stop() == 0
