@@ -283,7 +283,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
             crawl = Crawl(state, outcomes, ledger, links=state if isinstance(state, LinkKeeper) else None,
                           starts=cfg.crawl, scope=scope, unwanted=unwanted,
                           crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now,
-                          last_report=last_report)
+                          last_report=last_report, full=cfg.full)
             visitor.watch_crawl(crawl)
         planner = Planner(fetcher, state, scheduler, deploys, bulk, outcomes, check, scope=scope, unwanted=unwanted,
                           sitemaps=cfg.sitemaps, urls=cfg.urls, full=cfg.full, max_fetches=cfg.max_fetches,

@@ -81,10 +81,14 @@ class Crawl:
     def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
                  starts: Sequence[str], scope: Scope,
                  unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
-                 limits: CrawlLimits | None, max_pages: int, now: datetime, last_report: dict | None = None):
+                 limits: CrawlLimits | None, max_pages: int, now: datetime, last_report: dict | None = None,
+                 full: bool = False):
         self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
         self.scope, self.max_pages, self.now, self.start_urls = scope, max_pages, now, list(starts)
         self.last_report = last_report or {}  # the last recorded run's: its crawl_overflow_passes
+        # --full: every page the crawl reaches is read, gone ones too (a link names them, as a
+        # sitemap would), whatever their schedule.
+        self.full = full
         self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in starts], in_scope=scope.check,
                                       wanted=crawl_filter or (lambda url: unwanted(url) is None),
                                       limits=replace(limits or CrawlLimits(), max_pages=max_pages))
@@ -351,9 +355,10 @@ class Crawl:
                 self.crawl_tracked.add(url)
                 page = PageState(url=url, status=NEW, first_seen_at=self.now, source="crawl")
                 new.append(page)
-            elif url in self.crawl_starts:
+            elif url in self.crawl_starts or (self.full and page.status == GONE):
                 # A start page is read every pass, due or not (a conditional GET): it is the root
                 # of what the crawl reaches, so a new link, a 404 or its return tells this pass.
+                # With --full a gone page a link reaches is read too, as one a sitemap lists.
                 if page.status == LIVE and url not in kept:
                     self.crawl_unread.add(url)
             elif page.status == LIVE and page.pending_hash is None and url in kept:
