@@ -82,6 +82,7 @@ log = logging.getLogger("pagesync")
 
 @dataclass
 class PassConfig:
+    """Everything one pass is told: where the pages are, how to read them, and its limits."""
     sitemaps: Sequence[str] = ()
     urls: Sequence[str] = ()
     crawl: Sequence[str] = ()  # start pages of a link crawl (`sync.stages.crawl`)

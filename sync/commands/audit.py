@@ -82,6 +82,7 @@ class _UrlSummary:
 
 @dataclass
 class AuditReport:
+    """What `audit` found in the collection against the state, and what `--fix` repaired."""
     points_scanned: int = 0
     pages_live: int = 0
     counts: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})

@@ -26,6 +26,7 @@ class Outcome(enum.Enum):
 
 
 class Action(enum.Enum):
+    """What a pass does with one page; the value is the word the report and events use."""
     SKIP_NOT_MODIFIED = "not_modified"
     SKIP_UNCHANGED = "unchanged"
     ADD = "added"
@@ -37,6 +38,7 @@ class Action(enum.Enum):
 
 @dataclass(frozen=True)
 class Decision:
+    """One page's action and the reason for it, decided from what the visit found."""
     action: Action
     reason: str
 

@@ -35,6 +35,7 @@ def from_epoch(ts: float | None) -> datetime | None:
 
 @dataclass
 class PageState:
+    """What the state remembers of one page between passes: hashes, validators, schedule."""
     url: str
     status: str = NEW
     source: str = "sitemap"  # what tracks it: "sitemap", "url" (--url, a redirect's target) or "crawl" (--crawl)

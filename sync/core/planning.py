@@ -28,6 +28,7 @@ REASONS = ("new", "pending", "rebuild", "changed", "lastmod", "feed", "deploy", 
 
 @dataclass(frozen=True)
 class ChangeEvent:
+    """A URL the plan visits or removes this pass, with its reason (one of `REASONS`)."""
     url: str
     reason: str
 

@@ -28,6 +28,7 @@ def overflow_passes(last: dict, *, crawled: bool, overflowed: bool) -> int:
 
 @dataclass
 class Report:
+    """What one pass did, page and chunk counts by outcome; `to_dict` gives the report keys."""
     started_at: str = ""
     finished_at: str = ""
     pages_in_sitemaps: int = 0

@@ -96,6 +96,7 @@ def classify_status(status: int) -> Outcome:
 
 @dataclass
 class FetchResult:
+    """One page's answer: its outcome, body, validators and redirects."""
     url: str
     outcome: Outcome
     status: int | None = None

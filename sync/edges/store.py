@@ -64,6 +64,7 @@ BOTH_FIRST = 2 / RRF_K
 
 @dataclass
 class StoredPoint:
+    """One point as the store holds it: id, payload, dense vector and keyword vector."""
     id: str
     payload: dict[str, Any]
     vector: list[float] | None = None
@@ -79,6 +80,7 @@ class PageWrite:
 
 
 class Store(Protocol):
+    """The vector store a pass writes to: one collection, pages replaced as a unit."""
     collection: str
 
     def ensure_collection(self, dimension: int) -> None:
