@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import os
+import select
 import signal
-import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -248,18 +250,34 @@ class StopSignals:
     """SIGTERM and SIGINT end the watcher. Between passes they set the flag and wake the
     sleep. During a pass (`passing`) SIGINT is Python's own again, so `asyncio.run` stops the
     pass the way Ctrl-C stops `run` (its task cancelled at an await point, a store write in
-    flight confirmed first), and SIGTERM is turned into that SIGINT."""
+    flight confirmed first), and SIGTERM is turned into that SIGINT. The handlers take no lock
+    (a handler runs on the main thread, which may hold the lock it would wait for): they set
+    a flag and write a byte to a pipe the sleep waits on."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.stop = False
         self.reading = False  # a sitemap read in flight: a signal ends it at once
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._between)
         signal.signal(signal.SIGTERM, self._between)
 
+    def close(self) -> None:
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        self.stop = True
+        try:
+            os.write(self._wake_w, b"\0")
+        except BlockingIOError:  # the pipe is full: the sleep is woken already
+            pass
+
     def _between(self, signum: int, frame: object) -> None:  # noqa: ARG002 (signal handler signature)
-        self.event.set()
+        self._wake()
         if self.reading:
             raise KeyboardInterrupt
 
@@ -268,14 +286,14 @@ class StopSignals:
         """A read (the sitemap probe) a signal ends at once: it writes nothing."""
         self.reading = True
         try:
-            if self.event.is_set():
+            if self.stop:
                 raise KeyboardInterrupt
             yield
         finally:
             self.reading = False
 
     def _in_pass(self, signum: int, frame: object) -> None:  # noqa: ARG002 (signal handler signature)
-        self.event.set()
+        self._wake()
         signal.raise_signal(signal.SIGINT)
 
     @contextmanager
@@ -284,17 +302,24 @@ class StopSignals:
         signal.signal(signal.SIGTERM, self._in_pass)
         try:
             # A signal that came between the decision and the swap above: no pass starts.
-            if self.event.is_set():
+            if self.stop:
                 raise KeyboardInterrupt
             yield
         finally:
             self.install()
 
     def stopped(self) -> bool:
-        return self.event.is_set()
+        return self.stop
 
     def sleep(self, seconds: float) -> None:
-        self.event.wait(seconds)
+        """Up to `seconds`, less when a signal comes (its handler writes to the pipe)."""
+        end = time.monotonic() + seconds
+        while not self.stop and (left := end - time.monotonic()) > 0:
+            if select.select([self._wake_r], [], [], left)[0]:
+                try:  # a byte without the flag is an old signal's: drained, then slept on
+                    os.read(self._wake_r, 4096)
+                except BlockingIOError:
+                    pass
 
 
 def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], sitemaps: list[str],
@@ -302,8 +327,22 @@ def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], s
               write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None) -> int:
     """The watcher on the real clock and signals, until SIGTERM or SIGINT: exit 0. A signal
     during a pass stops it at a safe point (as Ctrl-C stops `run`); the next pass resumes."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     signals = StopSignals()
     signals.install()
+    try:
+        return _watch(signals, poll=poll, run_pass=run_pass, sitemaps=sitemaps, headers=headers,
+                      user_agent=user_agent, timeout=timeout, write_metrics=write_metrics)
+    finally:  # the caller's handlers again, then the pipe they no longer write to
+        for signum, handler in zip((signal.SIGINT, signal.SIGTERM), before):
+            if handler is not None:  # None: a handler not set from Python, left as it is
+                signal.signal(signum, handler)
+        signals.close()
+
+
+def _watch(signals: StopSignals, *, poll: timedelta, run_pass: Callable[[datetime], PassOutcome],
+           sitemaps: list[str], headers: Callable[[str], dict[str, str]], user_agent: str, timeout: float,
+           write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None) -> int:
 
     def one_pass(now: datetime) -> PassOutcome:
         with signals.passing():

@@ -241,3 +241,35 @@ def test_a_change_feed_larger_than_a_sitemap_may_be_is_not_read_and_is_no_change
     assert probe() is False and FEED not in probe.seen
     bodies[0] = b"y" * 100
     assert probe() is False
+
+
+# A signal handler runs on the main thread between two of its bytecodes, so one that waits
+# for a lock the interrupted code holds (a threading.Event's, mid-`wait`) never returns. The
+# child process sleeps in short slices while a timer signals it every 2 ms, many thousand
+# times over: each handler must return, and the sleep still ends early once stopped.
+_SIGNALLED_SLEEPS = """
+import signal, sys, time
+from sync.commands.watch import StopSignals
+
+s = StopSignals()
+signal.signal(signal.SIGALRM, s._between)
+signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    s.stop = False
+    s.sleep(0.00001)
+signal.setitimer(signal.ITIMER_REAL, 0, 0)
+s.stop = False
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+t = time.monotonic()
+s.sleep(30)
+print("woken" if s.stopped() and time.monotonic() - t < 5 else "not woken")
+s.close()
+"""
+
+
+def test_the_stop_signal_handler_takes_no_lock_and_wakes_the_sleep():
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SIGNALLED_SLEEPS], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "woken", out.stderr[-2000:]

@@ -29,14 +29,16 @@ class Watch:
     def __init__(self, site, work: Path, *extra: str):
         env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
         env["HF_HUB_OFFLINE"] = "1"
+        env["PYTHONFAULTHANDLER"] = "1"  # a watcher that does not stop dumps its threads' stacks (SIGABRT)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         args = ["watch", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake",
                 "--poll", "1", "--metrics", "watch.prom", *extra]
-        self.p = subprocess.Popen([sys.executable, "-m", "sync", *args], cwd=work, env=env, stdout=subprocess.PIPE,
+        self.p = subprocess.Popen([sys.executable, "-m", "sync", *args], cwd=work, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self.changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.p.stderr is not None
@@ -61,6 +63,11 @@ class Watch:
         self.p.send_signal(signal.SIGTERM)
         try:
             return self.p.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired as exc:
+            self.p.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack to stderr
+            self.p.wait()
+            self.reader.join(5)
+            raise AssertionError(f"the watcher did not stop within {STOP_S} s:\n{''.join(self.lines)}") from exc
         finally:
             self.kill()
 
