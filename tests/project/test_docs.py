@@ -59,8 +59,8 @@ def test_every_docs_page_is_in_the_nav():
 
 
 def test_docs_build_strict(tmp_path):
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        pytest.skip("mkdocs-material is not installed (pip install -e '.[docs]')")
+    if any(importlib.util.find_spec(m) is None for m in ("mkdocs", "material", "mkdocstrings_handlers")):
+        pytest.skip("mkdocs-material or mkdocstrings is not installed (pip install -e '.[docs]')")
     site = tmp_path / "site"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
@@ -69,6 +69,8 @@ def test_docs_build_strict(tmp_path):
 
     run_page = (site / "commands" / "run" / "index.html").read_text()
     assert "--max-delete-share" in run_page and "<!-- options:" not in run_page  # the generated table
+    api = html.unescape(re.sub(r"<[^>]+>", "", (site / "reference" / "api" / "index.html").read_text()))
+    assert "run_pass(" in api and "max_fetches" in api and "StateLockedError" in api  # read from the code
     for page in site.rglob("*.html"):
         article = re.search(r"<article.*?</article>", page.read_text(), re.S)
         if article:  # the generated option tables too: what the command line's help says
@@ -91,8 +93,8 @@ def test_the_demo_ends_with_a_collection_equal_to_a_fresh_index(tmp_path):
 def test_the_demo_syncs_the_docs_site(tmp_path):
     """`make demo-docs`, on the fake embedder: the built docs are indexed; a redeploy that gives
     every page one new lastmod fetches nothing; one edited page embeds only its new text."""
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        pytest.skip("mkdocs-material is not installed (pip install -e '.[docs]')")
+    if any(importlib.util.find_spec(m) is None for m in ("mkdocs", "material", "mkdocstrings_handlers")):
+        pytest.skip("mkdocs-material or mkdocstrings is not installed (pip install -e '.[docs]')")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     r = subprocess.run([sys.executable, str(ROOT / "demo" / "run_demo.py"), "--docs", "--embedder", "fake",
                         "--work", str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True, text=True,
