@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import os
+import re
 import select
 import signal
 import time
@@ -252,7 +252,8 @@ class StopSignals:
     pass the way Ctrl-C stops `run` (its task cancelled at an await point, a store write in
     flight confirmed first), and SIGTERM is turned into that SIGINT. The handlers take no lock
     (a handler runs on the main thread, which may hold the lock it would wait for): they set
-    a flag and write a byte to a pipe the sleep waits on."""
+    a flag and write a byte to a pipe the sleep waits on. As a context manager: installed on
+    entry; on exit the handlers found on entry are put back, then the pipe is closed."""
 
     def __init__(self) -> None:
         self.stop = False
@@ -260,14 +261,22 @@ class StopSignals:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
+        self._before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+    def __enter__(self) -> StopSignals:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in zip((signal.SIGINT, signal.SIGTERM), self._before):
+            if handler is not None:  # None: a handler not set from Python, left as it is
+                signal.signal(signum, handler)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
 
     def install(self) -> None:
         signal.signal(signal.SIGINT, self._between)
         signal.signal(signal.SIGTERM, self._between)
-
-    def close(self) -> None:
-        os.close(self._wake_r)
-        os.close(self._wake_w)
 
     def _wake(self) -> None:
         self.stop = True
@@ -327,48 +336,32 @@ def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], s
               write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None) -> int:
     """The watcher on the real clock and signals, until SIGTERM or SIGINT: exit 0. A signal
     during a pass stops it at a safe point (as Ctrl-C stops `run`); the next pass resumes."""
-    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    signals = StopSignals()
-    signals.install()
-    try:
-        return _watch(signals, poll=poll, run_pass=run_pass, sitemaps=sitemaps, headers=headers,
-                      user_agent=user_agent, timeout=timeout, write_metrics=write_metrics)
-    finally:  # the caller's handlers again, then the pipe they no longer write to
-        for signum, handler in zip((signal.SIGINT, signal.SIGTERM), before):
-            if handler is not None:  # None: a handler not set from Python, left as it is
-                signal.signal(signum, handler)
-        signals.close()
+    with StopSignals() as signals:
+        def one_pass(now: datetime) -> PassOutcome:
+            with signals.passing():
+                outcome = run_pass(now)
+            probe.feeds = feed_urls(outcome.report.get("host_schedule"))  # the feeds this pass found
+            return outcome
 
+        def read_sitemaps() -> bool:
+            with signals.interruptible():
+                return probe()
 
-def _watch(signals: StopSignals, *, poll: timedelta, run_pass: Callable[[datetime], PassOutcome],
-           sitemaps: list[str], headers: Callable[[str], dict[str, str]], user_agent: str, timeout: float,
-           write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None) -> int:
-
-    def one_pass(now: datetime) -> PassOutcome:
-        with signals.passing():
-            outcome = run_pass(now)
-        probe.feeds = feed_urls(outcome.report.get("host_schedule"))  # the feeds this pass found
-        return outcome
-
-    def read_sitemaps() -> bool:
-        with signals.interruptible():
-            return probe()
-
-    with httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)), follow_redirects=False,
-                      headers={"User-Agent": user_agent}) as client:
-        probe = SitemapProbe(sitemaps, client, headers)
-        watcher = Watcher(poll=poll, run_pass=one_pass, probe=read_sitemaps,
-                          clock=lambda: datetime.now(timezone.utc), sleep=signals.sleep, stopped=signals.stopped,
-                          write_metrics=write_metrics)
-        log.info("watch: polling %s every %s", ", ".join(sitemaps) or "no sitemap (due pages only)",
-                 _seconds(poll))
-        try:
-            watcher.run()
-        except KeyboardInterrupt:  # a signal during a pass or a sitemap read
-            log.info("watch: stopped; what the last pass wrote is consistent, the next pass resumes")
-            return 0
-    log.info("watch: stopped")
-    return 0
+        with httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)), follow_redirects=False,
+                          headers={"User-Agent": user_agent}) as client:
+            probe = SitemapProbe(sitemaps, client, headers)
+            watcher = Watcher(poll=poll, run_pass=one_pass, probe=read_sitemaps,
+                              clock=lambda: datetime.now(timezone.utc), sleep=signals.sleep, stopped=signals.stopped,
+                              write_metrics=write_metrics)
+            log.info("watch: polling %s every %s", ", ".join(sitemaps) or "no sitemap (due pages only)",
+                     _seconds(poll))
+            try:
+                watcher.run()
+            except KeyboardInterrupt:  # a signal during a pass or a sitemap read
+                log.info("watch: stopped; what the last pass wrote is consistent, the next pass resumes")
+                return 0
+        log.info("watch: stopped")
+        return 0
 
 
 def _seconds(d: timedelta) -> str:

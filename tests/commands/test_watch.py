@@ -251,20 +251,19 @@ _SIGNALLED_SLEEPS = """
 import signal, sys, time
 from sync.commands.watch import StopSignals
 
-s = StopSignals()
-signal.signal(signal.SIGALRM, s._between)
-signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
-end = time.monotonic() + 2
-while time.monotonic() < end:
+with StopSignals() as s:
+    signal.signal(signal.SIGALRM, s._between)
+    signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        s.stop = False
+        s.sleep(0.00001)
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
     s.stop = False
-    s.sleep(0.00001)
-signal.setitimer(signal.ITIMER_REAL, 0, 0)
-s.stop = False
-signal.setitimer(signal.ITIMER_REAL, 0.05)
-t = time.monotonic()
-s.sleep(30)
-print("woken" if s.stopped() and time.monotonic() - t < 5 else "not woken")
-s.close()
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    t = time.monotonic()
+    s.sleep(30)
+    print("woken" if s.stopped() and time.monotonic() - t < 5 else "not woken")
 """
 
 
