@@ -322,7 +322,7 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     report.finished_at = datetime.now(timezone.utc).isoformat()
     report.seconds = round(time.monotonic() - t0, 3)
     chunk_tokens = splitter.chunk_size / (1 if splitter.counter is not None else 4)  # about 4 characters a token
-    queue.count_tokens(chunks_skipped=outcomes.chunks_skipped, last_per_chunk=last_report.get("tokens_per_chunk"),
+    queue.tokens.count_tokens(chunks_skipped=outcomes.chunks_skipped, last_per_chunk=last_report.get("tokens_per_chunk"),
                        chunk_tokens=chunk_tokens)
     if crawl is None:  # no crawl this pass: its overflow count goes on as it was
         report.crawl_overflow_passes = overflow_passes(last_report, crawled=False, overflowed=False)

@@ -11,7 +11,8 @@ flows; each takes what it uses in its constructor and hands its output on:
 - `visit.Visitor.visit(pages)`: each answer to `outcomes.Outcomes` (skips, failures), the
   `settle.Ledger` (purges, held changes) or the `embed.EmbedQueue` (changes, as `PendingPage`);
 - `crawl.Crawl`: told of every visit, then walks the links through the visitor;
-- `embed.EmbedQueue` -> embedded batches to `write.Writer.write` (the crash-safe replace);
+- `embed.EmbedQueue` -> embedded batches to `write.Writer.write` (the crash-safe replace),
+  its tokens counted and bounded by `token_spend.TokenSpend`;
 - `settle.Settler`: the guard's verdict over the ledger, the held changes, then the purges.
 
 A stage may import the pure core (`sync.core`), the edges (`sync.edges`) and the stages it

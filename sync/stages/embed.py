@@ -21,7 +21,7 @@ counter across the pass). With `max_embed_tokens`, each batch is cut, before it 
 the pages whose new texts fit what is left, counted offline as an upper bound
 (`embedders.limits.token_bound`); the first page that does not fit stops the embedding: it
 and every page after it keep their points and state (due next pass) and the pass visits no
-more pages (`stopped`).
+more pages (`stopped`). Both are `token_spend.TokenSpend`'s, the queue's `tokens`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from collections import OrderedDict
 from typing import Sequence
 
 from embedders.base import Embedder
-from embedders.limits import token_bound
 
 from ..core.hashing import reuse_key
 from ..core.page import PageState
@@ -43,6 +42,7 @@ from ..errors import EmbedBatchError, PagesyncError
 from .outcomes import Outcomes
 from .pending import PendingPage
 from ..core.planning import pages_within_chunk_budget
+from .token_spend import TokenSpend
 from .write import Writer
 
 __all__ = ["EmbedQueue", "VectorCache"]
@@ -94,7 +94,7 @@ class EmbedQueue:
         self.store, self.embedder, self.writer, self.outcomes = store, embedder, writer, outcomes
         self.report = outcomes.report
         self.batch, self.write_batch, self.reuse_vectors = batch, write_batch, reuse_vectors
-        self.max_embed_tokens, self.dry_run = max_embed_tokens, dry_run
+        self.dry_run = dry_run
         # A first index has nothing to read; a lost collection (rebuilt) holds nothing to reuse.
         self.store_was_empty, self.rebuilding = store_was_empty, rebuilding
         self.queue: list[PendingPage] = []
@@ -120,11 +120,13 @@ class EmbedQueue:
         self.leaving_over = 0  # leaving pages past the budget: not reuse sources
         # Queued pages hold their texts and reused vectors: bound them as well as the model input.
         self.max_queued_chunks = max(1024, 16 * batch)
-        # Tokens: the embedder's own counter (a remote embedder's `usage`) as the pass began.
-        self.tokens_base = self._tokens_counted()
-        self.bound_sent = 0  # offline bounds of the texts sent: the spend of an embedder that counts none
-        self.token_bound = getattr(embedder, "token_bound", None) or token_bound
-        self.stopped = False  # --max-embed-tokens reached: nothing more is sent or visited
+        # Tokens sent, and the --max-embed-tokens guard over them (`TokenSpend`).
+        self.tokens = TokenSpend(embedder, self.report, max_embed_tokens)
+
+    @property
+    def stopped(self) -> bool:
+        """The token budget is spent: nothing more is sent, and the pass visits no more pages."""
+        return self.tokens.stopped
 
     def full(self) -> bool:
         """Enough queued for a batch (or for the memory bound): time to `flush`."""
@@ -312,11 +314,10 @@ class EmbedQueue:
                             item.reused -= 1
                         else:
                             item.vectors[i] = known
-        if self.stopped or self.max_embed_tokens is not None:
-            batch, to_embed = self._within_token_budget(batch, to_embed)
+        if self.tokens.guarding:
+            batch, to_embed = self.tokens.within_budget(batch, to_embed, dedup=self.reuse_vectors)
         texts = list(to_embed.values())
-        if self.max_embed_tokens is not None:
-            self.bound_sent += sum(map(self.token_bound, texts))
+        self.tokens.sent(texts)
         # A daemon thread, not the default executor: a pass cancelled by Ctrl-C does not wait
         # for the model to finish the batch (`sync.edges.threads`).
         call = in_daemon_thread(self.embedder.embed, texts, name="pagesync-embed") if texts else None
@@ -347,12 +348,12 @@ class EmbedQueue:
         except EmbedBatchError as exc:
             vectors, failed = list(exc.vectors), {keys[i]: msg for i, msg in exc.errors.items()}
         except Exception as exc:
-            self._note_tokens()  # tokens a failed call spent are spent all the same
+            self.tokens.note()  # tokens a failed call spent are spent all the same
             # Nothing was deleted yet: every page keeps its old points and is retried.
             for item in batch:
                 self.outcomes.fail(item.page, f"embedding failed: {exc}")
             return
-        self._note_tokens()
+        self.tokens.note()
         fresh = {k: v for k, v in zip(keys, vectors) if k not in failed}
         self.report.chunks_embedded += len(fresh)
         for key, vec in fresh.items():
@@ -378,87 +379,3 @@ class EmbedQueue:
         self.report.chunks_reused += sum(item.reused for item in ready)
         for i in range(0, len(ready), self.write_batch):
             await self.writer.write(ready[i : i + self.write_batch])
-
-    # -- tokens: what was sent, the spending guard, what skip and reuse saved ------------------
-    def _tokens_counted(self) -> int | None:
-        """The embedder's count of tokens sent so far (its provider's), None if it keeps none."""
-        n = getattr(self.embedder, "tokens_embedded", None)  # an optional counter of remote embedders
-        return n if isinstance(n, int) else None
-
-    def _note_tokens(self) -> None:
-        now = self._tokens_counted()
-        if now is not None and self.tokens_base is not None:
-            self.report.tokens_embedded = now - self.tokens_base
-
-    def _tokens_spent(self) -> int:
-        """Tokens this pass sent: as the provider counted them, else the offline bounds."""
-        now = self._tokens_counted()
-        if now is not None and self.tokens_base is not None:
-            return now - self.tokens_base
-        return self.bound_sent
-
-    def _within_token_budget(self, batch: list[PendingPage],
-                             to_embed: dict[str, str]) -> tuple[list[PendingPage], dict[str, str]]:
-        """The batch's pages whose new texts fit what --max-embed-tokens leaves (each text's
-        offline upper bound), in queue order, with just their model inputs. The first page
-        that does not fit stops the embedding for the pass (`_stop_embedding`): it and every
-        later page that needs a model input are left as they were; pages needing none (all
-        their chunks reused) are still written."""
-        limit = self.max_embed_tokens
-        stopped = self.stopped or limit is None
-        left_over = 0 if stopped or limit is None else limit - self._tokens_spent()
-        keys = list(to_embed)
-        taken: set[str] = set()
-        kept: list[PendingPage] = []
-        left: list[PendingPage] = []
-        cost = pos = need = 0
-        for item in batch:
-            if self.reuse_vectors:
-                mine = [k for k, v in zip(item.keys, item.vectors) if v is None and k in to_embed and k not in taken]
-            else:  # every chunk an input of its own, in queue order
-                mine = keys[pos : pos + len(item.chunks)]
-                pos += len(item.chunks)
-            extra = sum(self.token_bound(to_embed[k]) for k in mine)
-            if extra and (stopped or cost + extra > left_over):
-                if not stopped:
-                    stopped, need = True, extra
-                left.append(item)
-                continue
-            kept.append(item)
-            taken.update(mine)
-            cost += extra
-        if left:
-            self._stop_embedding(left, need, left_over - cost)
-        return kept, {k: t for k, t in to_embed.items() if k in taken}
-
-    def _stop_embedding(self, left: list[PendingPage], need: int, left_over: int | None) -> None:
-        """--max-embed-tokens reached: the pass sends nothing more and visits no more pages;
-        the pages `left` keep their old points and state (due again) for the next pass. One
-        line in the report's errors says so (exit 1). `need`: the first left page's bound,
-        `left_over`: what the budget had left for it."""
-        self.report.pages_over_token_budget += len(left)
-        if self.stopped:
-            return
-        self.stopped = True
-        self.report.embed_budget_reached = True
-        self.report.error("(pass)", (
-            f"token budget reached (--max-embed-tokens {self.max_embed_tokens}): the next page's new texts may "
-            f"take up to {need} tokens (counted offline, an upper bound) and {max(0, left_over or 0)} are left; "
-            f"pages not embedded keep their points and are embedded by the next pass"))
-
-    def count_tokens(self, *, chunks_skipped: int, last_per_chunk: object, chunk_tokens: float) -> None:
-        """At the pass's end: `tokens_embedded`, and the estimates of what skip and reuse saved,
-        at this pass's tokens per embedded chunk (else the last pass's, else `chunk_tokens`,
-        the splitter's chunk size in tokens). 0 for an embedder that counts no tokens (a local model)."""
-        r = self.report
-        self._note_tokens()
-        if self._tokens_counted() is None:
-            return
-        if r.tokens_embedded and r.chunks_embedded:
-            r.tokens_per_chunk = round(r.tokens_embedded / r.chunks_embedded, 2)
-        per_chunk = r.tokens_per_chunk or (
-            last_per_chunk if isinstance(last_per_chunk, (int, float)) and last_per_chunk > 0 else None)
-        if per_chunk is None:
-            per_chunk = chunk_tokens
-        r.tokens_saved_by_skip = round(chunks_skipped * per_chunk)
-        r.tokens_saved_by_reuse = round(r.chunks_reused * per_chunk)
