@@ -7,7 +7,8 @@ shard's lock in `shard_lock`, its config file in `edge_config` and its requests 
 `edge_queries`; `client_store`: a Qdrant server through qdrant-client; `point_records`: what
 both read from a stored point; `keywords`: the BM25 keyword vectors; `store_errors`: their
 failures as pagesync errors; `catalog` and `aliasfile` for collections and aliases); the page
-states (`state_protocol`, `state` in SQLite, `qdrant_state` in Qdrant), the pass lock's holder
+states (`state_protocol`, `state` in SQLite, `qdrant_state` in Qdrant, with its lease in
+`qdrant_lease`), the pass lock's holder
 (`lease`) and the model thread a pass can walk away from (`threads`); the Prometheus text file
 of a pass (`metrics`) and what may stand where an output is written (`output_paths`), the free
 space kept on the embedded store's disk (`disk_space`), the model a collection's points name

@@ -22,34 +22,8 @@ Every call goes through qdrant-client (server, or local mode in tests); every er
 raised as `StateError` with the API key redacted and the original exception (which may
 carry request headers) dropped.
 
-The lease
----------
-`lock()` takes a lease (default 10 minutes) and a daemon thread renews it (default every
-60 s); `unlock()` releases it; a crashed pass's lease simply expires. Qdrant offers no
-compare-and-swap that every server version has, so taking the lease is write-then-verify:
-
-1. read the lease; if another pass's lease is live, wait (`wait` seconds) or refuse
-   with `StateLockedError` naming the holder (host, pid, started at, expires at);
-2. otherwise write our lease with a random token;
-3. wait `settle_seconds` (default 1 s), read it back, and proceed only if our token is
-   still there. Two passes racing for a free lease both write; the later write wins and
-   both read back the winner's token, so exactly one proceeds.
-
-The remaining race window, honestly: if pass B *read* the lease as free before pass A
-wrote it, but B's *write* lands after A's read-back (B stalled between its read and its
-write for longer than A's settle time, e.g. a GC pause or a slow network), both proceed.
-A's next heartbeat then finds B's token, marks A's lease lost, and A stops at its next
-state write with `StateLeaseLostError` (the engine writes the state before every store
-write, so A writes no more points after that). So the overlap, when it happens at all,
-is bounded by one heartbeat interval, and both passes write pages as units (a page's
-points are replaced whole), so an overlap costs duplicate work and possibly a stale
-hash on a page that the next pass repairs, not a broken collection. Renewal and release
-are conditional on our token (a filtered `set_payload` / delete), so they never extend
-or remove a successor's lease. Expiry compares the lease's `expires_at` with the local
-clock: machines whose clocks disagree by more than the lease length can take over a
-live lease early. Servers that support conditional upserts (`update_mode=insert_only`,
-`update_filter`) could make step 2 a true compare-and-swap; they are not used because
-not every server has them.
+The lease (`lock()`, the pass lock) is `sync.edges.qdrant_lease.QdrantLease`'s: a point of kind
+`lease`, taken write-then-verify and renewed by a heartbeat thread.
 """
 
 from __future__ import annotations
@@ -64,8 +38,9 @@ import warnings
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
-from ..errors import ConfigError, PagesyncError, StateError, StateLeaseLostError, StateLockedError
-from .lease import Holder, LeaseStatus, claim, lease_status, locked_message, may_take, this_process
+from ..errors import ConfigError, StateError, StateLeaseLostError
+from .lease import Holder
+from .qdrant_lease import QdrantLease
 from .state import _COLUMNS, GONE, LIVE, NEW, PageState, to_epoch
 from .store_errors import Secrets, qdrant_boundary
 
@@ -77,7 +52,6 @@ STATE_SUFFIX = "__pagesync_state"
 NULL_DUE = -1.0e18  # `due_key` of a page with no due time: before any `now`, so always due
 NEEDS_SERVER = ("--state qdrant keeps the page state in Qdrant next to the collection and needs a server: "
                 "give --qdrant-url (a state file literally named 'qdrant' is --state ./qdrant)")
-_LEASE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, "pagesync:lease"))
 _BATCH = 256
 _DEFAULTS = {"status": NEW, "source": "sitemap", "in_sitemap": False, "chunk_count": 0, "failures": 0,
              "lastmod_pending": False, "unlinked_misses": 0}
@@ -129,19 +103,12 @@ class QdrantState:
                  sleep: Callable[[float], None] = time.sleep, holder: tuple[str, int] | None = None):
         self.client = client
         self.collection = collection
-        self.lease_seconds = lease_seconds
-        self.heartbeat_seconds = heartbeat_seconds
-        self.settle_seconds = settle_seconds
-        self.poll_seconds = poll_seconds
         self._secret = api_key
-        self._clock, self._sleep = clock, sleep
-        self._holder = holder  # (hostname, pid) shown to others; default: this process
-        self._token = uuid.uuid4().hex
         self._io = threading.RLock()  # the heartbeat thread and the pass never interleave calls
-        self._held: Holder | None = None
-        self._lost: str | None = None
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._lease = QdrantLease(client, collection, guard=self._guard, retrieve=self._retrieve,
+                                  ensure=self.ensure, lease_seconds=lease_seconds, heartbeat_seconds=heartbeat_seconds,
+                                  settle_seconds=settle_seconds, poll_seconds=poll_seconds, clock=clock,
+                                  sleep=sleep, holder=holder)
         self._ready = False
         if create:
             self.ensure()
@@ -222,8 +189,8 @@ class QdrantState:
                                                             for pid, pl in points[i : i + _BATCH]], wait=True)
 
     def _check_lease(self) -> None:
-        if self._lost is not None:
-            raise StateLeaseLostError(self._lost)
+        if self._lease.lost is not None:
+            raise StateLeaseLostError(self._lease.lost)
 
     # -- lifecycle ------------------------------------------------------------------------
     def close(self) -> None:
@@ -358,115 +325,20 @@ class QdrantState:
         with self._guard("clear"):
             self.client.delete(self.collection, points_selector=m.FilterSelector(filter=flt), wait=True)
 
-    # -- the lease -------------------------------------------------------------------------------
-    def _me(self, now: float) -> Holder:
-        if self._holder is None:
-            return this_process(now, token=self._token)
-        return Holder(self._holder[0], self._holder[1], now, None, self._token)
-
-    def _mine_filter(self):
-        from qdrant_client import models as m
-
-        return m.Filter(must=[m.HasIdCondition(has_id=[_LEASE_ID]),
-                              m.FieldCondition(key="token", match=m.MatchValue(value=self._token))])
-
+    # -- the lease (`QdrantLease`) -----------------------------------------------------------------
     def read_lease(self) -> Holder | None:
         """The lease as stored now (None: no lease)."""
-        got = self._retrieve("read lease", [_LEASE_ID])
-        if not got or got[0].get("kind") != "lease":
-            return None
-        return Holder.from_dict(got[0])
-
-    def _write_lease(self, lease: Holder) -> None:
-        from qdrant_client import models as m
-
-        with self._guard("write lease"):
-            self.client.upsert(self.collection, points=[m.PointStruct(id=_LEASE_ID, vector={},
-                                                                      payload={"kind": "lease", **lease.to_dict()})],
-                               wait=True)
-
-    def _refusal(self, holder: Holder | None) -> StateLockedError:
-        return StateLockedError(locked_message(f"the Qdrant state {self.collection!r}", holder))
+        return self._lease.read()
 
     def lock(self, wait: float = 0.0) -> None:
-        """Take the lease (write, settle, read back), waiting up to `wait` seconds for a
-        live one to be released or to expire; else `StateLockedError` naming the holder."""
-        if self._held is not None:
-            return
-        self.ensure()
-        deadline = self._clock() + max(0.0, wait)
-        vanished = 0
-        while True:
-            now = self._clock()
-            current = self.read_lease()
-            if may_take(lease_status(current, self._token, now)):
-                self._write_lease(claim(current, self._me(now), now, self.lease_seconds))
-                if self.settle_seconds > 0:
-                    self._sleep(self.settle_seconds)
-                back = self.read_lease()
-                if lease_status(back, self._token, self._clock()) is LeaseStatus.MINE:
-                    self._held, self._lost = back, None
-                    self._start_heartbeat()
-                    return
-                if back is None and vanished < 3:  # gone between our write and our read: again at once
-                    vanished += 1
-                    continue
-                current = back  # another pass's write landed after ours: it won
-            if self._clock() >= deadline:
-                raise self._refusal(current)
-            self._sleep(max(0.0, min(self.poll_seconds, deadline - self._clock())))
+        """Take the lease, waiting up to `wait` seconds for a live one to be released or to
+        expire; else `StateLockedError` naming the holder."""
+        self._lease.take(wait)
 
     def renew(self) -> bool:
-        """Extend our lease (only if it still carries our token). False, and the lease
-        marked lost, when another pass holds it now."""
-        from qdrant_client import models as m
-
-        if self._held is None:
-            return False
-        now = self._clock()
-        new = claim(self._held, self._me(now), now, self.lease_seconds)
-        with self._guard("renew lease"):
-            self.client.set_payload(self.collection, payload={"expires_at": new.expires_at},
-                                    points=m.FilterSelector(filter=self._mine_filter()), wait=True)
-        back = self.read_lease()
-        if lease_status(back, self._token, self._clock()) is LeaseStatus.MINE:
-            self._held = back
-            return True
-        self._lost = (f"this pass lost its lease on the Qdrant state {self.collection!r} "
-                      + (f"to another pass ({back.describe()})" if back else "(the lease was removed)")
-                      + "; stopped before writing more")
-        log.warning("pagesync: %s", self._lost)
-        return False
-
-    def _start_heartbeat(self) -> None:
-        self._stop.clear()
-        if self.heartbeat_seconds <= 0:
-            return
-        self._beat = threading.Thread(target=self._heartbeat, name="pagesync-lease", daemon=True)
-        self._beat.start()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.heartbeat_seconds):
-            try:
-                if not self.renew():
-                    return
-            except PagesyncError as exc:  # already redacted; the lease lives on until it expires
-                log.warning("pagesync: could not renew the state lease (will retry): %s", exc)
+        """Extend our lease; False, and the lease marked lost, when another pass holds it now."""
+        return self._lease.renew()
 
     def unlock(self) -> None:
         """Stop renewing and delete the lease, only if it still carries our token."""
-        from qdrant_client import models as m
-
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(timeout=30)
-            self._beat = None
-        if self._held is None:
-            return
-        self._held = None
-        try:
-            with self._guard("release lease"):
-                self.client.delete(self.collection, points_selector=m.FilterSelector(filter=self._mine_filter()),
-                                   wait=True)
-        except PagesyncError as exc:
-            log.warning("pagesync: could not release the state lease (it expires on its own): %s", exc)
+        self._lease.release()

@@ -183,13 +183,13 @@ def test_heartbeat_thread_renews_and_notices_a_takeover(client):
         time.sleep(0.02)
     assert a.read_lease().expires_at > first  # renewed by the thread
     now = time.time()
-    b._write_lease(Holder("ci-b", 2, now, now + 600, b._token))  # someone took it over
-    while a._lost is None and time.monotonic() < deadline:
+    b._lease._write(Holder("ci-b", 2, now, now + 600, b._lease._token))  # someone took it over
+    while a._lease.lost is None and time.monotonic() < deadline:
         time.sleep(0.02)
     with pytest.raises(StateLeaseLostError, match="ci-b"):
         a.put_many([PageState(url="https://e.com/a")])
     a.unlock()
-    assert a._beat is None
+    assert a._lease._beat is None
     assert a.read_lease().hostname == "ci-b"
 
 

@@ -151,7 +151,7 @@ def test_state_errors_never_contain_the_api_key(caplog):
         assert KEY not in "".join(traceback.format_exception(exc))
         assert "Qdrant state" in str(exc)
     # a held lease whose release fails logs a warning, also without the key
-    s._held = object()  # type: ignore[assignment]
+    s._lease.held = object()  # type: ignore[assignment]
     s.unlock()
     assert "could not release" in caplog.text and KEY not in caplog.text
 
