@@ -6,8 +6,8 @@ integration tests). httpx exceptions never escape: a page visit always returns a
 
 An optional `FetchCache` (the engine hands it the page state) carries robots.txt answers
 and sitemap copies from one pass to the next; without one every pass asks afresh.
-A Fetcher composes its hosts' bounds and pacing (`sync.edges.host_pacing`) and the
-deadlines of its page answers (`sync.edges.deadlines`).
+A Fetcher composes its GETs hop by hop (`sync.edges.hops`), its hosts' bounds and pacing
+(`sync.edges.host_pacing`) and the deadlines of its page answers (`sync.edges.deadlines`).
 """
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from ..core.decision import Outcome
 from ..errors import FetchError
 from .httpcache import FetchCache, RobotsAnswer, keep_sitemap, refresh_sitemap, robots_cacheable, robots_fresh
-from ..core.inflate import ACCEPT_ENCODING, BoundedDecoder
 from ..core.robots import MAX_ROBOTS_BYTES, RobotsRules, rules_from_response
 from ..core.scheduler import MAX_INTERVAL
 from ..core.scope import url_host
 from ..core.sitemaps import MAX_SITEMAP_BYTES
 from .deadlines import Deadlines
+from .hops import Answer, Refused, get_following
 from .host_pacing import HostPacing, HostState
 
 __all__ = [
@@ -157,65 +157,6 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return min(max(0.0, wait), MAX_RETRY_AFTER)
 
 
-def _declared_length(fields: dict[str, str]) -> int:
-    """The answer's Content-Length (bytes on the wire), or -1 when absent or unreadable."""
-    value = fields.get("content-length", "").strip()
-    return int(value) if value.isdigit() else -1
-
-
-def _header_fields(resp: httpx.Response) -> dict[str, str]:
-    """The answer's header fields by lower-case name, each decoded once; a repeated field
-    is joined with ", ", as `Headers.get` joins it. Every `Headers.get` decodes and
-    compares every field again, and a page's answer is asked for five of them."""
-    return dict(resp.headers.items())
-
-
-async def _read_bounded(resp: httpx.Response, fields: dict[str, str], max_bytes: int) -> tuple[bytes, bool]:
-    """The answer's body decoded (`Content-Encoding`), at most `max_bytes` of it, and
-    whether there was more. The raw stream is decoded here under the cap, never by httpx,
-    which inflates a whole read before anything could count it."""
-    try:
-        # An answer built in memory (a test transport's `content=`) was decoded when built.
-        body = resp.content
-        return body[:max_bytes], len(body) > max_bytes
-    except httpx.ResponseNotRead:
-        pass
-    decoder = BoundedDecoder(fields.get("content-encoding"), max_bytes)
-    chunks: list[bytes] = []
-    size = 0
-    async for raw in resp.aiter_raw():
-        for piece in decoder.feed(raw):
-            chunks.append(piece)
-            size += len(piece)
-        if decoder.full or size > max_bytes:
-            break
-    truncated = decoder.full or size > max_bytes
-    # Exactly max_bytes kept, trimmed before the join (one copy of the body, not two).
-    while size > max_bytes:
-        over = size - max_bytes
-        last = chunks.pop()
-        size -= len(last)
-        if len(last) > over:
-            chunks.append(last[: len(last) - over])
-            size += len(last) - over
-    return b"".join(chunks), truncated
-
-
-class _Refused(Exception):
-    """A request not sent, or a redirect not followed, with the reason."""
-
-
-@dataclass
-class _Answer:
-    resp: httpx.Response
-    fields: dict[str, str]  # the final answer's header fields (`_header_fields`)
-    body: bytes
-    truncated: bool
-    redirects: list[tuple[int, str]]
-    wire: int
-
-
-
 class Fetcher:
     """Polite, bounded fetching over an injected client.
 
@@ -292,64 +233,11 @@ class Fetcher:
         return self.now or datetime.now(timezone.utc)
 
     async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False,
-                   moved_headers: Callable[[str], dict[str, str]] | None = None) -> _Answer:
-        """GET with a size cap, following up to `max_redirects` redirects hop by hop.
-
-        An answer whose Content-Length is over the cap is not read at all (truncated, empty
-        body): leaving the stream unread closes its connection rather than pooling it.
-        `prefix_ok` (robots.txt, whose first `max_bytes` are what counts) reads up to the
-        cap whatever Content-Length says. After a 301/308 hop the request goes on with
-        `moved_headers(target)` when given (a permanent redirect gives the target an
-        identity of its own); other hops keep `headers` (a temporary redirect's answer is
-        the original URL's)."""
-        current, redirects, seen, wire = url, [], {url}, 0
-        secure = False  # an https hop came before: no secret goes to a plain-http hop after it
-        for _hop in range(self._max_redirects + 1):
-            # `client.stream` without its context-manager wrapper (a generator per request):
-            # the same request, sent streaming, and the answer closed on every way out.
-            # Accept-Encoding: only the codings `_read_bounded` decodes under the cap, whatever
-            # the injected client would advertise by default.
-            # The site's own headers (--header) go to each hop by its host: a redirect to
-            # another host gets that host's, none off the sites (`site_headers`).
-            # A downgrade (https, then http) never carries them, whatever the site.
-            plain = not current[:6].lower().startswith("https:")
-            secure = secure or not plain
-            site = self.site_headers(current) if self.site_headers is not None and not (secure and plain) else {}
-            request = self._client.build_request("GET", current,
-                                                 headers={**site, **headers, "Accept-Encoding": ACCEPT_ENCODING})
-            resp = await self._client.send(request,
-                                           follow_redirects=False, stream=True)
-            try:
-                location = resp.headers.get("location") if resp.status_code in (301, 302, 303, 307, 308) else None
-                if location:
-                    wire += resp.num_bytes_downloaded
-                    target = urljoin(current, location)
-                    redirects.append((resp.status_code, target))
-                    if target in seen:
-                        raise _Refused(f"redirect loop at {target}")
-                    reason = self.scope(target) if self.scope else None
-                    if reason:
-                        raise _Refused(f"redirect to {target} not followed: {reason}")
-                    unwanted = self.unwanted(target) if self.unwanted is not None else None
-                    if unwanted and resp.status_code in (301, 308):
-                        # A permanent move to a page the site rules keep out: the move is
-                        # the answer (the old URL leaves), the target is never requested.
-                        return _Answer(resp, _header_fields(resp), b"", False, redirects, wire)
-                    if unwanted:
-                        raise _Refused(f"redirect to {target} not followed: {unwanted}")
-                    seen.add(target)
-                    current = target
-                    if moved_headers is not None and resp.status_code in (301, 308):
-                        headers = moved_headers(target)
-                    continue
-                fields = _header_fields(resp)
-                if not prefix_ok and _declared_length(fields) > max_bytes:
-                    return _Answer(resp, fields, b"", True, redirects, wire + resp.num_bytes_downloaded)
-                body, truncated = await _read_bounded(resp, fields, max_bytes)
-                return _Answer(resp, fields, body, truncated, redirects, wire + resp.num_bytes_downloaded)
-            finally:
-                await resp.aclose()
-        raise _Refused(f"too many redirects (more than {self._max_redirects})")
+                   moved_headers: Callable[[str], dict[str, str]] | None = None) -> Answer:
+        """`hops.get_following` with this Fetcher's client, redirect bound, scope, site rules and headers."""
+        return await get_following(self._client, url, headers, max_bytes, max_redirects=self._max_redirects,
+                                   scope=self.scope, unwanted=self.unwanted, site_headers=self.site_headers,
+                                   prefix_ok=prefix_ok, moved_headers=moved_headers)
 
     async def _robots(self, url: str, host: HostState) -> RobotsRules:
         if host.robots is not None:  # read already: set once per pass, never changed after
@@ -377,7 +265,7 @@ class Fetcher:
             async with asyncio.timeout(self._deadline):  # a trickled robots.txt is no answer
                 ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES,
                                       prefix_ok=True)
-        except (_Refused, httpx.HTTPError, httpx.InvalidURL, ValueError, TimeoutError) as exc:
+        except (Refused, httpx.HTTPError, httpx.InvalidURL, ValueError, TimeoutError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"
             rules.unavailable = f"robots.txt got no answer ({type(exc).__name__})"
@@ -488,7 +376,7 @@ class Fetcher:
                 async with self._deadlines.bound():
                     ans = await self._get(url, conditional_headers(validators), self._max_bytes,
                                           moved_headers=moved_headers)
-            except _Refused as exc:
+            except Refused as exc:
                 return FetchResult(url, Outcome.ERROR, error=str(exc))
             except (httpx.TimeoutException, TimeoutError):
                 return FetchResult(url, Outcome.ERROR, error="timeout")
@@ -566,14 +454,14 @@ class Fetcher:
                          ans.resp.headers.get("last-modified"), self._now())
         return ans.body, wire
 
-    async def _get_sitemap(self, url: str, headers: dict[str, str]) -> _Answer:
+    async def _get_sitemap(self, url: str, headers: dict[str, str]) -> Answer:
         _key, host = self._hosts.host(url)
         try:
             async with host.sem:
                 try:
                     async with asyncio.timeout(self._deadline):  # the whole answer, as for a page
                         return await self._get(url, headers, MAX_SITEMAP_BYTES)
-                except _Refused as exc:
+                except Refused as exc:
                     raise FetchError(f"{url[:200]}: {exc}") from None
                 except TimeoutError:
                     raise FetchError(f"{url[:200]}: timeout") from None

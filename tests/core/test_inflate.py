@@ -171,7 +171,7 @@ def test_a_gzipped_sitemap_file_bomb_is_a_sitemap_error_with_bounded_memory(monk
 def test_a_body_is_read_up_to_the_cap_exactly(cap, coding):
     import asyncio
 
-    from sync.edges.fetcher import _read_bounded
+    from sync.edges.hops import read_bounded as _read_bounded
 
     data = bytes(range(256)) * 2
     raw = gzip.compress(data) if coding == "gzip" else data
