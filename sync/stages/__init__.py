@@ -10,7 +10,8 @@ flows; each takes what it uses in its constructor and hands its output on:
 - `schedule.Scheduler` (a service): the policy per page and each visit's next due time;
 - `visit.Visitor.visit(pages)`: each answer to `outcomes.Outcomes` (skips, failures), the
   `settle.Ledger` (purges, held changes) or the `embed.EmbedQueue` (changes, as `PendingPage`);
-- `crawl.Crawl`: told of every visit, then walks the links through the visitor;
+- `crawl.Crawl`: told of every visit, then walks the links through the visitor, with what each
+  page links to in `crawl_links.LinkMemory`;
 - `embed.EmbedQueue` -> embedded batches to `write.Writer.write` (the crash-safe replace),
   its tokens counted and bounded by `token_spend.TokenSpend`;
 - `settle.Settler`: the guard's verdict over the ledger, the held changes, then the purges.

@@ -38,14 +38,14 @@ from typing import Awaitable, Callable, Sequence
 from ..core.decision import Outcome
 from ..core.ids import canonical_url
 from ..core.link_authority import CrawlAnswer, held_reason, lost_links
-from ..core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
-                          links_to_json, read_links)
+from ..core.links import CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, read_links
 from ..core.unlinked import BOUNDED, CLEAR, COMPLETE, INCOMPLETE, MARK, PURGE, WAIT, purge_reason, unlinked_step
 from ..core.page import GONE, LIVE, NEW, PageState
 from ..core.report import overflow_passes
 from ..core.scope import Scope
 from ..edges.fetcher import FetchResult
 from ..edges.state_protocol import LinkKeeper, State
+from .crawl_links import LinkMemory
 from .outcomes import Outcomes
 from .settle import Ledger
 from .visit import Visitor
@@ -95,12 +95,7 @@ class Crawl:
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
         self.crawl_moved_out: dict[str, str] = {}  # url -> its 301/308 target outside the crawl's directories
-        # Links read this pass, when the state cannot keep them (a dry run, a state without
-        # `put_links`): url -> PageLinks. Else they go straight to the state and are read back.
-        self.crawl_links: dict[str, PageLinks] = {}
-        # The state keeps them (`links`), unless it keeps none or this is a dry run.
-        self.links = links
-        self.keeper = None if outcomes.dry_run else links
+        self.memory = LinkMemory(links, dry_run=outcomes.dry_run)  # what each page links to
         self.crawl_unread: set[str] = set()  # pages to read whole (no kept links): no conditional GET
         # Evidence for the purge of unlinked pages: link -> the page read healthy this pass
         # that no longer links it; url -> why a page's answer did not replace its kept links.
@@ -116,17 +111,6 @@ class Crawl:
     def _in_crawl(self, url: str) -> bool:
         return any(url.startswith(p) for p in self.crawl_rules.prefixes)
 
-    def _kept_links(self, urls: Sequence[str]) -> dict[str, PageLinks]:
-        """The links kept for `urls` (this pass's reads included)."""
-        out = {u: self.crawl_links[u] for u in urls if u in self.crawl_links}
-        rest = [u for u in urls if u not in out]
-        if rest and self.links is not None:
-            for url, text in self.links.get_links(rest).items():
-                links = links_from_json(text)
-                if links is not None:
-                    out[url] = links
-        return out
-
     def reads_whole(self, url: str) -> bool:
         return url in self.crawl_unread
 
@@ -134,7 +118,7 @@ class Crawl:
         """Before the plan's visits: indexed pages in the crawl that hold no kept links are
         read whole (a 304 would tell the crawl nothing), once."""
         inside = [p.url for p in pages if p.indexed and self._in_crawl(p.url)]
-        self.crawl_unread = set(inside) - set(self._kept_links(inside))
+        self.crawl_unread = set(inside) - set(self.memory.get(inside))
 
     async def note(self, page: PageState, result: FetchResult) -> bool:
         """What the visit of `page` tells the crawl (the visit stage calls this first). Returns
@@ -158,7 +142,7 @@ class Crawl:
         if outcome is Outcome.NOT_MODIFIED:
             self.crawl_seen[url] = NOT_MODIFIED
             return False
-        old = self._kept_links([url]).get(url)
+        old = self.memory.get([url]).get(url)
         if outcome is Outcome.SKIPPED:
             answer = CrawlAnswer(url, "skipped", result.status)
         elif outcome is Outcome.GONE:
@@ -180,7 +164,7 @@ class Crawl:
             # any new ones it shows), the state keeps them as they were.
             assert old is not None
             new = answer.links.links if answer.links is not None else ()
-            self.crawl_links[url] = replace(old, links=tuple(dict.fromkeys(old.links + new)))
+            self.memory.hold(url, replace(old, links=tuple(dict.fromkeys(old.links + new))))
             self.crawl_seen[url], self.crawl_held[url] = HELD, held
             log.info("crawl: %s %s; its last links stand", url, held)
             return False
@@ -189,15 +173,13 @@ class Crawl:
             return False
         if answer.kind == "gone":
             self.crawl_seen[url] = GONE_NOW
-            self.crawl_links.pop(url, None)
-            if self.keeper is not None:
-                self.keeper.drop_links([url])
+            self.memory.forget(url)
             return False
         links = answer.links or PageLinks()
         for link in lost_links(old, links):
             self.crawl_dropped.setdefault(link, url)
         self.crawl_seen[url] = READ
-        self._keep_links(url, links)
+        self.memory.keep(url, links)
         if answer.kind != "html" or page.source != "crawl":
             return False  # a sitemap's or --url's page: indexed as named
         if links.noindex:
@@ -221,19 +203,11 @@ class Crawl:
         the crawl any more. True: its visit ends here."""
         url = page.url
         self.crawl_seen[url], self.crawl_moved_out[url] = MOVED_OUT, target
-        self.crawl_links.pop(url, None)
-        if self.keeper is not None:
-            self.keeper.drop_links([url])
+        self.memory.forget(url)
         page.last_fetched_at = self.now
         self.ledger.queue_purge(page, left_sitemap=False, moved_to=target,
                                 reason=f"moved permanently out of the crawl's directories, to {target}")
         return True
-
-    def _keep_links(self, url: str, links: PageLinks) -> None:
-        if self.keeper is not None:
-            self.keeper.put_links([(url, links_to_json(links))])
-        else:
-            self.crawl_links[url] = links
 
     async def run(self, visitor: Visitor, *, feed: Callable[[], Awaitable[Sequence[str]]] | None = None,
                   sitemap_now: dict[str, str | None] | None = None) -> None:
@@ -256,11 +230,11 @@ class Crawl:
             if not level and not fed:  # the links are walked: then the feed's pages they did not reach
                 fed = True
                 # The feed is read now: a crawled host's generator tag may have named it this pass.
-                level = self._feed_level(frontier, await feed() if feed is not None else (), sitemap_now or {})
+                level = feed_level(frontier, await feed() if feed is not None else (), sitemap_now or {})
             if not level:
                 break
             await self._crawl_visit(level, visitor)
-            kept = self._kept_links(level)
+            kept = self.memory.get(level)
             offered: list[str] = []
             for url in level:  # in discovery order: what a bound admits does not hang on fetch timing
                 seen = self.crawl_seen.get(url)
@@ -307,15 +281,6 @@ class Crawl:
                             url, "skipped" if seen == SKIPPED else self.crawl_held[url])
         self._crawl_settle(frontier, INCOMPLETE if not complete else BOUNDED if bounded else COMPLETE)
 
-    def _feed_level(self, frontier: Frontier, feed_pages: Sequence[str], sitemap_now: dict[str, str | None]) -> list[str]:
-        """The pages the change feed names that the links did not reach (nor a sitemap lists),
-        offered to the crawl under its rules: one more level, whose links are followed too."""
-        unreached = [u for u in feed_pages if u not in frontier and u not in sitemap_now]
-        added = [u for u in unreached if frontier.offer(u)]
-        if added:
-            log.info("crawl: %d page(s) the change feed names and no link reached are visited", len(added))
-        return frontier.take_level()
-
     def _crawl_incomplete(self, why: str) -> None:
         if why not in self.crawl_why:
             self.crawl_why.append(why)
@@ -324,12 +289,8 @@ class Crawl:
         """A start page answered 404/410 (or did when last visited, and is not due), or moved
         out of the crawl's directories: an error of the pass, as a sitemap's 404 is. One never
         tracked gets no state row."""
-        status, target = self.crawl_gone.get(url), self.crawl_moved_out.get(url)
         self.report.crawl_start_errors += 1
-        self.report.error(url, f"crawl start page: moved permanently out of the crawl's directories, to {target} "
-                               "(give that as --crawl)" if target is not None
-                          else f"crawl start page: HTTP {status}" if status is not None
-                          else "crawl start page: gone (a 404 or 410 when last visited)")
+        self.report.error(url, start_page_error(self.crawl_gone.get(url), self.crawl_moved_out.get(url)))
         queued = self.ledger.purges.get(url)
         if queued is not None and queued.page.status == NEW:
             del self.ledger.purges[url]  # nothing to purge or to keep: the next pass asks again
@@ -341,7 +302,7 @@ class Crawl:
         if not todo:
             return
         known = self.state.get_many(todo)
-        kept = self._kept_links(todo)
+        kept = self.memory.get(todo)
         pages: list[PageState] = []
         new: list[PageState] = []
         room = self.max_pages - len(self.crawl_tracked)
@@ -431,3 +392,23 @@ class Crawl:
                 page.unlinked_since, page.unlinked_by, page.unlinked_misses = step.since, step.by, step.misses
                 changed.append(page)
         self.outcomes.save(changed)
+
+
+def feed_level(frontier: Frontier, feed_pages: Sequence[str], sitemap_now: dict[str, str | None]) -> list[str]:
+    """The pages the change feed names that the links did not reach (nor a sitemap lists),
+    offered to the crawl under its rules: one more level, whose links are followed too."""
+    unreached = [u for u in feed_pages if u not in frontier and u not in sitemap_now]
+    added = [u for u in unreached if frontier.offer(u)]
+    if added:
+        log.info("crawl: %d page(s) the change feed names and no link reached are visited", len(added))
+    return frontier.take_level()
+
+
+def start_page_error(status: int | None, moved_out_to: str | None) -> str:
+    """The pass's error line for a start page that answered `status` (404/410) or moved out of
+    the crawl's directories (to `moved_out_to`); neither known: it was gone when last visited."""
+    if moved_out_to is not None:
+        return f"crawl start page: moved permanently out of the crawl's directories, to {moved_out_to} (give that as --crawl)"
+    if status is not None:
+        return f"crawl start page: HTTP {status}"
+    return "crawl start page: gone (a 404 or 410 when last visited)"
