@@ -6,7 +6,7 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
 
 1. Plan. The name given (`--collection`) is an alias or a plain collection; what it points
    at is the *source*. The new physical collection is `<alias>__<UTC yyyymmddThhmmss>`.
-   Each live page's text comes from, in order of preference:
+   Each live page's text comes from, in order of preference (`sync.commands.reindex_texts`):
    - `state`: the extracted markdown the state kept when the page was last written
      (only while its hash is the page's, and not extracted under another selector than
      the page's site rules name now), split with the current chunker;
@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import re
-import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -53,18 +51,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from chunking import EXTRACTOR_ID, Splitter, extract_page
-from chunking.split import Chunk, embedded_text
+from chunking import EXTRACTOR_ID, Splitter
 from embedders.base import Embedder
 
 from .audit import audit_collection
 from ..edges.catalog import Catalog
-from ..core.decision import Outcome
 from ..stages.fingerprints import Fingerprints
 from ..stages.write import build_points
 from ..errors import ConfigError, PagesyncError
-from ..core.hashing import content_hash
-from ..core.ids import canonical_url
 from ..core.plural import plural
 from ..core.report import Report
 from ..core.scope import Scope
@@ -74,13 +68,12 @@ from ..edges.httpcache import FetchCache
 from ..edges.state_protocol import State, TextKeeper
 from ..edges.store import Store
 from ..edges.vector_memo import VectorMemo
+from .reindex_texts import TEXT_SOURCES, Harvest, PageTexts, TextItem
 
 __all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
            "new_collection_name", "verify_built"]
 
-TEXT_SOURCES = ("state", "points", "fetch")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
-_HARVEST_FIELDS = ["url", "chunk_index", "content_hash", "text", "embedder", "fetched_at", "headings"]
 
 
 class ReindexFailed(PagesyncError):
@@ -201,26 +194,6 @@ def new_collection_name(alias: str, now: datetime, taken: set[str]) -> str:
     return name
 
 
-# ---------------------------------------------------------------------------------------
-@dataclass
-class _Item:
-    """One page's text for the new collection, ready to embed."""
-
-    page: PageState  # as the state will record it after the switch
-    source: str
-    chunks: list[str]
-    fetched_at: str
-    markdown: str | None = None  # re-fetched text, kept in the state
-    old_hash: str | None = None  # the page's hash before the reindex
-    headings: list[tuple[str, ...]] = dataclasses.field(default_factory=list)  # per chunk: its heading path
-
-    @property
-    def inputs(self) -> list[str]:
-        """What the model embeds per chunk: its heading path, then the chunk."""
-        paths = self.headings or [() for _ in self.chunks]
-        return [embedded_text(t, h) for t, h in zip(self.chunks, paths, strict=True)]
-
-
 class _Planned:
     """The page state as it will be after the switch: what the new collection is audited against."""
 
@@ -229,69 +202,6 @@ class _Planned:
 
     def all_pages(self) -> list[PageState]:
         return [self._pages[u] for u in sorted(self._pages)]
-
-
-class _Harvest:
-    """Chunk texts read once from the source collection, kept in a temporary SQLite file
-    (memory stays flat however large the collection) and read back per page."""
-
-    def __init__(self, tmpdir: str):
-        self.db = sqlite3.connect(str(Path(tmpdir) / "harvest.db"), isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=OFF")
-        self.db.execute("PRAGMA synchronous=OFF")
-        self.db.execute("CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT, "
-                        "headings TEXT)")
-        self.embedders: set[str] = set()
-
-    def fill(self, store: Store, urls: set[str]) -> int:
-        n = 0
-        rows = []
-        for p in store.scroll(batch=512, payload_fields=_HARVEST_FIELDS):
-            pl = p.payload
-            if pl.get("url") not in urls:
-                continue
-            rows.append((pl["url"], pl.get("chunk_index"), pl.get("content_hash"), pl.get("embedder"),
-                         pl.get("fetched_at"), pl.get("text"), json.dumps(pl.get("headings"))))
-            if isinstance(pl.get("embedder"), str):
-                self.embedders.add(pl["embedder"])
-            n += 1
-            if len(rows) >= 2048:
-                self._put(rows)
-                rows = []
-        self._put(rows)
-        self.db.execute("CREATE INDEX chunks_url ON chunks(url, idx)")
-        return n
-
-    def _put(self, rows: list[tuple]) -> None:
-        if rows:
-            self.db.execute("BEGIN")
-            self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-            self.db.execute("COMMIT")
-
-    def page(self, page: PageState, fingerprint: Callable[[str], str]
-             ) -> tuple[list[str], str | None, list[tuple[str, ...]]] | None:
-        """The page's chunk texts, fetched_at and heading paths when its points are exactly its current
-        generation, cut by the current extractor (with the page's selector) and chunker:
-        `fingerprint(embedder)` is then the page's for one embedder seen; else None."""
-        rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text, headings FROM chunks WHERE url = ? ORDER BY idx",
-                               (page.url,)).fetchall()
-        if len(rows) != page.chunk_count:
-            return None
-        if [r[0] for r in rows] != list(range(len(rows))):
-            return None
-        if any(r[1] != page.content_hash or not isinstance(r[4], str) for r in rows):
-            return None
-        # Which embedder made them does not matter, only that the extractor and the chunker
-        # were the current ones: the page's fingerprint must be (some embedder seen, them).
-        made_by = {r[2] for r in rows} if rows else self.embedders
-        if not any(isinstance(e, str) and fingerprint(e) == page.fingerprint for e in made_by):
-            return None
-        paths = [json.loads(r[5]) if r[5] else None for r in rows]
-        headings = [tuple(p) if isinstance(p, list) else () for p in paths]
-        return [r[4] for r in rows], (rows[0][3] if rows else None), headings
-
-    def close(self) -> None:
-        self.db.close()
 
 
 def verify_built(store: Store, size: int | None, pages: dict[str, PageState], dimension: int,
@@ -338,40 +248,16 @@ class _Reindex:
         self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
                                     embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
         self.t0 = time.monotonic()
-        self.queue: list[_Item] = []
+        self.queue: list[TextItem] = []
         self.queued = 0
         self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
         self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
         self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
         self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
         self.by_url: dict[str, PageState] = {}  # the live pages (set in `run`)
-        self.embedders_seen: set[str] = {embedder.model_id}  # who made the pages' fingerprints (`_text_is_current`)
-
-    # -- the pipeline, per page ------------------------------------------------------------------
-    def _select(self, url: str) -> str | None:
-        return self.fingerprints.select_for(url)
-
-    def _fingerprint_of(self, embedder_id: str, url: str, select: Any = ...) -> str:
-        """The fingerprint of `url` by `embedder_id`, the current extractor with the page's
-        selector (or `select`) and the current chunker: the formula a pass records."""
-        return self.fingerprints.of(embedder_id, self._select(url) if select is ... else select)
-
-    def _fingerprint_for(self, url: str) -> str:
-        """What the state records for `url` after the switch (the next pass compares with it)."""
-        return self.fingerprints.for_url(url)
-
-    def _text_is_current(self, page: PageState) -> bool:
-        """False when the page's fingerprint shows its kept text was extracted under another
-        selector than its site's rules name now (none, or another configured one), for an
-        embedder seen: that text is read again. Unknown (a new chunker too): the kept text
-        is taken as the last pass left it."""
-        url = page.url
-        select = self._select(url)
-        if any(self._fingerprint_of(e, url) == page.fingerprint for e in self.embedders_seen):
-            return True
-        others = {None, *self.rules.selectors} - {select}
-        return not any(self._fingerprint_of(e, url, other) == page.fingerprint
-                       for e in self.embedders_seen for other in others)
+        # Where each page's text comes from, cut and fingerprinted as a pass would (`reindex_texts`).
+        self.sources = PageTexts(self.fingerprints, cfg.site_rules, splitter, embedder_id=embedder.model_id,
+                                 now=self.now, report=self.report)
 
     # -- plan ---------------------------------------------------------------------------------
     def _plan_names(self) -> tuple[str, str, bool]:
@@ -398,102 +284,40 @@ class _Reindex:
         self.report.alias, self.report.source, self.report.target = alias, source, target
         return source, target, replace and not self.catalog.alias_may_shadow
 
-    def _plan_sources(self, pages: list[PageState], source: str, tmpdir: str) -> tuple[list[tuple[PageState, str]], _Harvest | None]:
+    def _plan_sources(self, pages: list[PageState], source: str, tmpdir: str) -> tuple[list[tuple[PageState, str]], Harvest | None]:
         last = self.state.last_run()
         if isinstance(last, dict) and isinstance(last.get("embedder"), str):
-            self.embedders_seen.add(last["embedder"])
+            self.sources.embedders_seen.add(last["embedder"])
         kept = self.state.text_hashes() if isinstance(self.state, TextKeeper) else {}
         # A kept text extracted under another selector than the page's now is no text to use.
-        kept = {u: h for u, h in kept.items() if u not in self.by_url or self._text_is_current(self.by_url[u])}
+        kept = {u: h for u, h in kept.items() if u not in self.by_url or self.sources.text_is_current(self.by_url[u])}
         plan: list[tuple[PageState, str]] = []
         need = [p for p in pages if kept.get(p.url) != p.content_hash]
         harvest = None
         if need:
-            harvest = _Harvest(tmpdir)
+            harvest = Harvest(tmpdir)
             store = self.catalog.open(source)
             try:
                 harvest.fill(store, {p.url for p in need})
             finally:
                 store.close()  # embedded: other processes may open the source again at once
-            self.embedders_seen |= harvest.embedders
+            self.sources.embedders_seen |= harvest.embedders
         for p in pages:
             if kept.get(p.url) == p.content_hash:
                 plan.append((p, "state"))
             else:
-                usable = harvest is not None and harvest.page(p, partial(self._fingerprint_of, url=p.url)) is not None
+                usable = harvest is not None and harvest.page(p, partial(self.sources.fingerprint_of, url=p.url)) is not None
                 plan.append((p, "points" if usable else "fetch"))
         return plan, harvest
 
     # -- build ---------------------------------------------------------------------------------
-    async def _text_of(self, page: PageState, source: str, kept: dict[str, tuple[str, str]],
-                       harvest: _Harvest | None, sem: asyncio.Semaphore) -> _Item | None:
-        after = dataclasses.replace(page, fingerprint=self._fingerprint_for(page.url))
-        if source == "state":
-            h, md = kept.get(page.url, (None, ""))
-            if h == page.content_hash and content_hash(md) == page.content_hash and self._text_is_current(page):
-                pieces = await asyncio.to_thread(self._chunks_of, md, page.title or "")
-                stamp = page.last_changed_at.isoformat() if page.last_changed_at else self.now_iso
-                return _Item(after, "state", [c.text for c in pieces], stamp, headings=[c.headings for c in pieces])
-            source = "fetch"  # damaged or changed meanwhile: read the page again
-        if source == "points":
-            got = (harvest.page(page, lambda e: self._fingerprint_of(e, page.url))
-                   if harvest is not None else None)
-            if got is not None:
-                chunks, fetched_at, paths = got
-                return _Item(after, "points", chunks, fetched_at or self.now_iso, headings=paths)
-            source = "fetch"
-        async with sem:
-            res = await self.fetcher.fetch_page(page.url, None)
-        r = self.report
-        r.bytes_downloaded += res.bytes_downloaded
-        if res.answered:
-            r.pages_fetched += 1
-        problem = None
-        if res.outcome is not Outcome.OK:
-            problem = res.error or (f"HTTP {res.status}" if res.status else res.outcome.value)
-            if res.outcome is Outcome.GONE:
-                problem += " (gone: run 'pagesync run' to purge it, then reindex)"
-        elif res.moved_permanently and canonical_url(res.redirects[-1][1]) != page.url:
-            problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
-        if problem is None:
-            try:
-                md, title, pieces = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url,
-                                                               res.charset)
-                chunks = [c.text for c in pieces]
-            except Exception as exc:  # a page the extractor chokes on
-                problem = f"extraction failed: {exc}"
-        if problem is not None:
-            r.pages_failed += 1
-            r.errors.append({"url": page.url, "error": f"re-fetch: {problem}"})
-            return None
-        h = content_hash(md)
-        stamp = after.last_changed_at.isoformat() if after.last_changed_at else self.now_iso
-        if h != page.content_hash:  # the site moved on since the last pass: index it as it is now
-            r.pages_changed += 1
-            after.content_hash, after.title, after.chunk_count = h, title, len(chunks)
-            after.etag, after.last_modified = res.validators.etag, res.validators.last_modified
-            after.last_changed_at = self.now
-            stamp = self.now_iso
-        return _Item(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash,
-                     headings=[c.headings for c in pieces])
-
-    def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
-        """The text's chunks with their heading paths."""
-        return self.splitter.chunks(markdown, title)
-
-    def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[Chunk]]:
-        """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
-        select = self._select(url)
-        ex = extract_page(body, ctype, url, charset=charset, **({"select": select} if select is not None else {}))
-        return ex.markdown, ex.title or "", self._chunks_of(ex.markdown, ex.title or "")
-
-    async def _build(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None, store: Store) -> None:
+    async def _build(self, plan: list[tuple[PageState, str]], harvest: Harvest | None, store: Store) -> None:
         sem = asyncio.Semaphore(max(1, self.cfg.workers))
         window = max(16, 2 * self.cfg.workers)
         for i in range(0, len(plan), window):
             part = plan[i : i + window]
             kept = self._texts([p.url for p, s in part if s == "state"])
-            items = await asyncio.gather(*(self._text_of(p, s, kept, harvest, sem) for p, s in part))
+            items = await asyncio.gather(*(self.sources.text_of(p, s, kept, harvest, sem) for p, s in part))
             # Re-fetched texts equal to the recorded ones are kept at once (right whatever
             # becomes of this reindex); changed ones wait for the switch (they are few).
             same = [(i.page.url, i.page.content_hash or "", i.markdown) for i in items
@@ -581,7 +405,7 @@ class _Reindex:
                     harvest.close()
         return self._finish()
 
-    async def _dry(self, plan: list[tuple[PageState, str]], harvest: _Harvest | None) -> None:
+    async def _dry(self, plan: list[tuple[PageState, str]], harvest: Harvest | None) -> None:
         r = self.report
         kept = self._texts([p.url for p, s in plan if s == "state"])
         for page, source in plan:
@@ -663,6 +487,7 @@ class _Reindex:
     async def _with_fetcher(self, body):
         """Run `body` with a Fetcher at hand (made here, in this event loop, unless given)."""
         if self.fetcher is not None:
+            self.sources.fetcher = self.fetcher
             return await body()
         from ..edges.fetcher import Fetcher, make_client
 
@@ -670,13 +495,13 @@ class _Reindex:
         cache = self.state if isinstance(self.state, FetchCache) else None
         async with (self.client_factory() if self.client_factory else make_client()) as client:
             # Each site's --header goes to its own hosts only, as in a pass (`headers_in_scope`).
-            self.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,
+            self.sources.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,
                                    site_headers=lambda url: headers_in_scope(self.rules, url, scope.check,
                                                                                     scope.plain_http_ok))
             try:
                 return await body()
             finally:
-                self.fetcher = None
+                self.sources.fetcher = None
 
     def _fail(self, reason: str, target: str) -> None:
         r = self.report
