@@ -57,15 +57,32 @@ def build(root: Path, n_points: int) -> None:
                 h = f"{p:064x}"
                 for i in range(CHUNKS):
                     cid = chunk_id(url, i)
-                    payload = {"url": url, "chunk_id": cid, "chunk_index": i, "content_hash": h,
-                               "text": f"chunk {i} of page {p}", "title": f"Page {p}", "fetched_at": now.isoformat(),
-                               "embedder": "bench"}
+                    payload = {
+                        "url": url,
+                        "chunk_id": cid,
+                        "chunk_index": i,
+                        "content_hash": h,
+                        "text": f"chunk {i} of page {p}",
+                        "title": f"Page {p}",
+                        "fetched_at": now.isoformat(),
+                        "embedder": "bench",
+                    }
                     payload["metadata"] = point_metadata(payload)  # as a pass writes it: the audit reads it
                     batch.append(StoredPoint(point_id(cid), payload, vecs[k].tolist()))
                     k += 1
-                states.append(PageState(url=url, status=LIVE, content_hash=h, fingerprint="bench", chunk_count=CHUNKS,
-                                        title=f"Page {p}", interval=timedelta(days=3), due_at=now + timedelta(days=3),
-                                        last_fetched_at=now))
+                states.append(
+                    PageState(
+                        url=url,
+                        status=LIVE,
+                        content_hash=h,
+                        fingerprint="bench",
+                        chunk_count=CHUNKS,
+                        title=f"Page {p}",
+                        interval=timedelta(days=3),
+                        due_at=now + timedelta(days=3),
+                        last_fetched_at=now,
+                    )
+                )
             store.upsert(batch)
             st.put_many(states)
     store.close()
@@ -125,9 +142,16 @@ def audit(root: Path) -> dict:
         secs = time.perf_counter() - t
         store.close()
     peak = _hwm_mb()
-    return {"points": rep.points_scanned, "pages": rep.pages_live, "ok": rep.ok, "seconds": round(secs, 1),
-            "points_per_s": round(rep.points_scanned / secs), "peak_rss_mb": peak, "peak_anon_mb": anon.peak,
-            "rss_before_mb": base}
+    return {
+        "points": rep.points_scanned,
+        "pages": rep.pages_live,
+        "ok": rep.ok,
+        "seconds": round(secs, 1),
+        "points_per_s": round(rep.points_scanned / secs),
+        "peak_rss_mb": peak,
+        "peak_anon_mb": anon.peak,
+        "rss_before_mb": base,
+    }
 
 
 def main() -> None:
@@ -145,16 +169,25 @@ def main() -> None:
         return
     if args.phase == "all":
         rows = []
-        print("| points | pages | audit seconds | points/s | peak RSS (MB) | of it private (MB) | RSS before the audit (MB) |")
+        print(
+            "| points | pages | audit seconds | points/s | peak RSS (MB) | of it private (MB) | RSS before the audit (MB) |"
+        )
         print("|---|---|---|---|---|---|---|")
         for n in sizes:
             build(args.dir, n)
-            out = subprocess.run([sys.executable, __file__, "--phase", "audit", "--dir", str(args.dir)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--phase", "audit", "--dir", str(args.dir)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(r)
-            print(f"| {r['points']:,} | {r['pages']:,} | {r['seconds']} | {r['points_per_s']:,} | {r['peak_rss_mb']} "
-                  f"| {r['peak_anon_mb']} | {r['rss_before_mb']} |", flush=True)
+            print(
+                f"| {r['points']:,} | {r['pages']:,} | {r['seconds']} | {r['points_per_s']:,} | {r['peak_rss_mb']} "
+                f"| {r['peak_anon_mb']} | {r['rss_before_mb']} |",
+                flush=True,
+            )
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
         shutil.rmtree(args.dir, ignore_errors=True)

@@ -25,8 +25,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from sync.core.deploys import (DeployCandidate, chance_per_deploy, change_chance, choose_at_deploy,  # noqa: E402
-                               deploy_candidate, deploys_between, surprised)
+from sync.core.deploys import (  # noqa: E402
+    DeployCandidate,
+    chance_per_deploy,
+    change_chance,
+    choose_at_deploy,
+    deploy_candidate,
+    deploys_between,
+    surprised,
+)
 from sync.core.history import Visit  # noqa: E402
 
 H = 3600.0
@@ -39,8 +46,9 @@ def threshold_only(url, visits, last_s, deploys, number, now_s):
     return DeployCandidate(change_chance(chance_per_deploy(visits, last_s, deploys), k), url) if k else None
 
 
-def replay(events, rule: Rule, threshold: float, days: float, pass_h: float, shift_h: float,
-           widen: bool = False) -> tuple[int, float]:
+def replay(
+    events, rule: Rule, threshold: float, days: float, pass_h: float, shift_h: float, widen: bool = False
+) -> tuple[int, float]:
     """(page requests after the initial index, time-averaged stale share). `widen`: a
     surprise at a deploy (`surprised`) visits the candidates it passed over, in the same pass."""
     times = [e.t for e in events]
@@ -110,14 +118,18 @@ def main() -> int:
     rules = [(f"chance >= {th:g} alone", threshold_only, th, False) for th in (0.25, 0.15, 0.1)]
     rules.append(("every page at every deploy", lambda *a: deploy_candidate(*a, turn=1), 0.25, False))
     rules.append(("chance >= 0.25, turns of 2 deploys", deploy_candidate, 0.25, False))
-    rules.append(("chance >= 0.25, turns of 2 deploys, a surprise visits the rest (the default)", deploy_candidate,
-                  0.25, True))
+    rules.append(
+        ("chance >= 0.25, turns of 2 deploys, a surprise visits the rest (the default)", deploy_candidate, 0.25, True)
+    )
     print("| rule | requests (mean) | % stale: mean | min | max |\n|---|---|---|---|---|")
     for name, rule, th, widen in rules:
         rows = [replay(timeline.events, rule, th, args.days, 6.0, s, widen) for s in range(6)]
         st = [100 * r[1] for r in rows]
-        print(f"| {name} | {statistics.mean(r[0] for r in rows):,.0f} | {statistics.mean(st):.3f} | "
-              f"{min(st):.3f} | {max(st):.3f} |", flush=True)
+        print(
+            f"| {name} | {statistics.mean(r[0] for r in rows):,.0f} | {statistics.mean(st):.3f} | "
+            f"{min(st):.3f} | {max(st):.3f} |",
+            flush=True,
+        )
     return 0
 
 

@@ -50,23 +50,27 @@ from embedders.openai_api import PROBE_TEXT  # noqa: E402
 
 MODEL = "all-MiniLM-L6-v2"
 KEY = "sk-bench-embed-throughput"
-WORDS = ("install configure deploy server client request response cache token index vector page sitemap query "
-         "filter payload collection shard embed chunk model batch retry timeout header status schema route "
-         "dependency middleware cookie session upload stream socket worker").split()
+WORDS = (
+    "install configure deploy server client request response cache token index vector page sitemap query "
+    "filter payload collection shard embed chunk model batch retry timeout header status schema route "
+    "dependency middleware cookie session upload stream socket worker"
+).split()
 
 
 def prose(seed: str, words: int) -> str:
     """Deterministic sentences, distinct per seed."""
     h = hashlib.sha256(seed.encode()).digest()
     out = [WORDS[(h[i % 32] + i * 13 + i // 32) % len(WORDS)] for i in range(words)]
-    sentences = [" ".join(out[i:i + 12]).capitalize() + "." for i in range(0, words, 12)]
+    sentences = [" ".join(out[i : i + 12]).capitalize() + "." for i in range(0, words, 12)]
     return f"{seed}: " + " ".join(sentences)
 
 
 def build_site(site: Site, pages: int, sections: int) -> None:
     for p in range(pages):
-        body = "".join(f"<h2>Part {s}</h2><p>{prose(f'page {p} part {s}', 70)}</p><p>{prose(f'page {p} note {s}', 40)}</p>"
-                       for s in range(sections))
+        body = "".join(
+            f"<h2>Part {s}</h2><p>{prose(f'page {p} part {s}', 70)}</p><p>{prose(f'page {p} note {s}', 40)}</p>"
+            for s in range(sections)
+        )
         site.set(f"/docs/p{p}.html", render_page(f"Page {p}", body))
 
 
@@ -82,9 +86,23 @@ def run_pass(work: Path, sitemap: str, env: dict, concurrency: int) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     report = work / "report.json"
-    args = ["run", "--sitemap", sitemap, "--state", str(work / "state.db"), "--qdrant-path", str(work / "qdrant"),
-            "--report", str(report), "--quiet", "--ignore-robots", "--embedder", f"openai:{MODEL}",
-            "--embed-concurrency", str(concurrency)]
+    args = [
+        "run",
+        "--sitemap",
+        sitemap,
+        "--state",
+        str(work / "state.db"),
+        "--qdrant-path",
+        str(work / "qdrant"),
+        "--report",
+        str(report),
+        "--quiet",
+        "--ignore-robots",
+        "--embedder",
+        f"openai:{MODEL}",
+        "--embed-concurrency",
+        str(concurrency),
+    ]
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
@@ -97,8 +115,10 @@ async def plain_loop(base_url: str, batches: list[list[str]], concurrency: int) 
     """Send each batch as one embeddings request, at most `concurrency` in flight."""
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, timeout=300, limits=limits,
-                                 headers={"Authorization": f"Bearer {KEY}"}) as client:
+    async with httpx.AsyncClient(
+        base_url=base_url, timeout=300, limits=limits, headers={"Authorization": f"Bearer {KEY}"}
+    ) as client:
+
         async def one(batch: list[str]) -> None:
             async with sem:
                 r = await client.post("/embeddings", json={"model": MODEL, "input": batch, "encoding_format": "float"})
@@ -127,10 +147,19 @@ def main(argv: list[str] | None = None) -> int:
     build_site(site, args.pages, args.sections)
     rounds: list[dict] = []
     t0 = time.monotonic()
-    with SiteServer(site) as web, InfinityServer(KEY, log_path=Path(tempfile.gettempdir()) / "infinity-bench.log") as server, \
-            EmbedProxy(server.root_url) as proxy:
-        env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "OPENAI_BASE_URL": proxy.url("/v1"), "OPENAI_API_KEY": KEY}
+    with (
+        SiteServer(site) as web,
+        InfinityServer(KEY, log_path=Path(tempfile.gettempdir()) / "infinity-bench.log") as server,
+        EmbedProxy(server.root_url) as proxy,
+    ):
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "OPENAI_BASE_URL": proxy.url("/v1"),
+            "OPENAI_API_KEY": KEY,
+        }
         # A warm-up pass (the server's first batches, the OS caches), not counted; its requests
         # are the plain loop's (every pass of this site sends the same texts in batches alike).
         proxy.clear()
@@ -145,34 +174,59 @@ def main(argv: list[str] | None = None) -> int:
                 ex = list(proxy.exchanges)
                 texts, secs = window(ex)
                 sizes = [len(e.inputs) for e in proxy.served() if e.inputs != [PROBE_TEXT]]
-                rec["pass"] = {"texts": texts, "seconds": secs, "requests": len(sizes),
-                               "batch_max": max(sizes), "batch_median": statistics.median(sizes),
-                               "max_in_flight": max_in_flight(ex), "chunks_embedded": rep.get("chunks_embedded"),
-                               "tokens_embedded": rep.get("tokens_embedded"), "pass_seconds": rep.get("seconds"),
-                               "process_wall_s": rep["process_wall_s"]}
+                rec["pass"] = {
+                    "texts": texts,
+                    "seconds": secs,
+                    "requests": len(sizes),
+                    "batch_max": max(sizes),
+                    "batch_median": statistics.median(sizes),
+                    "max_in_flight": max_in_flight(ex),
+                    "chunks_embedded": rep.get("chunks_embedded"),
+                    "tokens_embedded": rep.get("tokens_embedded"),
+                    "pass_seconds": rep.get("seconds"),
+                    "process_wall_s": rep["process_wall_s"],
+                }
 
             def do_plain(rec: dict = rec) -> None:
                 proxy.clear()
                 asyncio.run(plain_loop(proxy.url("/v1"), reference, args.concurrency))
                 texts, secs = window(list(proxy.exchanges))
-                rec["plain"] = {"texts": texts, "seconds": secs, "requests": len(reference),
-                                "max_in_flight": max_in_flight(list(proxy.exchanges))}
+                rec["plain"] = {
+                    "texts": texts,
+                    "seconds": secs,
+                    "requests": len(reference),
+                    "max_in_flight": max_in_flight(list(proxy.exchanges)),
+                }
 
-            for step in ((do_pass, do_plain) if n % 2 == 0 else (do_plain, do_pass)):
+            for step in (do_pass, do_plain) if n % 2 == 0 else (do_plain, do_pass):
                 step()
             p, q = rec["pass"], rec["plain"]
             rec["ratio"] = (p["texts"] / p["seconds"]) / (q["texts"] / q["seconds"])
             rounds.append(rec)
-            print(f"round {n + 1} ({rec['order']}): pass {p['texts']} texts in {p['seconds']:.2f} s "
-                  f"({p['requests']} requests, <= {p['max_in_flight']} in flight); plain {q['texts']} in "
-                  f"{q['seconds']:.2f} s; ratio {rec['ratio']:.3f}", file=sys.stderr, flush=True)
+            print(
+                f"round {n + 1} ({rec['order']}): pass {p['texts']} texts in {p['seconds']:.2f} s "
+                f"({p['requests']} requests, <= {p['max_in_flight']} in flight); plain {q['texts']} in "
+                f"{q['seconds']:.2f} s; ratio {rec['ratio']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
         startup = server.startup_seconds
     ratios = sorted(r["ratio"] for r in rounds)
     median = sorted(rounds, key=lambda r: r["ratio"])[(len(rounds) - 1) // 2]
-    out = {"best": best_of(rounds), "command": command, "pages": args.pages, "concurrency": args.concurrency, "model": MODEL,
-           "server": "infinity-emb 0.0.78 (torch, CPU)", "server_startup_s": round(startup or 0, 1),
-           "rounds": rounds, "ratios": ratios, "median": median, "cpus": os.cpu_count(),
-           "total_seconds": round(time.monotonic() - t0)}
+    out = {
+        "best": best_of(rounds),
+        "command": command,
+        "pages": args.pages,
+        "concurrency": args.concurrency,
+        "model": MODEL,
+        "server": "infinity-emb 0.0.78 (torch, CPU)",
+        "server_startup_s": round(startup or 0, 1),
+        "rounds": rounds,
+        "ratios": ratios,
+        "median": median,
+        "cpus": os.cpu_count(),
+        "total_seconds": round(time.monotonic() - t0),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
     args.out.write_text(render(out))
@@ -204,28 +258,43 @@ def render(out: dict) -> str:
     m = out["median"]
     p, q = m["pass"], m["plain"]
     lines = [
-        "# Embedding throughput against a real OpenAI-compatible server: a pass vs a plain client loop", "",
+        "# Embedding throughput against a real OpenAI-compatible server: a pass vs a plain client loop",
+        "",
         f"Generated by `bench/embed_throughput.py` in {out['total_seconds']} s on {out['cpus']} cores; server "
         f"{out['server']} serving {out['model']} (ready in {out['server_startup_s']} s), behind a recording proxy.",
-        "", "```", out["command"], "```", "",
+        "",
+        "```",
+        out["command"],
+        "```",
+        "",
         f"{out['pages']} pages, every chunk new; `--embed-concurrency {out['concurrency']}` and the loop's concurrency "
         "alike; the loop sends exactly the requests of a warm-up pass (same texts, same batches). Throughput = texts / (last "
-        "answer - first request) at the proxy.", "",
+        "answer - first request) at the proxy.",
+        "",
         "| round | order | pass texts | pass s | pass texts/s | requests | batch max | in flight max | plain s | "
         "plain texts/s | ratio | pass wall s (process) |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in out["rounds"]:
         a, b = r["pass"], r["plain"]
-        lines.append(f"| {r['round']} | {r['order']} | {a['texts']} | {a['seconds']:.2f} | {a['texts'] / a['seconds']:.1f} | "
-                     f"{a['requests']} | {a['batch_max']} | {a['max_in_flight']} | {b['seconds']:.2f} | "
-                     f"{b['texts'] / b['seconds']:.1f} | {r['ratio']:.3f} | {a['process_wall_s']:.1f} |")
+        lines.append(
+            f"| {r['round']} | {r['order']} | {a['texts']} | {a['seconds']:.2f} | {a['texts'] / a['seconds']:.1f} | "
+            f"{a['requests']} | {a['batch_max']} | {a['max_in_flight']} | {b['seconds']:.2f} | "
+            f"{b['texts'] / b['seconds']:.1f} | {r['ratio']:.3f} | {a['process_wall_s']:.1f} |"
+        )
     b = out.get("best") or best_of(out["rounds"])
-    lines += ["", f"Best of {len(out['rounds'])} rounds each: pass {b['pass_texts_per_s']:.1f} texts/s, plain loop "
-              f"{b['plain_texts_per_s']:.1f} texts/s, ratio **{b['ratio']:.2f}** (goal >= 0.9; the fastest round of "
-              "each side is the one other jobs on the machine disturbed least).", ""]
-    lines += [f"Median round: pass {p['texts'] / p['seconds']:.1f} texts/s, plain loop {q['texts'] / q['seconds']:.1f} "
-              f"texts/s, ratio {m['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in out['ratios'])}).", ""]
+    lines += [
+        "",
+        f"Best of {len(out['rounds'])} rounds each: pass {b['pass_texts_per_s']:.1f} texts/s, plain loop "
+        f"{b['plain_texts_per_s']:.1f} texts/s, ratio **{b['ratio']:.2f}** (goal >= 0.9; the fastest round of "
+        "each side is the one other jobs on the machine disturbed least).",
+        "",
+    ]
+    lines += [
+        f"Median round: pass {p['texts'] / p['seconds']:.1f} texts/s, plain loop {q['texts'] / q['seconds']:.1f} "
+        f"texts/s, ratio {m['ratio']:.2f} (rounds: {', '.join(f'{x:.2f}' for x in out['ratios'])}).",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -67,8 +67,14 @@ class TokenCounter:
     def counts(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
-        enc = self.tok(texts, add_special_tokens=False, truncation=True, max_length=self.max_len,
-                       return_attention_mask=False, return_token_type_ids=False)
+        enc = self.tok(
+            texts,
+            add_special_tokens=False,
+            truncation=True,
+            max_length=self.max_len,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
         return [len(ids) for ids in enc["input_ids"]]
 
     def uncut(self, texts: list[str]) -> list[int]:
@@ -81,9 +87,22 @@ class TokenCounter:
 def pagesync_pass(work: Path, sitemap: str, now: datetime, env: dict, concurrency: int | None) -> dict:
     report = work / "report.json"
     report.unlink(missing_ok=True)
-    args = ["run", "--sitemap", sitemap, "--state", str(work / "state.db"), "--qdrant-path", str(work / "qdrant"),
-            "--now", now.isoformat().replace("+00:00", "Z"), "--report", str(report), "--quiet",
-            "--embedder", f"openai:{MODEL}"]
+    args = [
+        "run",
+        "--sitemap",
+        sitemap,
+        "--state",
+        str(work / "state.db"),
+        "--qdrant-path",
+        str(work / "qdrant"),
+        "--now",
+        now.isoformat().replace("+00:00", "Z"),
+        "--report",
+        str(report),
+        "--quiet",
+        "--embedder",
+        f"openai:{MODEL}",
+    ]
     if concurrency:
         args += ["--embed-concurrency", str(concurrency)]
     t = time.perf_counter()
@@ -173,8 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     nginx.start()
     try:
         with InfinityServer(KEY, log_path=work / "infinity.log") as server, EmbedProxy(server.root_url) as proxy:
-            env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                   "OPENAI_BASE_URL": proxy.url("/v1"), "OPENAI_API_KEY": KEY}
+            env = {
+                **os.environ,
+                "PYTHONPATH": str(REPO),
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "OPENAI_BASE_URL": proxy.url("/v1"),
+                "OPENAI_API_KEY": KEY,
+            }
             prev = None
             for day in days:
                 commit = git.day_commit(args.rev, day)
@@ -194,31 +219,62 @@ def main(argv: list[str] | None = None) -> int:
                 all_texts = [t for u in sorted(chunks) for t in chunks[u]]
                 full_counts = counter.counts(all_texts)
                 rec = {
-                    "day": day.isoformat(), "commit": commit[:10], "pages": len(pages),
-                    "pagesync": {"tokens_server": sum(e.tokens for e in work_ex), "tokens_report": rep.get("tokens_embedded"),
-                                 "tokens_local": sum(counter.counts(sent)), "texts_sent": len(sent),
-                                 "requests": len(work_ex), "retried": len(proxy.exchanges) - len(proxy.served()),
-                                 **{k: rep.get(k) for k in ("chunks_embedded", "chunks_reused", "pages_fetched",
-                                                            "pages_changed", "pages_added", "pages_removed",
-                                                            "pages_failed", "seconds", "exit_code")}},
-                    "full": {"texts": len(all_texts), "tokens": sum(full_counts),
-                             "chunks_over_model_input": sum(1 for c in counter.uncut(all_texts) if c > counter.max_len)},
+                    "day": day.isoformat(),
+                    "commit": commit[:10],
+                    "pages": len(pages),
+                    "pagesync": {
+                        "tokens_server": sum(e.tokens for e in work_ex),
+                        "tokens_report": rep.get("tokens_embedded"),
+                        "tokens_local": sum(counter.counts(sent)),
+                        "texts_sent": len(sent),
+                        "requests": len(work_ex),
+                        "retried": len(proxy.exchanges) - len(proxy.served()),
+                        **{
+                            k: rep.get(k)
+                            for k in (
+                                "chunks_embedded",
+                                "chunks_reused",
+                                "pages_fetched",
+                                "pages_changed",
+                                "pages_added",
+                                "pages_removed",
+                                "pages_failed",
+                                "seconds",
+                                "exit_code",
+                            )
+                        },
+                    },
+                    "full": {
+                        "texts": len(all_texts),
+                        "tokens": sum(full_counts),
+                        "chunks_over_model_input": sum(1 for c in counter.uncut(all_texts) if c > counter.max_len),
+                    },
                     "langchain": lc.night(chunks),
                     "langchain_one_batch": lc_one.night(chunks),
                 }
                 records.append(rec)
                 ps = rec["pagesync"]
-                print(f"{day} {commit[:8]} pages={len(pages)} pagesync: {ps['texts_sent']} texts {ps['tokens_server']} tokens "
-                      f"(report {ps['tokens_report']}, local {ps['tokens_local']}) | full {rec['full']['tokens']} | "
-                      f"LangChain {rec['langchain']['tokens']} (one batch {rec['langchain_one_batch']['tokens']}) [{time.monotonic() - t0:.0f}s]", file=sys.stderr, flush=True)
+                print(
+                    f"{day} {commit[:8]} pages={len(pages)} pagesync: {ps['texts_sent']} texts {ps['tokens_server']} tokens "
+                    f"(report {ps['tokens_report']}, local {ps['tokens_local']}) | full {rec['full']['tokens']} | "
+                    f"LangChain {rec['langchain']['tokens']} (one batch {rec['langchain_one_batch']['tokens']}) [{time.monotonic() - t0:.0f}s]",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 prev = commit
             startup = server.startup_seconds
     finally:
         nginx.stop()
         git.close()
-    out = {"command": command, "args": {k: str(v) for k, v in vars(args).items()}, "model": MODEL,
-           "server": "infinity-emb 0.0.78 (torch, CPU)", "server_startup_s": round(startup or 0, 1),
-           "records": records, "total_seconds": round(time.monotonic() - t0)}
+    out = {
+        "command": command,
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "model": MODEL,
+        "server": "infinity-emb 0.0.78 (torch, CPU)",
+        "server_startup_s": round(startup or 0, 1),
+        "records": records,
+        "total_seconds": round(time.monotonic() - t0),
+    }
     out["summary"] = summarise(records, args.price)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
@@ -233,18 +289,23 @@ def summarise(records: list[dict], price: float) -> dict:
     """Tokens of days 2.. per strategy, per 7 days, ratios and money; the token-count checks."""
     later = records[1:]
     weeks = max(1, len(later)) / 7
-    tot = {"pagesync": sum(r["pagesync"]["tokens_server"] for r in later),
-           "full": sum(r["full"]["tokens"] for r in later),
-           "langchain": sum(r["langchain"]["tokens"] for r in later),
-           "langchain_one_batch": sum(r.get("langchain_one_batch", {}).get("tokens", 0) for r in later)}
+    tot = {
+        "pagesync": sum(r["pagesync"]["tokens_server"] for r in later),
+        "full": sum(r["full"]["tokens"] for r in later),
+        "langchain": sum(r["langchain"]["tokens"] for r in later),
+        "langchain_one_batch": sum(r.get("langchain_one_batch", {}).get("tokens", 0) for r in later),
+    }
     per_week = {k: v / weeks for k, v in tot.items()}
     return {
-        "days_after_initial": len(later), "initial_tokens": records[0]["pagesync"]["tokens_server"] if records else 0,
-        "tokens": tot, "tokens_per_week": per_week,
+        "days_after_initial": len(later),
+        "initial_tokens": records[0]["pagesync"]["tokens_server"] if records else 0,
+        "tokens": tot,
+        "tokens_per_week": per_week,
         "ratio_full_to_pagesync": tot["full"] / tot["pagesync"] if tot["pagesync"] else None,
         "ratio_langchain_to_pagesync": tot["langchain"] / tot["pagesync"] if tot["pagesync"] else None,
-        "ratio_langchain_one_batch_to_pagesync": (tot["langchain_one_batch"] / tot["pagesync"]
-                                                  if tot["pagesync"] else None),
+        "ratio_langchain_one_batch_to_pagesync": (
+            tot["langchain_one_batch"] / tot["pagesync"] if tot["pagesync"] else None
+        ),
         "usd_per_week": {k: v * price / 1e6 for k, v in per_week.items()},
         "usd_per_year": {k: v * 52 * price / 1e6 for k, v in per_week.items()},
         "report_equals_server": all(r["pagesync"]["tokens_report"] == r["pagesync"]["tokens_server"] for r in records),
@@ -261,9 +322,15 @@ def _x(ratio: float | None) -> str:
 def render(out: dict, price: float, label: str) -> str:
     s, recs = out["summary"], out["records"]
     lines = [
-        "# Tokens sent per week: pagesync vs a nightly full re-embed vs LangChain `index()`", "",
+        "# Tokens sent per week: pagesync vs a nightly full re-embed vs LangChain `index()`",
+        "",
         f"Generated by `bench/embed_tokens.py` in {out['total_seconds']} s; server {out['server']} serving "
-        f"{out['model']} (ready in {out['server_startup_s']} s).", "", "```", out["command"], "```", "",
+        f"{out['model']} (ready in {out['server_startup_s']} s).",
+        "",
+        "```",
+        out["command"],
+        "```",
+        "",
         f"FastAPI's docs (docs/en/docs), one snapshot per UTC day from {recs[0]['day']} (day 1: the initial index, "
         f"{s['initial_tokens']:,} tokens sent by pagesync), {s['days_after_initial']} days after it. A full re-embed "
         "sends every chunk, repeated texts too; pagesync and `index()` send each distinct text once. pagesync's tokens are "
@@ -272,32 +339,41 @@ def render(out: dict, price: float, label: str) -> str:
         f"{'gives the same counts' if s['local_equals_server'] else 'DIFFERS'} on the texts pagesync sent (the "
         "baselines are counted with it). Failed pages: "
         f"{s['pages_failed']}. Chunks longer than the model's 256-token input on the last day: "
-        f"{s['chunks_over_model_input_last_day']} (the server cuts them; every strategy sends them alike).", "",
+        f"{s['chunks_over_model_input_last_day']} (the server cuts them; every strategy sends them alike).",
+        "",
         "| day | commit | pages | pagesync texts | pagesync tokens | full re-embed tokens | LangChain `index()` texts | "
         "LangChain tokens | `index()` one batch: texts | tokens |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in recs:
         ps, one = r["pagesync"], r.get("langchain_one_batch", {})
-        lines.append(f"| {r['day']} | {r['commit'][:8]} | {r['pages']} | {ps['texts_sent']:,} | {ps['tokens_server']:,} | "
-                     f"{r['full']['tokens']:,} | {r['langchain']['texts']:,} | {r['langchain']['tokens']:,} | "
-                     f"{one.get('texts', 0):,} | {one.get('tokens', 0):,} |")
+        lines.append(
+            f"| {r['day']} | {r['commit'][:8]} | {r['pages']} | {ps['texts_sent']:,} | {ps['tokens_server']:,} | "
+            f"{r['full']['tokens']:,} | {r['langchain']['texts']:,} | {r['langchain']['tokens']:,} | "
+            f"{one.get('texts', 0):,} | {one.get('tokens', 0):,} |"
+        )
     w, usd, yr = s["tokens_per_week"], s["usd_per_week"], s["usd_per_year"]
     lines += [
-        "", f"## Per week (days 2-{s['days_after_initial'] + 1}, scaled to 7 days)", "",
-        f"At ${price:g} per million tokens ({label}; an assumption, see above):", "",
-        "| strategy | tokens / week | vs pagesync | $ / week | $ / year |", "|---|---:|---:|---:|---:|",
+        "",
+        f"## Per week (days 2-{s['days_after_initial'] + 1}, scaled to 7 days)",
+        "",
+        f"At ${price:g} per million tokens ({label}; an assumption, see above):",
+        "",
+        "| strategy | tokens / week | vs pagesync | $ / week | $ / year |",
+        "|---|---:|---:|---:|---:|",
         f"| pagesync | {w['pagesync']:,.0f} | 1 | {usd['pagesync']:.4f} | {yr['pagesync']:.2f} |",
         f"| nightly full re-embed | {w['full']:,.0f} | {_x(s['ratio_full_to_pagesync'])} | {usd['full']:.4f} | {yr['full']:.2f} |",
         f"| LangChain `index()`, nightly, cleanup=incremental | {w['langchain']:,.0f} | "
         f"{_x(s['ratio_langchain_to_pagesync'])} | {usd['langchain']:.4f} | {yr['langchain']:.2f} |",
         f"| LangChain `index()`, the whole site in one batch (`batch_size` = all chunks) | "
         f"{w['langchain_one_batch']:,.0f} | {_x(s['ratio_langchain_one_batch_to_pagesync'])} | "
-        f"{usd['langchain_one_batch']:.4f} | {yr['langchain_one_batch']:.2f} |", "",
+        f"{usd['langchain_one_batch']:.4f} | {yr['langchain_one_batch']:.2f} |",
+        "",
         "`index()` with its default `batch_size` (100) re-embeds, every night, the chunks of each page whose "
         "chunks span two batches: the incremental cleanup after one batch deletes the page's chunks that "
         "are in the other, and the next night adds them back. In one batch it embeds each new chunk text, "
-        "like pagesync, but still fetches and hashes every page every night.", "",
+        "like pagesync, but still fetches and hashes every page every night.",
+        "",
     ]
     return "\n".join(lines)
 

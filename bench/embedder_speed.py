@@ -46,8 +46,22 @@ from chunking import Splitter, extract_page  # noqa: E402
 from embedders import MiniLMEmbedder, OnnxMiniLMEmbedder  # noqa: E402
 from embedders.onnx_backend import export_onnx  # noqa: E402
 
-DEPENDENCY_READMES = ["httpx", "qdrant-client", "trafilatura", "typer", "rich", "protego", "sentence-transformers",
-                      "transformers", "tokenizers", "huggingface-hub", "hypothesis", "pytest", "onnxruntime", "numpy"]
+DEPENDENCY_READMES = [
+    "httpx",
+    "qdrant-client",
+    "trafilatura",
+    "typer",
+    "rich",
+    "protego",
+    "sentence-transformers",
+    "transformers",
+    "tokenizers",
+    "huggingface-hub",
+    "hypothesis",
+    "pytest",
+    "onnxruntime",
+    "numpy",
+]
 CALL_SIZES = [16, 32, 64, 128, 256]
 SUB_BATCH = 32  # the embedders' model batch before this bench (sentence-transformers' default)
 SUB_BATCHES = [4, 8, 16, 32]
@@ -109,8 +123,9 @@ class TorchAsBefore:
         self.model = model
 
     def embed(self, texts):
-        return self.model.encode(list(texts), batch_size=SUB_BATCH, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False).tolist()
+        return self.model.encode(
+            list(texts), batch_size=SUB_BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        ).tolist()
 
 
 def run_calls(emb, chunks: list[str], call: int) -> tuple[float, float, list[list[float]]]:
@@ -134,8 +149,13 @@ print(time.perf_counter() - t0, int(hwm) / 1024)
 
 
 def cold_start(cls: str) -> tuple[float, float]:
-    out = subprocess.run([sys.executable, "-c", COLD.format(root=str(ROOT), cls=cls)], capture_output=True,
-                         text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    out = subprocess.run(
+        [sys.executable, "-c", COLD.format(root=str(ROOT), cls=cls)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     secs, rss = out.stdout.split()[-2:]
     return float(secs), float(rss)
 
@@ -171,13 +191,24 @@ def main() -> None:
     onnx32._session, onnx32._tokenizer, onnx32._inputs = onnx._session, onnx._tokenizer, onnx._inputs
     tok = onnx._tokenizer
     lengths = [len(e.ids) for e in tok.encode_batch(chunks)]
-    res: dict = {"chunks": len(chunks), "mean_chars": statistics.mean(map(len, chunks)),
-                 "mean_tokens": statistics.mean(lengths), "truncated_share": sum(n >= 256 for n in lengths) / len(lengths),
-                 "sources": used, "call": args.call, "sub_batch": {"torch": torch_.batch_size, "onnx": onnx.batch_size},
-                 "rounds": args.rounds,
-                 "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg(), "python": platform.python_version(),
-                             "torch": md.version("torch"), "onnxruntime": md.version("onnxruntime"),
-                             "sentence-transformers": md.version("sentence-transformers")}}
+    res: dict = {
+        "chunks": len(chunks),
+        "mean_chars": statistics.mean(map(len, chunks)),
+        "mean_tokens": statistics.mean(lengths),
+        "truncated_share": sum(n >= 256 for n in lengths) / len(lengths),
+        "sources": used,
+        "call": args.call,
+        "sub_batch": {"torch": torch_.batch_size, "onnx": onnx.batch_size},
+        "rounds": args.rounds,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_before": os.getloadavg(),
+            "python": platform.python_version(),
+            "torch": md.version("torch"),
+            "onnxruntime": md.version("onnxruntime"),
+            "sentence-transformers": md.version("sentence-transformers"),
+        },
+    }
 
     # 2. throughput, alternating (and reversing the order every other round)
     names = {"torch/32 (before)": torch_before, "torch": torch_, "onnx/32": onnx32, "onnx": onnx}
@@ -189,17 +220,26 @@ def main() -> None:
             wall, cpu, vecs[name] = run_calls(emb, chunks, args.call)
             runs[name]["wall"].append(len(chunks) / wall)
             runs[name]["cpu"].append(len(chunks) / cpu)
-            print(f"round {r + 1} {name}: {len(chunks) / wall:.1f} chunks/s, {len(chunks) / cpu:.1f} chunks/cpu-s", flush=True)
+            print(
+                f"round {r + 1} {name}: {len(chunks) / wall:.1f} chunks/s, {len(chunks) / cpu:.1f} chunks/cpu-s",
+                flush=True,
+            )
     import numpy as np
 
     cos = (np.asarray(vecs["torch/32 (before)"]) * np.asarray(vecs["onnx"])).sum(axis=1)
     res["cosine"] = {"min": float(cos.min()), "mean": float(cos.mean())}
     base = runs["torch/32 (before)"]
-    res["throughput"] = {n: {"wall_median": statistics.median(v["wall"]), "cpu_median": statistics.median(v["cpu"]),
-                             "wall": v["wall"], "cpu": v["cpu"],
-                             "paired_ratio_wall": statistics.median(x / y for x, y in zip(v["wall"], base["wall"])),
-                             "paired_ratio_cpu": statistics.median(x / y for x, y in zip(v["cpu"], base["cpu"]))}
-                         for n, v in runs.items()}
+    res["throughput"] = {
+        n: {
+            "wall_median": statistics.median(v["wall"]),
+            "cpu_median": statistics.median(v["cpu"]),
+            "wall": v["wall"],
+            "cpu": v["cpu"],
+            "paired_ratio_wall": statistics.median(x / y for x, y in zip(v["wall"], base["wall"])),
+            "paired_ratio_cpu": statistics.median(x / y for x, y in zip(v["cpu"], base["cpu"])),
+        }
+        for n, v in runs.items()
+    }
 
     # 3. padding waste
     res["padding"] = padding_table(tok, chunks)
@@ -224,19 +264,31 @@ def main() -> None:
                 emb.batch_size = c[1]
                 _, secs, _ = run_calls(emb, sweep, c[2])
                 cpu[c].append(len(sweep) / secs)
-            print(f"sweep round {r + 1}: " + ", ".join(f"{n}/{b}/{k}: {v[-1]:.1f}" for (n, b, k), v in cpu.items()), flush=True)
+            print(
+                f"sweep round {r + 1}: " + ", ".join(f"{n}/{b}/{k}: {v[-1]:.1f}" for (n, b, k), v in cpu.items()),
+                flush=True,
+            )
         torch.set_num_threads(threads)
-        res["sweep"] = [{"backend": n, "sub_batch": b, "call": k, "cpu_median": statistics.median(v),
-                         "ratio": statistics.median(x / y for x, y in zip(v, cpu[(n, SUB_BATCH, args.call)]))}
-                        for (n, b, k), v in cpu.items()]
+        res["sweep"] = [
+            {
+                "backend": n,
+                "sub_batch": b,
+                "call": k,
+                "cpu_median": statistics.median(v),
+                "ratio": statistics.median(x / y for x, y in zip(v, cpu[(n, SUB_BATCH, args.call)])),
+            }
+            for (n, b, k), v in cpu.items()
+        ]
 
     # 6. cold start in fresh processes, alternating
     cold: dict[str, list[tuple[float, float]]] = {"torch": [], "onnx": []}
     for r in range(2):
         for name, cls in [("torch", "MiniLMEmbedder"), ("onnx", "OnnxMiniLMEmbedder")][:: 1 if r == 0 else -1]:
             cold[name].append(cold_start(cls))
-    res["cold_start"] = {n: {"seconds_median": statistics.median(s for s, _ in v), "peak_rss_mb": max(m for _, m in v)}
-                         for n, v in cold.items()}
+    res["cold_start"] = {
+        n: {"seconds_median": statistics.median(s for s, _ in v), "peak_rss_mb": max(m for _, m in v)}
+        for n, v in cold.items()
+    }
     res["machine"]["load_after"] = os.getloadavg()
 
     out = Path(args.out)
@@ -272,8 +324,12 @@ def render(res: dict, args) -> str:
         "|---|---|---|---|---|",
     ]
     for n, v in t.items():
-        lines.append(f"| {n} | {v['wall_median']:.1f} | {v['cpu_median']:.1f} | "
-                     + ", ".join(f"{x:.1f}" for x in v["wall"]) + f" | {v['paired_ratio_wall']:.2f} / {v['paired_ratio_cpu']:.2f} |")
+        lines.append(
+            f"| {n} | {v['wall_median']:.1f} | {v['cpu_median']:.1f} | "
+            + ", ".join(f"{x:.1f}" for x in v["wall"])
+            + f" | {v['paired_ratio_wall']:.2f} / {v['paired_ratio_cpu']:.2f} |"
+        )
+
     def paired(a: str, b: str, k: str) -> float:
         return statistics.median(x / y for x, y in zip(t[a][k], t[b][k]))
 
@@ -287,22 +343,38 @@ def render(res: dict, args) -> str:
         "## Padding waste (padded token slots / real tokens - 1)",
         "",
         "| chunks per call | unsorted, batches of 32 | sorted by chars (sentence-transformers alone), 32 | "
-        + " | ".join(f"sorted by tokens, {b}" for b in SUB_BATCHES) + " |",
+        + " | ".join(f"sorted by tokens, {b}" for b in SUB_BATCHES)
+        + " |",
         "|---|---|---|" + "---|" * len(SUB_BATCHES),
     ]
     for row in res["padding"]:
-        lines.append(f"| {row['call']} | {row['unsorted']:.1%} | {row['chars']:.1%} | "
-                     + " | ".join(f"{row[f'tokens/{b}']:.1%}" for b in SUB_BATCHES) + " |")
+        lines.append(
+            f"| {row['call']} | {row['unsorted']:.1%} | {row['chars']:.1%} | "
+            + " | ".join(f"{row[f'tokens/{b}']:.1%}" for b in SUB_BATCHES)
+            + " |"
+        )
     if "sweep" in res:
-        lines += ["", f"## By model sub-batch and chunks per call (first {args.sweep_chunks} chunks; one thread, "
-                  f"chunks per CPU-second, median of {args.rounds}; ratio to sub-batch {SUB_BATCH} in calls of "
-                  f"{res['call']}, paired by round)", "",
-                  "| backend | sub-batch | chunks per call | chunks per CPU-second | ratio |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## By model sub-batch and chunks per call (first {args.sweep_chunks} chunks; one thread, "
+            f"chunks per CPU-second, median of {args.rounds}; ratio to sub-batch {SUB_BATCH} in calls of "
+            f"{res['call']}, paired by round)",
+            "",
+            "| backend | sub-batch | chunks per call | chunks per CPU-second | ratio |",
+            "|---|---|---|---|---|",
+        ]
         for row in res["sweep"]:
-            lines.append(f"| {row['backend']} | {row['sub_batch']} | {row['call']} | {row['cpu_median']:.1f} | {row['ratio']:.2f} |")
+            lines.append(
+                f"| {row['backend']} | {row['sub_batch']} | {row['call']} | {row['cpu_median']:.1f} | {row['ratio']:.2f} |"
+            )
     cs = res["cold_start"]
-    lines += ["", "## Cold start (fresh process: import, load, embed one text; median of 2, peak RSS)", "",
-              "| backend | seconds | peak RSS (MB) |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Cold start (fresh process: import, load, embed one text; median of 2, peak RSS)",
+        "",
+        "| backend | seconds | peak RSS (MB) |",
+        "|---|---|---|",
+    ]
     for n in ("torch", "onnx"):
         lines.append(f"| {n} | {cs[n]['seconds_median']:.1f} | {cs[n]['peak_rss_mb']:.0f} |")
     return "\n".join(lines) + "\n"

@@ -45,15 +45,26 @@ sys.path.insert(0, str(REPO))
 from chunking.extract import extract_page  # noqa: E402
 from sync.core.hashing import content_hash, fold_whitespace  # noqa: E402
 
-BOILERPLATE = ["Previous topic", "Next topic", "This Page", "Report a Bug", "Show Source",
-               "Quick search", "Table of Contents", "Navigation", "© Copyright",
-               "This page is licensed under", "Please donate", "Last updated on",
-               "Found a bug", "Created using Sphinx"]
+BOILERPLATE = [
+    "Previous topic",
+    "Next topic",
+    "This Page",
+    "Report a Bug",
+    "Show Source",
+    "Quick search",
+    "Table of Contents",
+    "Navigation",
+    "© Copyright",
+    "This page is licensed under",
+    "Please donate",
+    "Last updated on",
+    "Found a bug",
+    "Created using Sphinx",
+]
 SKIP = re.compile(r"(^|/)(genindex[^/]*|search|py-modindex)\.html$")  # generated index pages
 MAIN_XPATH = "(//div[@role='main'] | //div[contains(concat(' ', @class, ' '), ' body ')])[1]"
 # Generic (not Sphinx-specific) chrome: ARIA navigation/search/contentinfo landmarks, <nav>, <footer>.
-LANDMARKS = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']",
-             "//nav", "//footer"]
+LANDMARKS = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~=])")
 _EMPHASIS = re.compile(r"[*`]")  # dropped on both sides when comparing code (grammar <pre> gets **bold**)
 
@@ -81,6 +92,7 @@ def tokens(text: str) -> Counter:
 def trafilatura_with(**overrides):
     """extract_page itself, with some trafilatura.extract keyword arguments overridden."""
     import trafilatura
+
     real = trafilatura.extract
 
     def run(body: bytes, url: str) -> str:
@@ -88,11 +100,13 @@ def trafilatura_with(**overrides):
             return extract_page(body, "text/html", url).markdown
         with mock.patch.object(trafilatura, "extract", lambda *a, **kw: real(*a, **{**kw, **overrides})):
             return extract_page(body, "text/html", url).markdown
+
     return run
 
 
 def html2text_page(body: bytes, url: str) -> str:
     import html2text
+
     h = html2text.HTML2Text(baseurl=url)
     h.body_width, h.ignore_links, h.ignore_images = 0, True, True
     return h.handle(body.decode("utf-8"))
@@ -100,11 +114,13 @@ def html2text_page(body: bytes, url: str) -> str:
 
 def _md(fragment: str) -> str:
     from markdownify import markdownify
+
     return markdownify(fragment, heading_style="ATX", strip=["a", "img"])
 
 
 def readability_md(body: bytes, url: str) -> str:
     from readability import Document
+
     return _md(Document(body.decode("utf-8"), url=url).summary(html_partial=True))
 
 
@@ -116,12 +132,12 @@ def markdownify_main(body: bytes, url: str) -> str:
 EXTRACTORS = {
     "trafilatura": ("trafilatura, extract_page as shipped (favor_recall)", trafilatura_with()),
     "traf-balanced": ("trafilatura, favor_recall=False", trafilatura_with(favor_recall=False)),
-    "traf-precision": ("trafilatura, favor_precision=True",
-                       trafilatura_with(favor_recall=False, favor_precision=True)),
-    "traf-noformat": ("trafilatura, favor_recall, include_formatting=False",
-                      trafilatura_with(include_formatting=False)),
-    "traf-prune": ("trafilatura, favor_recall, prune_xpath=ARIA landmarks",
-                   trafilatura_with(prune_xpath=LANDMARKS)),
+    "traf-precision": ("trafilatura, favor_precision=True", trafilatura_with(favor_recall=False, favor_precision=True)),
+    "traf-noformat": (
+        "trafilatura, favor_recall, include_formatting=False",
+        trafilatura_with(include_formatting=False),
+    ),
+    "traf-prune": ("trafilatura, favor_recall, prune_xpath=ARIA landmarks", trafilatura_with(prune_xpath=LANDMARKS)),
     "html2text": ("html2text, whole page (naive baseline)", html2text_page),
     "readability": ("readability-lxml + markdownify", readability_md),
     "md-main": ("markdownify of div[role=main] (site-specific selector)", markdownify_main),
@@ -145,8 +161,11 @@ def edit(body: bytes, kind: str) -> bytes:
             _sub_text(div, r"\b\d+\.\d+\.\d+\b", "7.2.6")
     elif kind == "nav":  # a page added elsewhere: one more nav link, neighbours renamed
         for ul in doc.xpath("//div[contains(@class, 'related')]//ul"):
-            ul.append(lxml.html.fragment_fromstring('<li class="right"><a href="../whatsnew/3.12.html">'
-                                                    "what's new</a> |</li>"))
+            ul.append(
+                lxml.html.fragment_fromstring(
+                    '<li class="right"><a href="../whatsnew/3.12.html">what\'s new</a> |</li>'
+                )
+            )
         for ul in doc.xpath("//ul[@class='this-page-menu']"):
             ul.append(lxml.html.fragment_fromstring('<li><a href="../about.html">Edit this page</a></li>'))
         for a in doc.xpath("//p[@class='topless']/a"):
@@ -176,12 +195,14 @@ def page_facts(body: bytes) -> dict:
     visible = fold_whitespace(doc.text_content())
     main = doc.xpath(MAIN_XPATH)[0]
     pres = [pre.text_content() for pre in main.iter("pre") if pre.text_content().strip()]
-    return {"raw": [p for p in BOILERPLATE if p in source or p in visible],
-            "visible": [p for p in BOILERPLATE if p in visible],
-            "in_main": [p for p in BOILERPLATE if p in fold_whitespace(main.text_content())],
-            "main_tokens": tokens(main.text_content()),
-            "pre_first": [demark(next(ln for ln in p.splitlines() if ln.strip())) for p in pres],
-            "pre_lines": [lines(p) for p in pres]}
+    return {
+        "raw": [p for p in BOILERPLATE if p in source or p in visible],
+        "visible": [p for p in BOILERPLATE if p in visible],
+        "in_main": [p for p in BOILERPLATE if p in fold_whitespace(main.text_content())],
+        "main_tokens": tokens(main.text_content()),
+        "pre_first": [demark(next(ln for ln in p.splitlines() if ln.strip())) for p in pres],
+        "pre_lines": [lines(p) for p in pres],
+    }
 
 
 def measure(fn, body: bytes, url: str, facts: dict, edits: dict) -> dict:
@@ -193,18 +214,26 @@ def measure(fn, body: bytes, url: str, facts: dict, edits: dict) -> dict:
     overlap = sum((main & toks).values())
     base = fn(edits["none"], url)
     leaks = [p for p in BOILERPLATE if p in flat and p not in facts["in_main"]]
-    out = {"secs": secs, "chars": len(md), "leaks": leaks,
-           "recall": overlap / max(1, sum(main.values())),
-           "extra": 1 - overlap / max(1, sum(toks.values())),
-           "pre_kept": [p in bare for p in facts["pre_first"]],
-           "pre_verbatim": [p in md_lines for p in facts["pre_lines"]],
-           "roundtrip_same": content_hash(base) == content_hash(md), "diff": {}}
+    out = {
+        "secs": secs,
+        "chars": len(md),
+        "leaks": leaks,
+        "recall": overlap / max(1, sum(main.values())),
+        "extra": 1 - overlap / max(1, sum(toks.values())),
+        "pre_kept": [p in bare for p in facts["pre_first"]],
+        "pre_verbatim": [p in md_lines for p in facts["pre_lines"]],
+        "roundtrip_same": content_hash(base) == content_hash(md),
+        "diff": {},
+    }
     for kind in ("footer", "nav", "body"):
         new = fn(edits[kind], url) if edits[kind] else None
         out[kind + "_same"] = None if new is None else content_hash(new) == content_hash(base)
         if new is not None and out[kind + "_same"] == (kind == "body"):
-            out["diff"][kind] = [ln for ln in difflib.unified_diff(base.splitlines(), new.splitlines(), n=0,
-                                 lineterm="") if ln[:1] in "+-" and ln[:3] not in ("+++", "---")][:4]
+            out["diff"][kind] = [
+                ln
+                for ln in difflib.unified_diff(base.splitlines(), new.splitlines(), n=0, lineterm="")
+                if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
+            ][:4]
     return out
 
 
@@ -241,67 +270,100 @@ def report(args, pages: list[str], facts: dict, res: dict, doc_version: str) -> 
     n = len(pages)
     dirs = Counter(p.split("/")[0] if "/" in p else "(top)" for p in pages)
     keys = list(res)
-    L = [f"# Extraction quality on real Sphinx HTML ({doc_version})", "",
-         f"Command: `{' '.join(getattr(sys, 'orig_argv', sys.argv))}`  ", f"Versions: {versions()}  ",
-         f"Sample: {n} pages, every {max(1.0, args._total / args.pages):.2f}-th of {args._total} sorted "
-         f"`*.html` (generated genindex/search/modindex pages left out): "
-         + ", ".join(f"{d} {c}" for d, c in sorted(dirs.items())), "",
-         "| extractor | median CPU ms | p95 CPU ms | pages/s (1 core) | recall median | recall p10 | pages recall<0.9 "
-         "| extra tokens median | <pre> kept | <pre> verbatim | pages with boilerplate "
-         "| hash same: footer edit | hash same: nav edit | hash changed: body edit |", "|" + " --- |" * 14]
+    L = [
+        f"# Extraction quality on real Sphinx HTML ({doc_version})",
+        "",
+        f"Command: `{' '.join(getattr(sys, 'orig_argv', sys.argv))}`  ",
+        f"Versions: {versions()}  ",
+        f"Sample: {n} pages, every {max(1.0, args._total / args.pages):.2f}-th of {args._total} sorted "
+        f"`*.html` (generated genindex/search/modindex pages left out): "
+        + ", ".join(f"{d} {c}" for d, c in sorted(dirs.items())),
+        "",
+        "| extractor | median CPU ms | p95 CPU ms | pages/s (1 core) | recall median | recall p10 | pages recall<0.9 "
+        "| extra tokens median | <pre> kept | <pre> verbatim | pages with boilerplate "
+        "| hash same: footer edit | hash same: nav edit | hash changed: body edit |",
+        "|" + " --- |" * 14,
+    ]
     for k in keys:
         r = [res[k][p] for p in pages]
         secs = [x["secs"] for x in r]
         pre = [b for x in r for b in x["pre_kept"]]
         verb = [b for x in r for b in x["pre_verbatim"]]
-        L.append(f"| {EXTRACTORS[k][0]} | {1000 * statistics.median(secs):.0f} | {1000 * q(secs, .95):.0f} "
-                 f"| {n / sum(secs):.1f} | {statistics.median(x['recall'] for x in r):.3f} "
-                 f"| {q([x['recall'] for x in r], .10):.3f} | {sum(x['recall'] < .9 for x in r)} "
-                 f"| {statistics.median(x['extra'] for x in r):.3f} "
-                 f"| {pct(pre)} of {len(pre)} | {pct(verb)} | {pct([bool(x['leaks']) for x in r])} "
-                 f"| {pct([x['footer_same'] for x in r])} | {pct([x['nav_same'] for x in r])} "
-                 f"| {pct([None if x['body_same'] is None else not x['body_same'] for x in r])} |")
-    L += ["", "Boilerplate: share of pages whose raw HTML (source or visible text) contains the phrase, "
-          "and whose extracted markdown does although the page's main element does not (a leak; "
-          "case-sensitive, whitespace folded). 'Quick search' is only in attributes.", "",
-          "| phrase | raw HTML | visible text | main element | " + " | ".join(keys) + " |",
-          "|" + " --- |" * (4 + len(keys))]
+        L.append(
+            f"| {EXTRACTORS[k][0]} | {1000 * statistics.median(secs):.0f} | {1000 * q(secs, 0.95):.0f} "
+            f"| {n / sum(secs):.1f} | {statistics.median(x['recall'] for x in r):.3f} "
+            f"| {q([x['recall'] for x in r], 0.10):.3f} | {sum(x['recall'] < 0.9 for x in r)} "
+            f"| {statistics.median(x['extra'] for x in r):.3f} "
+            f"| {pct(pre)} of {len(pre)} | {pct(verb)} | {pct([bool(x['leaks']) for x in r])} "
+            f"| {pct([x['footer_same'] for x in r])} | {pct([x['nav_same'] for x in r])} "
+            f"| {pct([None if x['body_same'] is None else not x['body_same'] for x in r])} |"
+        )
+    L += [
+        "",
+        "Boilerplate: share of pages whose raw HTML (source or visible text) contains the phrase, "
+        "and whose extracted markdown does although the page's main element does not (a leak; "
+        "case-sensitive, whitespace folded). 'Quick search' is only in attributes.",
+        "",
+        "| phrase | raw HTML | visible text | main element | " + " | ".join(keys) + " |",
+        "|" + " --- |" * (4 + len(keys)),
+    ]
     for ph in BOILERPLATE:
-        L.append(f"| {ph} | {pct([ph in facts[p]['raw'] for p in pages])} "
-                 f"| {pct([ph in facts[p]['visible'] for p in pages])} "
-                 f"| {pct([ph in facts[p]['in_main'] for p in pages])} | "
-                 + " | ".join(pct([ph in res[k][p]["leaks"] for p in pages]) for k in keys) + " |")
-    L += ["", f"Times: CPU time of the extraction call (`time.process_time`, one process), load average "
-          f"at start {args._load}.", "", "Round-trip check (lxml parse + serialise, no edit, same hash): "
-          + ", ".join(f"{k} {pct([res[k][p]['roundtrip_same'] for p in pages])}" for k in keys), "",
-          "Columns: recall = multiset overlap of lowercase `\\w+` tokens of the main element's text found "
-          "in the markdown / main tokens; extra = markdown tokens not in the main element; <pre> kept = "
-          "first non-empty line of a `<pre>` in the main element found in the markdown; <pre> verbatim = "
-          "all its lines, in order with blank lines, found as consecutive markdown lines (indentation "
-          "ignored); footer edit = "
-          "date, copyright years and Sphinx version changed; nav edit = a link added to every "
-          "`div.related` bar and 'This Page' menu, prev/next topic titles changed; body edit = one word "
-          "of the wordiest paragraph text replaced.", "", "## Examples (worst pages per extractor)", ""]
+        L.append(
+            f"| {ph} | {pct([ph in facts[p]['raw'] for p in pages])} "
+            f"| {pct([ph in facts[p]['visible'] for p in pages])} "
+            f"| {pct([ph in facts[p]['in_main'] for p in pages])} | "
+            + " | ".join(pct([ph in res[k][p]["leaks"] for p in pages]) for k in keys)
+            + " |"
+        )
+    L += [
+        "",
+        f"Times: CPU time of the extraction call (`time.process_time`, one process), load average "
+        f"at start {args._load}.",
+        "",
+        "Round-trip check (lxml parse + serialise, no edit, same hash): "
+        + ", ".join(f"{k} {pct([res[k][p]['roundtrip_same'] for p in pages])}" for k in keys),
+        "",
+        "Columns: recall = multiset overlap of lowercase `\\w+` tokens of the main element's text found "
+        "in the markdown / main tokens; extra = markdown tokens not in the main element; <pre> kept = "
+        "first non-empty line of a `<pre>` in the main element found in the markdown; <pre> verbatim = "
+        "all its lines, in order with blank lines, found as consecutive markdown lines (indentation "
+        "ignored); footer edit = "
+        "date, copyright years and Sphinx version changed; nav edit = a link added to every "
+        "`div.related` bar and 'This Page' menu, prev/next topic titles changed; body edit = one word "
+        "of the wordiest paragraph text replaced.",
+        "",
+        "## Examples (worst pages per extractor)",
+        "",
+    ]
     for k in keys:
         r = res[k]
         worst = sorted(pages, key=lambda p: r[p]["recall"])[:3]
-        lost = [(p, facts[p]["pre_first"][i]) for p in pages
-                for i, ok in enumerate(r[p]["pre_kept"]) if not ok]
-        L.append(f"- **{k}**: lowest recall " + ", ".join(f"`{p}` {r[p]['recall']:.2f}" for p in worst)
-                 + f"; <pre> not verbatim on {sum(not all(r[p]['pre_verbatim']) for p in pages)} pages"
-                 + f"; <pre> lost on {len({p for p, _ in lost})} pages"
-                 + (", e.g. " + "; ".join(f"`{p}`: `{t[:60]}`" for p, t in lost[:3]) if lost else ""))
-        for kind, label in (("footer", "footer edit changed hash"), ("nav", "nav edit changed hash"),
-                            ("body", "body edit did NOT change hash")):
+        lost = [(p, facts[p]["pre_first"][i]) for p in pages for i, ok in enumerate(r[p]["pre_kept"]) if not ok]
+        L.append(
+            f"- **{k}**: lowest recall "
+            + ", ".join(f"`{p}` {r[p]['recall']:.2f}" for p in worst)
+            + f"; <pre> not verbatim on {sum(not all(r[p]['pre_verbatim']) for p in pages)} pages"
+            + f"; <pre> lost on {len({p for p, _ in lost})} pages"
+            + (", e.g. " + "; ".join(f"`{p}`: `{t[:60]}`" for p, t in lost[:3]) if lost else "")
+        )
+        for kind, label in (
+            ("footer", "footer edit changed hash"),
+            ("nav", "nav edit changed hash"),
+            ("body", "body edit did NOT change hash"),
+        ):
             hit = [p for p in pages if kind in r[p]["diff"]]
             if hit:
-                L.append(f"  - {label} on {len(hit)} pages, e.g. `{hit[0]}`: "
-                         + " / ".join(f"`{d[:90]}`" for d in r[hit[0]]["diff"][kind][:2]))
+                L.append(
+                    f"  - {label} on {len(hit)} pages, e.g. `{hit[0]}`: "
+                    + " / ".join(f"`{d[:90]}`" for d in r[hit[0]]["diff"][kind][:2])
+                )
         leaks = Counter(ph for p in pages for ph in r[p]["leaks"])
         if leaks:
             ex = {ph: next(p for p in pages if ph in r[p]["leaks"]) for ph in leaks}
-            L.append("  - boilerplate kept: " + "; ".join(f"'{ph}' {c} pages (e.g. `{ex[ph]}`)"
-                                                           for ph, c in leaks.most_common()))
+            L.append(
+                "  - boilerplate kept: "
+                + "; ".join(f"'{ph}' {c} pages (e.g. `{ex[ph]}`)" for ph, c in leaks.most_common())
+            )
     return "\n".join(L) + "\n"
 
 
@@ -309,10 +371,19 @@ def per_page(res: dict) -> dict:
     """The per-page figures behind the tables (code text left out), for a closer look."""
     out = {}
     for k, pages in res.items():
-        out[k] = {p: {**{f: round(v, 4) if isinstance(v, float) else v for f, v in r.items()
-                         if f not in ("pre_kept", "pre_verbatim")},
-                      "pre": len(r["pre_kept"]), "pre_kept": sum(r["pre_kept"]),
-                      "pre_verbatim": sum(r["pre_verbatim"])} for p, r in pages.items()}
+        out[k] = {
+            p: {
+                **{
+                    f: round(v, 4) if isinstance(v, float) else v
+                    for f, v in r.items()
+                    if f not in ("pre_kept", "pre_verbatim")
+                },
+                "pre": len(r["pre_kept"]),
+                "pre_kept": sum(r["pre_kept"]),
+                "pre_verbatim": sum(r["pre_verbatim"]),
+            }
+            for p, r in pages.items()
+        }
     return out
 
 

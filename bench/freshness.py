@@ -131,10 +131,12 @@ class SiteSpec:
     moves_per_day: float = 1 / 10
 
 
-_WORDS = ("install configure deploy server client request response cache token index vector page sitemap "
-          "chunk embed store query filter update delete schedule retry error timeout header payload batch "
-          "cluster replica shard snapshot backup restore migrate upgrade version release plugin option "
-          "default limit quota region endpoint webhook secret key rotate audit log metric trace alert").split()
+_WORDS = (
+    "install configure deploy server client request response cache token index vector page sitemap "
+    "chunk embed store query filter update delete schedule retry error timeout header payload batch "
+    "cluster replica shard snapshot backup restore migrate upgrade version release plugin option "
+    "default limit quota region endpoint webhook secret key rotate audit log metric trace alert"
+).split()
 
 
 def _prose(rng: random.Random, sentences: int) -> str:
@@ -258,7 +260,9 @@ def _new_doc(rng: random.Random, spec: SiteSpec, ident: int, kind: str) -> Doc:
     return Doc(ident, kind, rate, f"/{folder}/page-{ident:03d}.html", f"{kind.title()} page {ident}", sections)
 
 
-def _schedule(rng: random.Random, spec: SiteSpec, docs: dict[int, Doc], horizon: float) -> list[tuple[float, int, str, int]]:
+def _schedule(
+    rng: random.Random, spec: SiteSpec, docs: dict[int, Doc], horizon: float
+) -> list[tuple[float, int, str, int]]:
     """Every raw happening as (t, tiebreak, action, ident-or-arg), sorted by time."""
     raw: list[tuple[float, int, str, int]] = []
     seq = iter(range(10**9))
@@ -290,8 +294,11 @@ class _Walker:
         self.build_no = 0  # cosmetic deploys so far
 
     def alive(self, *, kinds: tuple[str, ...] = KINDS, initial_only: bool = False) -> list[Doc]:
-        return [d for d in self.docs.values() if d.alive and d.kind in kinds
-                and (not initial_only or d.ident < self.spec.pages)]
+        return [
+            d
+            for d in self.docs.values()
+            if d.alive and d.kind in kinds and (not initial_only or d.ident < self.spec.pages)
+        ]
 
     def emit_set(self, t: float, d: Doc, *, new: bool, text: bool) -> None:
         """Honest lastmod follows text changes; the lying one follows cosmetic deploys."""
@@ -299,8 +306,9 @@ class _Walker:
             d.stamp["honest"] = t
         if new or not text:
             d.stamp["lying"] = t
-        self.events.append(SiteEvent(t, "set", d.path, d.kind, html=d.html(), new_page=new, text_changed=text,
-                                     lastmod=dict(d.stamp)))
+        self.events.append(
+            SiteEvent(t, "set", d.path, d.kind, html=d.html(), new_page=new, text_changed=text, lastmod=dict(d.stamp))
+        )
 
     def step(self, t: float, action: str, arg: int) -> None:
         getattr(self, f"_{action}")(t, arg)
@@ -345,8 +353,9 @@ class _Walker:
         old = d.path
         d.path = f"/moved/{old.strip('/').replace('/', '-')}"
         d.stamp = {"honest": t, "lying": t}  # a new URL: its lastmod is the move
-        self.events.append(SiteEvent(t, "move", old, d.kind, html=d.html(), target=d.path, new_page=True,
-                                     lastmod=dict(d.stamp)))
+        self.events.append(
+            SiteEvent(t, "move", old, d.kind, html=d.html(), target=d.path, new_page=True, lastmod=dict(d.stamp))
+        )
 
     def _current_nav(self, t: float) -> int:
         return int(t >= self.spec.nav_redesign_day * D)
@@ -371,8 +380,7 @@ def build_timeline(spec: SiteSpec) -> Timeline:
     raw = _schedule(rng, spec, docs, horizon)
     walker = _Walker(rng, spec, docs)
     for d in [d for d in docs.values() if d.alive]:
-        walker.events.append(SiteEvent(0.0, "set", d.path, d.kind, html=d.html(), new_page=True,
-                                       lastmod=dict(d.stamp)))
+        walker.events.append(SiteEvent(0.0, "set", d.path, d.kind, html=d.html(), new_page=True, lastmod=dict(d.stamp)))
     for t, _, action, arg in raw:
         walker.step(t, action, arg)
     return Timeline(walker.events, rates)
@@ -529,8 +537,12 @@ class Meter:
     # -- results ------------------------------------------------------------------------
     def summary(self) -> dict:
         def delays(xs: list[float], missed: int) -> dict:
-            return {"n": len(xs), "missed": missed, "mean_h": statistics.fmean(xs) / H if xs else None,
-                    "max_h": max(xs) / H if xs else None}
+            return {
+                "n": len(xs),
+                "missed": missed,
+                "mean_h": statistics.fmean(xs) / H if xs else None,
+                "max_h": max(xs) / H if xs else None,
+            }
 
         return {
             "freshness": self.fresh_s / self.live_s,
@@ -611,8 +623,9 @@ class _Site:
             self.site.set(path, html.replace("</body>", f"<!-- build {self.builds} --></body>"), mtime=mtime)
         if self.scenario == MKDOCS:
             docs = [{"location": p.lstrip("/"), "title": p, "text": h} for p, h in sorted(self.texts.items())]
-            self.site.set(FEED_PATH, json.dumps({"config": {}, "docs": docs}), content_type="application/json",
-                          mtime=mtime)
+            self.site.set(
+                FEED_PATH, json.dumps({"config": {}, "docs": docs}), content_type="application/json", mtime=mtime
+            )
 
     def _track(self, ev: SiteEvent) -> None:
         if ev.op in ("set", "move") and ev.html is not None:
@@ -650,7 +663,7 @@ class _Site:
 
 def _index(state: StateDB, base: str) -> tuple[dict[str, str], dict[str, object]]:
     """(path -> indexed hash for live indexed pages, path -> PageState for all)."""
-    pages = {p.url[len(base):]: p for p in state.all_pages() if p.url.startswith(base)}
+    pages = {p.url[len(base) :]: p for p in state.all_pages() if p.url.startswith(base)}
     return {path: p.content_hash for path, p in pages.items() if p.status == LIVE and p.content_hash}, pages
 
 
@@ -675,9 +688,19 @@ def _store_matches_state(store: EdgeStore, index_by_url: dict[str, str]) -> bool
 class _Totals:
     """Sums of the per-pass reports."""
 
-    FIELDS = ("pages_fetched", "pages_not_modified", "pages_unchanged", "pages_changed", "pages_added",
-              "pages_removed", "pages_failed", "pages_deferred", "chunks_embedded", "bytes_downloaded",
-              "mass_delete_blocked")
+    FIELDS = (
+        "pages_fetched",
+        "pages_not_modified",
+        "pages_unchanged",
+        "pages_changed",
+        "pages_added",
+        "pages_removed",
+        "pages_failed",
+        "pages_deferred",
+        "chunks_embedded",
+        "bytes_downloaded",
+        "mass_delete_blocked",
+    )
 
     def __init__(self) -> None:
         self.sums = dict.fromkeys(self.FIELDS, 0)
@@ -726,10 +749,17 @@ async def _simulate(run: RunSpec, events: list[SiteEvent], workdir: Path) -> dic
                     meter.advance(t)
                     sitemap_size = site.sitemap_bytes()
                     now = T0 + timedelta(seconds=t)
-                    cfg = PassConfig(sitemaps=[sitemap], now=now, full=st.full or st.full_after_deploy, policy=policy,
-                                     max_fetches=st.cap(k // st.every_passes), bulk_edits=st.bulk_edits)
-                    report = await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=state,
-                                             embedder=HashEmbedder(16))
+                    cfg = PassConfig(
+                        sitemaps=[sitemap],
+                        now=now,
+                        full=st.full or st.full_after_deploy,
+                        policy=policy,
+                        max_fetches=st.cap(k // st.every_passes),
+                        bulk_edits=st.bulk_edits,
+                    )
+                    report = await arun_pass(
+                        cfg, fetcher=Fetcher(client), store=store, state=state, embedder=HashEmbedder(16)
+                    )
                     pages_req, other_req = site.take_requests()
                     for edit in getattr(report, "bulk_edits", {}).values():
                         if edit.get("since_s") == now.timestamp():
@@ -808,26 +838,46 @@ def _uniform_interval(pages: int, pass_s: float, budget: float) -> float:
     return min(max(pages * pass_s / budget, MIN_INTERVAL.total_seconds()), MAX_INTERVAL.total_seconds())
 
 
-EQUAL = (0.98, 1.02)  # requests / target accepted as "the same budget" (freshness moves ~0.005 per 3 % of requests on the replay)
+EQUAL = (
+    0.98,
+    1.02,
+)  # requests / target accepted as "the same budget" (freshness moves ~0.005 per 3 % of requests on the replay)
 AT_MOST = (0.93, 1.0)  # ... accepted as "within the limit" (the goals' "at most half", "at most 10%")
 
 
-def _budget_strategies(hd_requests: int, nightly_requests: int, n_passes: int, pages: int,
-                       pass_s: float) -> list[tuple[Strategy, float, tuple[float, float]]]:
+def _budget_strategies(
+    hd_requests: int, nightly_requests: int, n_passes: int, pages: int, pass_s: float
+) -> list[tuple[Strategy, float, tuple[float, float]]]:
     """The capped runs: (strategy, request total to match, accepted window of requests / total)."""
     b = hd_requests / n_passes
     every_day = round(D / pass_s)
     daily_passes = math.ceil(n_passes / every_day)
-    uniform = Strategy("uniform @ HD budget", policy="uniform", budget=b,
-                       uniform_interval_s=_uniform_interval(pages, pass_s, b), key="uniform@hd")
+    uniform = Strategy(
+        "uniform @ HD budget",
+        policy="uniform",
+        budget=b,
+        uniform_interval_s=_uniform_interval(pages, pass_s, b),
+        key="uniform@hd",
+    )
     return [
         (uniform, hd_requests, EQUAL),
         (Strategy("change-rate @ HD budget", budget=b, key="cr@hd"), hd_requests, EQUAL),
-        (Strategy("change-rate + bulk edits @ HD budget", budget=b, bulk_edits=True, key="cr+bulk@hd"),
-         hd_requests, EQUAL),
+        (
+            Strategy("change-rate + bulk edits @ HD budget", budget=b, bulk_edits=True, key="cr+bulk@hd"),
+            hd_requests,
+            EQUAL,
+        ),
         (Strategy("change-rate @ 1/2 HD budget", budget=b / 2, key="cr@hd/2"), hd_requests / 2, AT_MOST),
-        (Strategy("change-rate, one pass a day @ 10% nightly", every_passes=every_day,
-                  budget=0.1 * nightly_requests / daily_passes, key="cr@10%n"), 0.1 * nightly_requests, AT_MOST),
+        (
+            Strategy(
+                "change-rate, one pass a day @ 10% nightly",
+                every_passes=every_day,
+                budget=0.1 * nightly_requests / daily_passes,
+                key="cr@10%n",
+            ),
+            0.1 * nightly_requests,
+            AT_MOST,
+        ),
     ]
 
 
@@ -845,8 +895,9 @@ def _next_budget(tries: list[tuple[float, int]], aim: float) -> float:
     return min(max(new, 0.05), 4 * b1)
 
 
-def _calibrated(st: Strategy, tries: list[tuple[float, int]], target: float, window: tuple[float, float],
-                pages: int, pass_s: float) -> Strategy | None:
+def _calibrated(
+    st: Strategy, tries: list[tuple[float, int]], target: float, window: tuple[float, float], pages: int, pass_s: float
+) -> Strategy | None:
     """The strategy to run next, or None when the last try is accepted."""
     got = tries[-1][1]
     if target <= 0 or window[0] <= got / target <= window[1]:
@@ -908,8 +959,10 @@ class Campaign:
 
     def on_result(self, job: _Job, res: dict) -> None:
         st = job.strategy
-        log(f"  {job.scenario:7s} {st.label:30s} budget {_fmt(st.budget, '6.2f')}  requests "
-            f"{res['page_requests']:6d}  freshness {res['freshness']:.4f}  ({res['wall_s']:.0f} s)")
+        log(
+            f"  {job.scenario:7s} {st.label:30s} budget {_fmt(st.budget, '6.2f')}  requests "
+            f"{res['page_requests']:6d}  freshness {res['freshness']:.4f}  ({res['wall_s']:.0f} s)"
+        )
         if job.target is None:
             if self.wanted(st.key):
                 self.results.append(res)
@@ -930,8 +983,9 @@ class Campaign:
         if hd is None or night is None or (sc, "budget runs") in self.refs:
             return
         self.refs[sc, "budget runs"] = {}
-        for st, target, window in _budget_strategies(hd["page_requests"], night["page_requests"], self.n_passes,
-                                                     self.args.pages, self.pass_s):
+        for st, target, window in _budget_strategies(
+            hd["page_requests"], night["page_requests"], self.n_passes, self.args.pages, self.pass_s
+        ):
             if self.wanted(st.key):
                 self.submit(_Job(sc, st, target, window))
 
@@ -945,8 +999,7 @@ def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
     if path is None:
         return {}
     data = json.loads(Path(path).read_text())
-    refs = {(r["scenario"], r["strategy"]["key"]): r for r in data["results"]
-            if r["strategy"]["key"] in REFERENCE_KEYS}
+    refs = {(r["scenario"], r["strategy"]["key"]): r for r in data["results"] if r["strategy"]["key"] in REFERENCE_KEYS}
     for key in REFERENCE_KEYS:
         if (MKDOCS, key) not in refs and (DEPLOY_DATE, key) in refs:
             refs[MKDOCS, key] = {**refs[DEPLOY_DATE, key], "scenario": MKDOCS}
@@ -955,11 +1008,19 @@ def load_refs(path: Path | None) -> dict[tuple[str, str], dict]:
 
 def add_partial_args(ap: argparse.ArgumentParser) -> None:
     """--strategies and --refs-from, shared with replay_policies.py."""
-    ap.add_argument("--strategies", default="", type=lambda s: [x for x in s.split(",") if x],
-                    help=f"run only these strategy keys ({', '.join(ORDER).replace('%', '%%')}); default: all")
-    ap.add_argument("--refs-from", type=Path, default=None,
-                    help="take the halve-double and nightly references (the budgets) from this earlier "
-                         "results JSON instead of running them")
+    ap.add_argument(
+        "--strategies",
+        default="",
+        type=lambda s: [x for x in s.split(",") if x],
+        help=f"run only these strategy keys ({', '.join(ORDER).replace('%', '%%')}); default: all",
+    )
+    ap.add_argument(
+        "--refs-from",
+        type=Path,
+        default=None,
+        help="take the halve-double and nightly references (the budgets) from this earlier "
+        "results JSON instead of running them",
+    )
 
 
 def run_all(args: argparse.Namespace) -> dict:
@@ -968,8 +1029,10 @@ def run_all(args: argparse.Namespace) -> dict:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         timeline = build_timeline(spec)
         timeline = replace(timeline, events=hash_timeline(timeline.events, pool))
-        log(f"timeline: {len(timeline.events)} events, {sum(e.text_changed for e in timeline.events)} text changes "
-            f"({time.monotonic() - started:.0f} s)")
+        log(
+            f"timeline: {len(timeline.events)} events, {sum(e.text_changed for e in timeline.events)} text changes "
+            f"({time.monotonic() - started:.0f} s)"
+        )
         campaign = Campaign(pool, timeline, args)
         results = campaign.run()
     oracle = {}
@@ -979,10 +1042,17 @@ def run_all(args: argparse.Namespace) -> dict:
             if requests:
                 best, even = oracle_freshness(timeline.initial_rates, requests / campaign.horizon)
                 oracle[f"{sc}@{key}"] = {"requests": requests, "optimal": best, "uniform": even}
-    return {"spec": asdict(spec), "pass_hours": args.pass_hours, "n_passes": campaign.n_passes, "jobs": args.jobs,
-            "wall_s": time.monotonic() - started, "oracle": oracle, "results": results,
-            # reference runs taken from --refs-from (the goals need them), not re-run here
-            "references": [r for r in campaign.refs.values() if r not in results]}
+    return {
+        "spec": asdict(spec),
+        "pass_hours": args.pass_hours,
+        "n_passes": campaign.n_passes,
+        "jobs": args.jobs,
+        "wall_s": time.monotonic() - started,
+        "oracle": oracle,
+        "results": results,
+        # reference runs taken from --refs-from (the goals need them), not re-run here
+        "references": [r for r in campaign.refs.values() if r not in results],
+    }
 
 
 def log(msg: str) -> None:
@@ -992,7 +1062,20 @@ def log(msg: str) -> None:
 # ==========================================================================================
 # reporting: markdown table, goals, plot
 # ==========================================================================================
-ORDER = ("nightly", "dep-full", "hd", "dep", "uniform@hd", "cr@hd", "cr+bulk@hd", "cr", "cr+bulk", "cr@hd/2", "cr-daily", "cr@10%n")
+ORDER = (
+    "nightly",
+    "dep-full",
+    "hd",
+    "dep",
+    "uniform@hd",
+    "cr@hd",
+    "cr+bulk@hd",
+    "cr",
+    "cr+bulk",
+    "cr@hd/2",
+    "cr-daily",
+    "cr@10%n",
+)
 REFERENCE_KEYS = ("hd", "nightly")  # the budgets of the capped runs come from these
 
 
@@ -1006,10 +1089,12 @@ def _sorted(results: list[dict], scenario: str) -> list[dict]:
 
 
 def main_table(data: dict, scenarios: tuple[str, ...] = SCENARIOS) -> list[str]:
-    out = ["| scenario | strategy | max_fetches/pass | page requests | 304 | 200 same text | MB pages + sitemaps | "
-           "chunks embedded | freshness | stale share | stale age (h) | new: mean / max (h) | "
-           "removed: mean / max (h) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| scenario | strategy | max_fetches/pass | page requests | 304 | 200 same text | MB pages + sitemaps | "
+        "chunks embedded | freshness | stale share | stale age (h) | new: mean / max (h) | "
+        "removed: mean / max (h) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for sc in scenarios:
         for r in _sorted(data["results"], sc):
             st = r["strategy"]
@@ -1022,25 +1107,36 @@ def main_table(data: dict, scenarios: tuple[str, ...] = SCENARIOS) -> list[str]:
                 f"{r['sitemap_bytes'] / 1e6:.1f} | {r['chunks_embedded']:,} | "
                 f"{r['freshness']:.4f} | {r['stale_share']:.4f} | {r['mean_stale_age_h']:.1f} | "
                 f"{_fmt(new['mean_h'])} / {_fmt(new['max_h'])}{missed(new)} | "
-                f"{_fmt(rem['mean_h'])} / {_fmt(rem['max_h'])}{missed(rem)} |")
+                f"{_fmt(rem['mean_h'])} / {_fmt(rem['max_h'])}{missed(rem)} |"
+            )
     return out
 
 
 def detail_table(data: dict, scenarios: tuple[str, ...] = SCENARIOS) -> list[str]:
-    out = ["| scenario | strategy | fresh: static | fresh: weekly | fresh: hot | median interval (d) static / weekly / hot | "
-           "lastmod advances: confirmed / counted | deferred | checks |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| scenario | strategy | fresh: static | fresh: weekly | fresh: hot | median interval (d) static / weekly / hot | "
+        "lastmod advances: confirmed / counted | deferred | checks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for sc in scenarios:
         for r in _sorted(data["results"], sc):
             fk, iv = r["freshness_by_kind"], r["median_interval_d"]
             trust = r["lastmod_advances_confirmed"]
             adv = f"{trust[0][1]} / {trust[0][0]}" if trust else "–"
             ok = r["hash_mismatches"] == 0 and r["store_matches_state"] and r["pass_errors"] == 0
-            checks = "ok" if ok else (f"{r['hash_mismatches']} hash mismatches, store==state "
-                                      f"{r['store_matches_state']}, {r['pass_errors']} errors")
-            out.append(f"| {sc} | {r['strategy']['label']} | {_fmt(fk['static'], '.4f')} | {_fmt(fk['weekly'], '.4f')} | "
-                       f"{_fmt(fk['hot'], '.4f')} | {_fmt(iv['static'], '.2f')} / {_fmt(iv['weekly'], '.2f')} / "
-                       f"{_fmt(iv['hot'], '.2f')} | {adv} | {r['pages_deferred']:,} | {checks} |")
+            checks = (
+                "ok"
+                if ok
+                else (
+                    f"{r['hash_mismatches']} hash mismatches, store==state "
+                    f"{r['store_matches_state']}, {r['pass_errors']} errors"
+                )
+            )
+            out.append(
+                f"| {sc} | {r['strategy']['label']} | {_fmt(fk['static'], '.4f')} | {_fmt(fk['weekly'], '.4f')} | "
+                f"{_fmt(fk['hot'], '.4f')} | {_fmt(iv['static'], '.2f')} / {_fmt(iv['weekly'], '.2f')} / "
+                f"{_fmt(iv['hot'], '.2f')} | {adv} | {r['pages_deferred']:,} | {checks} |"
+            )
     return out
 
 
@@ -1059,9 +1155,11 @@ def goals(data: dict) -> list[str]:
         ratio = crhd["stale_share"] / hd["stale_share"] if hd["stale_share"] else math.inf
         req = crhd["page_requests"] / hd["page_requests"]
         bound = _oracle_note(data, sc, "hd")
-        out.append(f"- **{sc}, stale-share goal** (change-rate at halve-double's budget: stale share <= 1/2 of "
-                   f"halve-double's): {'MET' if ratio <= 0.5 else 'MISSED'}: {crhd['stale_share']:.4f} vs "
-                   f"{hd['stale_share']:.4f}, ratio {ratio:.2f} (at {req:.2f}x halve-double's requests).{bound}")
+        out.append(
+            f"- **{sc}, stale-share goal** (change-rate at halve-double's budget: stale share <= 1/2 of "
+            f"halve-double's): {'MET' if ratio <= 0.5 else 'MISSED'}: {crhd['stale_share']:.4f} vs "
+            f"{hd['stale_share']:.4f}, ratio {ratio:.2f} (at {req:.2f}x halve-double's requests).{bound}"
+        )
         if sc == "honest":
             out.append(_half_budget_goal(by, hd))
         out.append(_tenth_of_nightly_goal(data, sc, by, night))
@@ -1073,39 +1171,51 @@ def _oracle_note(data: dict, sc: str, key: str) -> str:
     oracle = data["oracle"].get(f"{sc}@{key}") if sc == "lying" else None
     if oracle is None:
         return ""
-    return (f" For scale: at {oracle['requests']:,.0f} requests, a policy told every initial page's true rate, "
-            f"visiting at evenly spaced times, would reach freshness {oracle['optimal']:.4f} on the Poisson part "
-            f"of the site alone (visiting all pages equally: {oracle['uniform']:.4f}); bursts, adds and moves "
-            f"only lower that.")
+    return (
+        f" For scale: at {oracle['requests']:,.0f} requests, a policy told every initial page's true rate, "
+        f"visiting at evenly spaced times, would reach freshness {oracle['optimal']:.4f} on the Poisson part "
+        f"of the site alone (visiting all pages equally: {oracle['uniform']:.4f}); bursts, adds and moves "
+        f"only lower that."
+    )
 
 
 def _half_budget_goal(by: dict, hd: dict) -> str:
     cands = [r for k, r in by.items() if k.startswith("cr") and r["page_requests"] <= 0.5 * hd["page_requests"]]
-    head = ("- **honest, half-budget goal** (freshness >= 0.95 with <= 1/2 of halve-double's requests, "
-            f"<= {0.5 * hd['page_requests']:.0f}): ")
+    head = (
+        "- **honest, half-budget goal** (freshness >= 0.95 with <= 1/2 of halve-double's requests, "
+        f"<= {0.5 * hd['page_requests']:.0f}): "
+    )
     if not cands:
         half = by.get("cr@hd/2")
         if half is None:
             return head + "not measured."
-        return head + (f"MISSED: no change-rate run stayed within half the requests; the 1/2-budget run made "
-                       f"{half['page_requests']:,} ({half['page_requests'] / hd['page_requests']:.2f}x) with freshness "
-                       f"{half['freshness']:.4f}.")
+        return head + (
+            f"MISSED: no change-rate run stayed within half the requests; the 1/2-budget run made "
+            f"{half['page_requests']:,} ({half['page_requests'] / hd['page_requests']:.2f}x) with freshness "
+            f"{half['freshness']:.4f}."
+        )
     best = max(cands, key=lambda r: r["freshness"])
     verdict = "MET" if best["freshness"] >= 0.95 else "MISSED"
-    return head + (f"{verdict}: {best['strategy']['label']} made {best['page_requests']:,} requests "
-                   f"({best['page_requests'] / hd['page_requests']:.2f}x) for freshness {best['freshness']:.4f}.")
+    return head + (
+        f"{verdict}: {best['strategy']['label']} made {best['page_requests']:,} requests "
+        f"({best['page_requests'] / hd['page_requests']:.2f}x) for freshness {best['freshness']:.4f}."
+    )
 
 
 def _tenth_of_nightly_goal(data: dict, sc: str, by: dict, night: dict) -> str:
     limit = 0.1 * night["page_requests"]
-    head = (f"- **{sc}, tenth-of-nightly goal** (<= 10% of the nightly full recrawl's {night['page_requests']:,} requests, "
-            f"i.e. <= {limit:.0f}, for freshness >= its {night['freshness']:.4f}): ")
+    head = (
+        f"- **{sc}, tenth-of-nightly goal** (<= 10% of the nightly full recrawl's {night['page_requests']:,} requests, "
+        f"i.e. <= {limit:.0f}, for freshness >= its {night['freshness']:.4f}): "
+    )
     cands = [r for k, r in by.items() if k != "nightly" and r["page_requests"] <= limit]
     good = [r for r in cands if r["freshness"] >= night["freshness"]]
     if good:
         best = min(good, key=lambda r: r["page_requests"])
-        return head + (f"MET by {best['strategy']['label']}: {best['page_requests']:,} requests "
-                       f"({best['page_requests'] / night['page_requests']:.1%}), freshness {best['freshness']:.4f}.")
+        return head + (
+            f"MET by {best['strategy']['label']}: {best['page_requests']:,} requests "
+            f"({best['page_requests'] / night['page_requests']:.1%}), freshness {best['freshness']:.4f}."
+        )
     r = by.get("cr@10%n")
     if r is None:
         return head + "not measured."
@@ -1113,15 +1223,21 @@ def _tenth_of_nightly_goal(data: dict, sc: str, by: dict, night: dict) -> str:
     alt = ""
     c = min(cheapest_ok, key=lambda x: x["page_requests"]) if cheapest_ok else None
     if c is not None and c is not r:
-        alt = (f" The cheapest run at least as fresh was {c['strategy']['label']}: {c['page_requests']:,} requests "
-               f"({c['page_requests'] / night['page_requests']:.1%} of nightly).")
+        alt = (
+            f" The cheapest run at least as fresh was {c['strategy']['label']}: {c['page_requests']:,} requests "
+            f"({c['page_requests'] / night['page_requests']:.1%} of nightly)."
+        )
     floor = ""
     if r["page_requests"] > limit and r["strategy"]["budget"] is not None and r["strategy"]["budget"] <= 0.051:
-        floor = (" Even with the cap at its floor (0.05 a pass) the run made more requests than the limit: the "
-                 "visits the cap does not apply to (trusted lastmod advances, repairs) exceed it on their own.")
-    return head + (f"MISSED: {r['strategy']['label']} made {r['page_requests']:,} requests "
-                   f"({r['page_requests'] / night['page_requests']:.1%}) for freshness {r['freshness']:.4f}."
-                   f"{floor}{alt}{_oracle_note(data, sc, '10%n')}")
+        floor = (
+            " Even with the cap at its floor (0.05 a pass) the run made more requests than the limit: the "
+            "visits the cap does not apply to (trusted lastmod advances, repairs) exceed it on their own."
+        )
+    return head + (
+        f"MISSED: {r['strategy']['label']} made {r['page_requests']:,} requests "
+        f"({r['page_requests'] / night['page_requests']:.1%}) for freshness {r['freshness']:.4f}."
+        f"{floor}{alt}{_oracle_note(data, sc, '10%n')}"
+    )
 
 
 def write_markdown(data: dict, command: str, path: Path) -> None:
@@ -1146,7 +1262,7 @@ def write_markdown(data: dict, command: str, path: Path) -> None:
         "server log, sitemap and robots.txt excluded (a 301 costs two). Bytes: the pass reports (sitemaps included). "
         "max_fetches/pass: the mean of the cap per pass that ran (forced visits, i.e. trusted lastmod advances and "
         "repairs, ignore it), corrected until the run's requests are within 2% of its target (93-100% for the "
-        "\"at most\" budgets). The initial full index (pass 0, never capped) is not counted. New = added pages and 301 targets; removed = 404, 410 and 301 sources.",
+        '"at most" budgets). The initial full index (pass 0, never capped) is not counted. New = added pages and 301 targets; removed = 404, 410 and 301 sources.',
         "",
         *main_table(data),
         "",
@@ -1177,16 +1293,31 @@ def figure(data: dict, scenarios: tuple[str, ...] = SCENARIOS, title: str = "las
         rows = _sorted(data["results"], sc)
         ax = axes[0][col]
         for r in rows:
-            ax.plot(range(len(r["daily_freshness"])), r["daily_freshness"], label=r["strategy"]["label"], lw=1.2,
-                    color=colors[r["strategy"]["key"]])
+            ax.plot(
+                range(len(r["daily_freshness"])),
+                r["daily_freshness"],
+                label=r["strategy"]["label"],
+                lw=1.2,
+                color=colors[r["strategy"]["key"]],
+            )
         ax.set(title=f"{sc} {title}: daily freshness", xlabel="simulated day", ylabel="share of live pages fresh")
         ax.legend(fontsize=7, loc="lower left")
         ax = axes[1][col]
         for r in rows:
-            ax.scatter(r["page_requests"], r["stale_share"], s=40, label=r["strategy"]["label"],
-                       color=colors[r["strategy"]["key"]])
-        ax.set(xscale="log", yscale="log", title=f"{sc} {title}: stale share vs page requests",
-               xlabel="page requests over the run", ylabel="time-averaged stale share")
+            ax.scatter(
+                r["page_requests"],
+                r["stale_share"],
+                s=40,
+                label=r["strategy"]["label"],
+                color=colors[r["strategy"]["key"]],
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title=f"{sc} {title}: stale share vs page requests",
+            xlabel="page requests over the run",
+            ylabel="time-averaged stale share",
+        )
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -1218,8 +1349,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS), type=lambda s: [x for x in s.split(",") if x])
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (one run each)")
     ap.add_argument("--calibrate", type=int, default=4, help="budget corrections per capped run, at most")
-    ap.add_argument("--burst-share", type=float, default=SiteSpec.burst_share,
-                    help="share of pages a bulk-edit day changes (0: no bursts)")
+    ap.add_argument(
+        "--burst-share",
+        type=float,
+        default=SiteSpec.burst_share,
+        help="share of pages a bulk-edit day changes (0: no bursts)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/freshness.md")
     ap.add_argument("--plot", type=Path, default=REPO / "notebooks/freshness.png")
     add_partial_args(ap)

@@ -45,7 +45,9 @@ def pagesync_cmd(work: Path, *args: str) -> list[str]:
 
 def build_site(site: Site, n: int, rng: random.Random) -> None:
     for i in range(n):
-        site.set(f"/docs/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}-v0", 80) for j in range(rng.randint(6, 12))]))
+        site.set(
+            f"/docs/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}-v0", 80) for j in range(rng.randint(6, 12))])
+        )
 
 
 def edit_site(site: Site, rng: random.Random, it: int) -> list[str]:
@@ -68,8 +70,9 @@ def edit_site(site: Site, rng: random.Random, it: int) -> list[str]:
 
 
 def exported(work: Path) -> dict[str, dict]:
-    out = subprocess.run(pagesync_cmd(work, "export", "--with-vectors"), capture_output=True, text=True, env=ENV,
-                         cwd=work, timeout=120)
+    out = subprocess.run(
+        pagesync_cmd(work, "export", "--with-vectors"), capture_output=True, text=True, env=ENV, cwd=work, timeout=120
+    )
     if out.returncode != 0:
         raise RuntimeError(f"export failed: {out.stderr.strip()}")
     points = {}
@@ -82,8 +85,10 @@ def exported(work: Path) -> dict[str, dict]:
 
 def difference(incremental: dict[str, dict], fresh: dict[str, dict]) -> str | None:
     if incremental.keys() != fresh.keys():
-        return (f"point ids differ: {len(incremental)} points against {len(fresh)}; "
-                f"{len(incremental.keys() - fresh.keys())} extra, {len(fresh.keys() - incremental.keys())} missing")
+        return (
+            f"point ids differ: {len(incremental)} points against {len(fresh)}; "
+            f"{len(incremental.keys() - fresh.keys())} extra, {len(fresh.keys() - incremental.keys())} missing"
+        )
     for pid, p in incremental.items():
         q = fresh[pid]
         if p["payload"] != q["payload"]:
@@ -95,9 +100,11 @@ def difference(incremental: dict[str, dict], fresh: dict[str, dict]) -> str | No
 
 def open_with_threads(work: Path, threads: int | None) -> str:
     """Open the shard in a child process with another search pool size, count, close."""
-    code = ("import sys; from sync.edges.edge_store import EdgeStore\n"
-            f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={threads!r}, lock_wait=2)\n"
-            "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n")
+    code = (
+        "import sys; from sync.edges.edge_store import EdgeStore\n"
+        f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={threads!r}, lock_wait=2)\n"
+        "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n"
+    )
     r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)
     return (r.stdout + r.stderr).strip().splitlines()[-1] if (r.stdout + r.stderr).strip() else ""
 
@@ -109,18 +116,22 @@ def iteration(it: int, site: Site, work: Path, rng: random.Random, log) -> str |
         log(f"[{it}] edits: {'; '.join(edit_site(site, rng, it))}")
     for p in site.pages():
         site.slow(p, rng.choice([0.0, 0.05, 0.1, 0.2, 0.3]))
-    first = pagesync_cmd(work, *run, "--full", "--embed-batch", str(rng.choice([1, 2, 8, 64])),
-                         "--workers", str(rng.choice([1, 2, 8])))
+    first = pagesync_cmd(
+        work, *run, "--full", "--embed-batch", str(rng.choice([1, 2, 8, 64])), "--workers", str(rng.choice([1, 2, 8]))
+    )
     via_shell = rng.random() < 0.5
     cmd = ["sh", "-c", " ".join(f"'{a}'" for a in first) + "; true"] if via_shell else first
-    main = subprocess.Popen(cmd, env=ENV, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, text=True)
+    main = subprocess.Popen(
+        cmd, env=ENV, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True
+    )
     t0 = time.monotonic()
     kill_at = rng.uniform(0.1, 3.0)
     kill_how = rng.choice(["parent", "group", "none"])
     others: list[tuple[str, subprocess.Popen]] = []
-    plan = sorted((rng.uniform(0.0, 3.0), rng.choice(["status", "audit", "run", "export", "threads"]))
-                  for _ in range(rng.randint(1, 4)))
+    plan = sorted(
+        (rng.uniform(0.0, 3.0), rng.choice(["status", "audit", "run", "export", "threads"]))
+        for _ in range(rng.randint(1, 4))
+    )
     killed = False
     while plan or not killed:
         now = time.monotonic() - t0
@@ -138,16 +149,44 @@ def iteration(it: int, site: Site, work: Path, rng: random.Random, log) -> str |
         if plan and now >= plan[0][0]:
             _, what = plan.pop(0)
             if what == "threads":
-                others.append((what, subprocess.Popen(
-                    [PY, "-c", "import sys; from sync.edges.edge_store import EdgeStore\n"
-                     f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={rng.choice([None, 2, 4])!r})\n"
-                     "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n"],
-                    env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+                others.append(
+                    (
+                        what,
+                        subprocess.Popen(
+                            [
+                                PY,
+                                "-c",
+                                "import sys; from sync.edges.edge_store import EdgeStore\n"
+                                f"s = EdgeStore({str(work / 'q')!r}, 'pages', search_threads={rng.choice([None, 2, 4])!r})\n"
+                                "try:\n    print(s.count())\nexcept Exception as e:\n    print('error', e)\nfinally:\n    s.close()\n",
+                            ],
+                            env=ENV,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                        ),
+                    )
+                )
             else:
-                args = {"status": ["status"], "audit": ["audit"], "export": ["export"],
-                        "run": run + ["--wait-lock", str(rng.choice([0, 0, 3]))]}[what]
-                others.append((what, subprocess.Popen(pagesync_cmd(work, *args), env=ENV, cwd=work,
-                                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+                args = {
+                    "status": ["status"],
+                    "audit": ["audit"],
+                    "export": ["export"],
+                    "run": run + ["--wait-lock", str(rng.choice([0, 0, 3]))],
+                }[what]
+                others.append(
+                    (
+                        what,
+                        subprocess.Popen(
+                            pagesync_cmd(work, *args),
+                            env=ENV,
+                            cwd=work,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                        ),
+                    )
+                )
         time.sleep(0.01)
     main.wait()
     deadline = time.monotonic() + 120
@@ -157,21 +196,30 @@ def iteration(it: int, site: Site, work: Path, rng: random.Random, log) -> str |
     for what, p in others:
         out, err = p.communicate(timeout=120)
         codes.append(f"{what}={p.returncode}")
-    log(f"[{it}] run {'via sh ' if via_shell else ''}kill={kill_how}@{kill_at:.2f}s rc={main.returncode}; "
-        f"concurrent: {' '.join(codes)}")
+    log(
+        f"[{it}] run {'via sh ' if via_shell else ''}kill={kill_how}@{kill_at:.2f}s rc={main.returncode}; "
+        f"concurrent: {' '.join(codes)}"
+    )
     if rng.random() < 0.2:
         log(f"[{it}] reopened with other search pool: {open_with_threads(work, rng.choice([None, 2, 1]))}")
     for p in site.pages():
         site.slow(p, 0.0)
-    rec = subprocess.run(pagesync_cmd(work, *run, "--full", "--allow-mass-delete"), env=ENV, cwd=work,
-                         capture_output=True, text=True, timeout=300)
+    rec = subprocess.run(
+        pagesync_cmd(work, *run, "--full", "--allow-mass-delete"),
+        env=ENV,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if rec.returncode != 0:
         return f"recovery run exit {rec.returncode}: {rec.stderr.strip()[-500:]}"
     fresh_dir = work.parent / "fresh"
     shutil.rmtree(fresh_dir, ignore_errors=True)
     fresh_dir.mkdir()
-    fr = subprocess.run(pagesync_cmd(fresh_dir, *run), env=ENV, cwd=fresh_dir, capture_output=True, text=True,
-                        timeout=300)
+    fr = subprocess.run(
+        pagesync_cmd(fresh_dir, *run), env=ENV, cwd=fresh_dir, capture_output=True, text=True, timeout=300
+    )
     if fr.returncode != 0:
         return f"fresh run exit {fr.returncode}: {fr.stderr.strip()[-500:]}"
     diff = difference(exported(work), exported(fresh_dir))
@@ -181,7 +229,9 @@ def iteration(it: int, site: Site, work: Path, rng: random.Random, log) -> str |
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pages", type=int, default=12)
@@ -207,8 +257,13 @@ def main() -> int:
                     work.mkdir(parents=True)
                     site.resources.clear()
                     build_site(site, args.pages, rng)
-                    r = subprocess.run(pagesync_cmd(work, "run", "--sitemap", server.url("/sitemap.xml"), "--embedder", "fake", "-q"),
-                                       env=ENV, cwd=work, capture_output=True, text=True)
+                    r = subprocess.run(
+                        pagesync_cmd(work, "run", "--sitemap", server.url("/sitemap.xml"), "--embedder", "fake", "-q"),
+                        env=ENV,
+                        cwd=work,
+                        capture_output=True,
+                        text=True,
+                    )
                     assert r.returncode == 0, r.stderr
                 diff = iteration(it, site, work, rng, log)
                 if diff:

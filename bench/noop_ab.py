@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hours", type=float, default=24.0, help="pass clock: T0 + this many hours (+1 min per run)")
     ap.add_argument("--full", action="store_true", help="fetch-bound: --full passes (every page a conditional GET)")
     ap.add_argument("--fill-history", type=int, default=0, metavar="N", help="first give every page an N-visit history")
-    ap.add_argument("--loop", action="store_true", help="with --full: a plain httpx loop before each pass, and the ratios")
+    ap.add_argument(
+        "--loop", action="store_true", help="with --full: a plain httpx loop before each pass, and the ratios"
+    )
     args = ap.parse_args(argv)
     if args.loop and not args.full:
         ap.error("--loop needs --full")
@@ -66,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         fill_history(args.work / "state.db", args.fill_history)
     conf = args.work / "nginx" / "nginx.conf"
     port = int(re.search(r"listen 127.0.0.1:(\d+)", conf.read_text()).group(1))
-    nginx = subprocess.Popen([NGINX, "-c", str(conf), "-p", str(args.work / "nginx"), "-e", str(args.work / "nginx/error.log")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    nginx = subprocess.Popen(
+        [NGINX, "-c", str(conf), "-p", str(args.work / "nginx"), "-e", str(args.work / "nginx/error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -90,25 +95,42 @@ def main(argv: list[str] | None = None) -> int:
                 base = sp.run_probe(sp.BASELINE, [], env)
                 r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 extra = ("--full", "--embedder", "fake-384", "--workers", "8", "--per-host", "8") if args.full else ()
-                r = sp.run_probe(sp.PROBE, sp.pagesync_args(args.work, sitemap, sp.T0 + timedelta(hours=args.hours, minutes=k),
-                                                            *extra), env)
+                r = sp.run_probe(
+                    sp.PROBE,
+                    sp.pagesync_args(args.work, sitemap, sp.T0 + timedelta(hours=args.hours, minutes=k), *extra),
+                    env,
+                )
                 r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 k += 1
                 rep = sp.report(args.work)
-                row = {"wall_s": r["wall_s"], "cpu_s": r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime,
-                       "pass_seconds": rep["seconds"], "hwm_mb": r["hwm_mb"], "import_cli_s": base["wall_s"],
-                       "import_cli_mb": base["hwm_mb"], "pages_fetched": rep["pages_fetched"],
-                       "sitemaps_not_modified": rep.get("sitemaps_not_modified"), "loadavg": os.getloadavg()[0],
-                       "pass_cpu_s": r.get("cpu_s"), **(loop or {})}
+                row = {
+                    "wall_s": r["wall_s"],
+                    "cpu_s": r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime,
+                    "pass_seconds": rep["seconds"],
+                    "hwm_mb": r["hwm_mb"],
+                    "import_cli_s": base["wall_s"],
+                    "import_cli_mb": base["hwm_mb"],
+                    "pages_fetched": rep["pages_fetched"],
+                    "sitemaps_not_modified": rep.get("sitemaps_not_modified"),
+                    "loadavg": os.getloadavg()[0],
+                    "pass_cpu_s": r.get("cpu_s"),
+                    **(loop or {}),
+                }
                 out[name].append(row)
-                print(name, json.dumps({x: round(v, 3) if isinstance(v, float) else v for x, v in row.items()}), flush=True)
+                print(
+                    name,
+                    json.dumps({x: round(v, 3) if isinstance(v, float) else v for x, v in row.items()}),
+                    flush=True,
+                )
     finally:
         nginx.send_signal(signal.SIGQUIT)
         nginx.wait()
     for name, rows in out.items():
-        print(f"{name}: best wall {min(r['wall_s'] for r in rows):.2f} s, best CPU {min(r['cpu_s'] for r in rows):.2f} s, "
-              f"best in the pass {min(r['pass_seconds'] for r in rows):.2f} s, peak {max(r['hwm_mb'] for r in rows):.0f} MB, "
-              f"import sync.commands.cli best {min(r['import_cli_s'] for r in rows):.2f} s")
+        print(
+            f"{name}: best wall {min(r['wall_s'] for r in rows):.2f} s, best CPU {min(r['cpu_s'] for r in rows):.2f} s, "
+            f"best in the pass {min(r['pass_seconds'] for r in rows):.2f} s, peak {max(r['hwm_mb'] for r in rows):.0f} MB, "
+            f"import sync.commands.cli best {min(r['import_cli_s'] for r in rows):.2f} s"
+        )
         if args.full:
             cpu = statistics.median(1000 * r["pass_cpu_s"] / r["pages_fetched"] for r in rows)
             rate = statistics.median(r["pages_fetched"] / r["pass_seconds"] for r in rows)
@@ -116,11 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.loop:
             ratio = [r["pages_fetched"] / r["pass_seconds"] / r["loop_pages_s"] for r in rows]
             cpu_ratio = [r["loop_cpu_ms"] / (1000 * r["pass_cpu_s"] / r["pages_fetched"]) for r in rows]
-            print(f"{name}: against the plain loop before each pass: pages/s ratio median {statistics.median(ratio):.2f} "
-                  f"({', '.join(f'{x:.2f}' for x in ratio)}), CPU ratio median {statistics.median(cpu_ratio):.2f} "
-                  f"({', '.join(f'{x:.2f}' for x in cpu_ratio)}); loop median "
-                  f"{statistics.median(r['loop_pages_s'] for r in rows):.0f} pages/s, "
-                  f"{statistics.median(r['loop_cpu_ms'] for r in rows):.3f} ms CPU a page")
+            print(
+                f"{name}: against the plain loop before each pass: pages/s ratio median {statistics.median(ratio):.2f} "
+                f"({', '.join(f'{x:.2f}' for x in ratio)}), CPU ratio median {statistics.median(cpu_ratio):.2f} "
+                f"({', '.join(f'{x:.2f}' for x in cpu_ratio)}); loop median "
+                f"{statistics.median(r['loop_pages_s'] for r in rows):.0f} pages/s, "
+                f"{statistics.median(r['loop_cpu_ms'] for r in rows):.3f} ms CPU a page"
+            )
     return 0
 
 
@@ -129,8 +153,16 @@ def fill_history(state: Path, n: int, seed: int = 3) -> None:
     rng = random.Random(seed)
     with sqlite3.connect(state) as db:
         urls = [u for (u,) in db.execute("SELECT url FROM pages")]
-        rows = [(json.dumps([[rng.uniform(6 * 3600, 20 * 86400), int(rng.random() < 0.1)] for _ in range(n)],
-                            separators=(",", ":")), u) for u in urls]
+        rows = [
+            (
+                json.dumps(
+                    [[rng.uniform(6 * 3600, 20 * 86400), int(rng.random() < 0.1)] for _ in range(n)],
+                    separators=(",", ":"),
+                ),
+                u,
+            )
+            for u in urls
+        ]
         db.executemany("UPDATE pages SET history = ? WHERE url = ?", rows)
     print(f"{len(rows)} pages given {n}-visit histories", flush=True)
 

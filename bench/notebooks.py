@@ -26,15 +26,18 @@ def execute(name: str, *, small: bool, out: Path | None = None, timeout: int = 1
     import nbclient
     import nbformat
 
-    env = {"PAGESYNC_NOTEBOOK_SMALL": "1" if small else "0",
-           # plots become image outputs whatever backend the caller's environment names
-           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    env = {
+        "PAGESYNC_NOTEBOOK_SMALL": "1" if small else "0",
+        # plots become image outputs whatever backend the caller's environment names
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+    }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
         nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+        ).execute()
     finally:
         for k, v in saved.items():
             if v is None:

@@ -46,8 +46,18 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "bench"))
 
-from replay_docs_history import (DEFAULT_GIT_DIR, NGINX, Git, Lastmods, Nginx, Page, Renderer,  # noqa: E402
-                                 page_url, write_site, write_sitemap)
+from replay_docs_history import (  # noqa: E402
+    DEFAULT_GIT_DIR,
+    NGINX,
+    Git,
+    Lastmods,
+    Nginx,
+    Page,
+    Renderer,
+    page_url,
+    write_site,
+    write_sitemap,
+)
 
 T0 = datetime(2024, 8, 1, tzinfo=timezone.utc)
 
@@ -82,10 +92,12 @@ def day_of_edits(pages: list[Page], docs_dir: str) -> tuple[list[Page], dict[str
     by_src = {p.src: p for p in pages}
     what: dict[str, str] = {}
     notes = next(p for p in pages if p.url == "/release-notes/")
-    entry = ("## Latest Changes\n\n### Fixes\n\n* 🐛 Fix `OpenAPI` schema generation for `Annotated` dependencies "
-             "with default values in path operations that declare a `response_model`. PR "
-             "[#12345](https://github.com/fastapi/fastapi/pull/12345) by [@someone](https://github.com/someone).\n\n"
-             "### Docs\n\n* 📝 Clarify how background tasks run after the response is sent. PR #12346.\n\n")
+    entry = (
+        "## Latest Changes\n\n### Fixes\n\n* 🐛 Fix `OpenAPI` schema generation for `Annotated` dependencies "
+        "with default values in path operations that declare a `response_model`. PR "
+        "[#12345](https://github.com/fastapi/fastapi/pull/12345) by [@someone](https://github.com/someone).\n\n"
+        "### Docs\n\n* 📝 Clarify how background tasks run after the response is sent. PR #12346.\n\n"
+    )
     by_src[notes.src] = replace(notes, markdown=notes.markdown.replace("## Latest Changes\n", entry, 1))
     what[notes.src] = "changelog"
     prose = re.compile(r"^[A-Z][^\n`|<>{}]{120,}\.$", re.M)
@@ -101,34 +113,51 @@ def day_of_edits(pages: list[Page], docs_dir: str) -> tuple[list[Page], dict[str
         by_src[p.src] = replace(p, markdown=p.markdown.replace(old, new, 1))
         what[p.src] = "paragraph"
         edited += 1
-    removed = next(p for p in sorted(pages, key=lambda p: p.src) if p.url.startswith("/advanced/") and p.src not in what)
+    removed = next(
+        p for p in sorted(pages, key=lambda p: p.src) if p.url.startswith("/advanced/") and p.src not in what
+    )
     del by_src[removed.src]
     what[removed.src] = "removed"
     src = removed.src.rsplit("/", 1)[0] + "/rate-limiting.md"
-    body = ("# Rate Limiting\n\nLimit how often a client can call your API with a dependency that counts requests "
-            "per client and rejects the ones over the limit.\n\n## A dependency that counts\n\n"
-            "Store a counter per client key and a window start. When the window has passed, reset it.\n\n"
-            "```python\nfrom fastapi import Depends, FastAPI, HTTPException, Request\n\napp = FastAPI()\n```\n\n"
-            "## Answer 429\n\nWhen the counter is over the limit, raise `HTTPException(status_code=429)` and set a "
-            "`Retry-After` header so well-behaved clients wait.\n")
-    by_src[src] = Page(src, page_url(src[len(docs_dir) + 1:]), "Rate Limiting", body)
+    body = (
+        "# Rate Limiting\n\nLimit how often a client can call your API with a dependency that counts requests "
+        "per client and rejects the ones over the limit.\n\n## A dependency that counts\n\n"
+        "Store a counter per client key and a window start. When the window has passed, reset it.\n\n"
+        "```python\nfrom fastapi import Depends, FastAPI, HTTPException, Request\n\napp = FastAPI()\n```\n\n"
+        "## Answer 429\n\nWhen the counter is over the limit, raise `HTTPException(status_code=429)` and set a "
+        "`Retry-After` header so well-behaved clients wait.\n"
+    )
+    by_src[src] = Page(src, page_url(src[len(docs_dir) + 1 :]), "Rate Limiting", body)
     what[src] = "added"
     return sorted(by_src.values(), key=lambda p: p.src), what
 
 
 # ------------------------------------------------------------------------------ pagesync
 def pagesync(work: Path, sitemap: str, now: datetime, embedder: str | None, env: dict) -> dict:
-    args = ["run", "--sitemap", sitemap, "--state", str(work / "state.db"),
-            "--qdrant-path", str(work / "qdrant"), "--now", now.isoformat(), "--report", str(work / "report.json"),
-            "--quiet", "--ignore-robots"]
+    args = [
+        "run",
+        "--sitemap",
+        sitemap,
+        "--state",
+        str(work / "state.db"),
+        "--qdrant-path",
+        str(work / "qdrant"),
+        "--now",
+        now.isoformat(),
+        "--report",
+        str(work / "report.json"),
+        "--quiet",
+        "--ignore-robots",
+    ]
     if embedder:
         args += ["--embedder", embedder]
-    probe = ("import runpy, sys, json; sys.argv = ['pagesync', *sys.argv[1:]]\ntry:\n    runpy.run_module('sync', run_name='__main__')\n"
-             "except SystemExit as e:\n    code = e.code\nhwm = next(int(l.split()[1]) for l in open('/proc/self/status') "
-             "if l.startswith('VmHWM'))\nprint('HWM', hwm / 1024, file=sys.stderr)\n")
+    probe = (
+        "import runpy, sys, json; sys.argv = ['pagesync', *sys.argv[1:]]\ntry:\n    runpy.run_module('sync', run_name='__main__')\n"
+        "except SystemExit as e:\n    code = e.code\nhwm = next(int(l.split()[1]) for l in open('/proc/self/status') "
+        "if l.startswith('VmHWM'))\nprint('HWM', hwm / 1024, file=sys.stderr)\n"
+    )
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env,
-                          cwd=work)
+    proc = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, cwd=work)
     wall = time.perf_counter() - t
     if not (work / "report.json").exists():
         raise SystemExit(f"pagesync failed: {proc.stderr[-3000:]}")
@@ -228,16 +257,36 @@ def main(argv: list[str] | None = None) -> int:
         # The distinct texts: what the pass sent to the model (it embeds each text once).
         texts = list(dict.fromkeys(t for u in sorted(v1) for t in v1[u]))
         (work / "texts.json").write_text(json.dumps(texts))
-        raw = subprocess.run([sys.executable, "-c", RAW, str(REPO), str(work / "texts.json"), args.embedder or "",
-                              str(args.embed_batch)], capture_output=True, text=True, env=env)
+        raw = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RAW,
+                str(REPO),
+                str(work / "texts.json"),
+                args.embedder or "",
+                str(args.embed_batch),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if raw.returncode:
             raise SystemExit(f"raw embedder run failed: {raw.stderr[-3000:]}")
-        out["row1"] = {"pass": {k: first[k] for k in ("seconds", "chunks_embedded", "pages_added", "embedder",
-                                                       "process_wall_s", "hwm_mb") if k in first},
-                       "raw": json.loads(raw.stdout.strip().splitlines()[-1])}
+        out["row1"] = {
+            "pass": {
+                k: first[k]
+                for k in ("seconds", "chunks_embedded", "pages_added", "embedder", "process_wall_s", "hwm_mb")
+                if k in first
+            },
+            "raw": json.loads(raw.stdout.strip().splitlines()[-1]),
+        }
         r1 = out["row1"]
-        print(f"  pass {r1['pass']['chunks_embedded']} chunks in {r1['pass']['seconds']:.0f} s; raw embedder "
-              f"{r1['raw']['embed_s']:.0f} s + load {r1['raw']['load_s']:.1f} s", file=sys.stderr)
+        print(
+            f"  pass {r1['pass']['chunks_embedded']} chunks in {r1['pass']['seconds']:.0f} s; raw embedder "
+            f"{r1['raw']['embed_s']:.0f} s + load {r1['raw']['load_s']:.1f} s",
+            file=sys.stderr,
+        )
 
         print("reuse: a day of edits ...", file=sys.stderr)
         when = (T0 + timedelta(hours=12)).strftime("%Y-%m-%dT%H:%M:%S+00:00")
@@ -251,17 +300,33 @@ def main(argv: list[str] | None = None) -> int:
         changed_urls = {nginx.base + p.url for p in pages2 if what.get(p.src) in ("changelog", "paragraph", "added")}
         page_level = sum(len(v2.get(u, [])) for u in changed_urls)
         out["row2"] = {
-            "edits": {w: sum(1 for x in what.values() if x == w) for w in ("changelog", "paragraph", "added", "removed")},
-            "pagesync": {k: second.get(k) for k in ("chunks_embedded", "chunks_reused", "chunks_deleted", "chunks_written",
-                                                     "pages_changed", "pages_added", "pages_removed", "pages_fetched",
-                                                     "seconds")},
+            "edits": {
+                w: sum(1 for x in what.values() if x == w) for w in ("changelog", "paragraph", "added", "removed")
+            },
+            "pagesync": {
+                k: second.get(k)
+                for k in (
+                    "chunks_embedded",
+                    "chunks_reused",
+                    "chunks_deleted",
+                    "chunks_written",
+                    "pages_changed",
+                    "pages_added",
+                    "pages_removed",
+                    "pages_fetched",
+                    "seconds",
+                )
+            },
             "page_level": page_level,
             "langchain": langchain_counts(v1, v2),
             "release_notes_chunks": len(v2.get(nginx.base + "/release-notes/", [])),
         }
         r2 = out["row2"]
-        print(f"  pagesync embedded {r2['pagesync']['chunks_embedded']} (reused {r2['pagesync']['chunks_reused']}); "
-              f"page-level {page_level}; LangChain {r2['langchain']['v2']['embedded']}", file=sys.stderr)
+        print(
+            f"  pagesync embedded {r2['pagesync']['chunks_embedded']} (reused {r2['pagesync']['chunks_reused']}); "
+            f"page-level {page_level}; LangChain {r2['langchain']['v2']['embedded']}",
+            file=sys.stderr,
+        )
     finally:
         nginx.stop()
         git.close()

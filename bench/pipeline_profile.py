@@ -11,6 +11,7 @@ so their wall times do not add up to the pass.
 
     .venv/bin/python bench/pipeline_profile.py [MAX_PAGES]   (REPLAY_GIT_DIR: a FastAPI clone)
 """
+
 import json
 import os
 import sys
@@ -22,6 +23,7 @@ import functools
 import asyncio
 import argparse
 from pathlib import Path
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "bench"))
@@ -43,15 +45,20 @@ max_pages = _ap.parse_args().max_pages
 work = Path(tempfile.mkdtemp(prefix="ovlprof-"))
 T = {}
 lock = threading.Lock()
+
+
 def add(k, wall, cpu):
     with lock:
         a = T.setdefault(k, [0, 0.0, 0.0])
         a[0] += 1
         a[1] += wall
         a[2] += cpu
+
+
 def wrap(obj, name, key, is_async=False):
     f = getattr(obj, name)
     if is_async:
+
         @functools.wraps(f)
         async def g(*a, **k):
             t = time.perf_counter()
@@ -60,6 +67,7 @@ def wrap(obj, name, key, is_async=False):
             finally:
                 add(key, time.perf_counter() - t, 0.0)
     else:
+
         @functools.wraps(f)
         def g(*a, **k):
             t, c = time.perf_counter(), time.thread_time()
@@ -67,7 +75,10 @@ def wrap(obj, name, key, is_async=False):
                 return f(*a, **k)
             finally:
                 add(key, time.perf_counter() - t, time.thread_time() - c)
+
     setattr(obj, name, g)
+
+
 wrap(visit_stage, "extract_page", "extract")
 wrap(chunking.Splitter, "split", "split")
 wrap(st.EdgeStore, "replace_pages", "write")
@@ -100,26 +111,57 @@ try:
     from sync.edges.edge_store import EdgeStore
     from sync.edges.state import StateDB
     from chunking import Splitter
+
     store = EdgeStore(work / "qdrant", "pages")
     state = StateDB(work / "state.db")
     cfg = PassConfig(sitemaps=[nginx.base + "/sitemap.xml"], now=T0)
+
     async def go():
         async with make_client(user_agent="prof", timeout=30) as client:
-            return await arun_pass(cfg, fetcher=Fetcher(client, respect_robots=False), store=store, state=state, embedder=emb, splitter=Splitter())
+            return await arun_pass(
+                cfg,
+                fetcher=Fetcher(client, respect_robots=False),
+                store=store,
+                state=state,
+                embedder=emb,
+                splitter=Splitter(),
+            )
+
     c0, t0 = time.process_time(), time.perf_counter()
     rep = asyncio.run(go())
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     passT = dict(T)
     T.clear()
-    texts = list(dict.fromkeys(p.payload["text"] for p in sorted(store.scroll(payload_fields=["url", "chunk_index", "text"]), key=lambda p: (p.payload["url"], p.payload["chunk_index"]))))
+    texts = list(
+        dict.fromkeys(
+            p.payload["text"]
+            for p in sorted(
+                store.scroll(payload_fields=["url", "chunk_index", "text"]),
+                key=lambda p: (p.payload["url"], p.payload["chunk_index"]),
+            )
+        )
+    )
     t = time.perf_counter()
     for i in range(0, len(texts), 64):
-        emb.embed(texts[i:i + 64])
+        emb.embed(texts[i : i + 64])
     raw = time.perf_counter() - t
-    print(json.dumps({"pages": len(pages), "chunks_embedded": rep.chunks_embedded, "raw_texts": len(texts),
-                      "pass_wall": wall, "pass_cpu_process": cpu, "pass_rate": rep.chunks_embedded / wall,
-                      "raw_s": raw, "raw_rate": len(texts) / raw, "ratio": (rep.chunks_embedded / wall) / (len(texts) / raw),
-                      "breakdown": {k: {"n": v[0], "wall": round(v[1], 2), "cpu": round(v[2], 2)} for k, v in passT.items()}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "pages": len(pages),
+                "chunks_embedded": rep.chunks_embedded,
+                "raw_texts": len(texts),
+                "pass_wall": wall,
+                "pass_cpu_process": cpu,
+                "pass_rate": rep.chunks_embedded / wall,
+                "raw_s": raw,
+                "raw_rate": len(texts) / raw,
+                "ratio": (rep.chunks_embedded / wall) / (len(texts) / raw),
+                "breakdown": {k: {"n": v[0], "wall": round(v[1], 2), "cpu": round(v[2], 2)} for k, v in passT.items()},
+            },
+            indent=1,
+        )
+    )
 finally:
     nginx.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -19,8 +19,11 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-NAMES = {"git-lastmod": "honest lastmod (git)", "deploy-date": "deploy date on every URL",
-         "mkdocs": "MkDocs: deploy date + search_index.json"}
+NAMES = {
+    "git-lastmod": "honest lastmod (git)",
+    "deploy-date": "deploy date on every URL",
+    "mkdocs": "MkDocs: deploy date + search_index.json",
+}
 
 
 def main(src: str, out: str) -> int:

@@ -130,8 +130,10 @@ def _oracle(events: list, mode: str) -> None:
             return 0.0
 
     def oracle(cands, policy, max_fetches):
-        cands = [replace(c, bonus_s=expected_staleness(rate(urlsplit(c.url).path, c.visits), c.since_last_visit_s or 0.0))
-                 for c in cands]
+        cands = [
+            replace(c, bonus_s=expected_staleness(rate(urlsplit(c.url).path, c.visits), c.since_last_visit_s or 0.0))
+            for c in cands
+        ]
         return order(cands, ByBonus(), max_fetches)
 
     cut = plan.Planner._order_and_cut
@@ -154,8 +156,13 @@ def run_one(job: tuple, events: list) -> dict:
         kind, a = "uniform", 0.25
     strategy = fr.Strategy(label, policy=_register(kind, a, b), budget=budget, key=label)
     res = fr.run_one(fr.RunSpec(scenario, strategy, 6 * fr.H, 60 * D), events)
-    return {"label": label, "salt": salt, "requests": res["page_requests"], "freshness": res["freshness"],
-            "by_kind": res["freshness_by_kind"]}
+    return {
+        "label": label,
+        "salt": salt,
+        "requests": res["page_requests"],
+        "freshness": res["freshness"],
+        "by_kind": res["freshness_by_kind"],
+    }
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -172,15 +179,19 @@ def cmd_run(args: argparse.Namespace) -> None:
     for mode in filter(None, args.oracle.split(",")):
         jobs.append((args.scenario, f"oracle-{mode}", 0.0, 0.0, args.budget, f"rate oracle ({mode})"))
     for days in [float(x) for x in args.uniform_days.split(",") if x]:
-        jobs.append((args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d"))
+        jobs.append(
+            (args.scenario, "uniform", days, 0.0, args.uniform_budget or args.budget, f"uniform every {days:g} d")
+        )
     salts = [""] + [f"order{i}" for i in range(1, args.orders)]
     jobs = [(*job, salt) for job in jobs for salt in salts]
     with ProcessPoolExecutor(max_workers=args.jobs, max_tasks_per_child=1) as pool:
         events = load_events(args.site, pool, args.work, args.start)
         window = f" from {args.start}" if args.site == "replay" else ""
         print(f"{args.site}{window} / {args.scenario}, budget {args.budget} per pass\n")
-        print("| strategy | visit order (ties by) | page requests | freshness | static / weekly / hot |\n"
-              "|---|---|---|---|---|")
+        print(
+            "| strategy | visit order (ties by) | page requests | freshness | static / weekly / hot |\n"
+            "|---|---|---|---|---|"
+        )
         by_label: dict[str, list[float]] = collections.defaultdict(list)
         for r in pool.map(functools.partial(run_one, events=events), jobs):
             kinds = " / ".join("–" if v is None else f"{v:.4f}" for v in r["by_kind"].values())
@@ -206,9 +217,12 @@ def page_counts(events: list, upto_s: float) -> list[tuple[int, float]]:
 def gamma_poisson_fit(data: list[tuple[int, float]]) -> tuple[float, float]:
     """(shape, rate per day) of the Gamma prior maximising the negative-binomial marginal
     likelihood of the pages' change counts, on a grid of 0.1 decades."""
+
     def loglik(a: float, b: float) -> float:
-        return sum(math.lgamma(a + c) - math.lgamma(a) + a * math.log(b / (b + e))
-                   + (c * math.log(e / (b + e)) if c else 0.0) for c, e in data)
+        return sum(
+            math.lgamma(a + c) - math.lgamma(a) + a * math.log(b / (b + e)) + (c * math.log(e / (b + e)) if c else 0.0)
+            for c, e in data
+        )
 
     grid = [(10 ** (i / 10), 10 ** (j / 10)) for i in range(-30, 31) for j in range(-10, 41)]
     return max(grid, key=lambda ab: loglik(*ab))
@@ -217,7 +231,9 @@ def gamma_poisson_fit(data: list[tuple[int, float]]) -> tuple[float, float]:
 def cmd_fit(args: argparse.Namespace) -> None:
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         sites = {"replay": load_events("replay", pool, args.work), "sim": load_events("sim", pool, args.work)}
-    print("| site | day | pages | changes | fitted shape | fitted rate (d) | prior mean (changes / d) |\n|---|---|---|---|---|---|---|")
+    print(
+        "| site | day | pages | changes | fitted shape | fitted rate (d) | prior mean (changes / d) |\n|---|---|---|---|---|---|---|"
+    )
     for name, events in sites.items():
         for day in [float(x) for x in args.days.split(",")]:
             data = page_counts(events, day * D)
@@ -233,17 +249,31 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--scenario", default="same-lastmod")
     run.add_argument("--budget", type=float, required=True, help="mean max_fetches per pass")
     run.add_argument("--start", default="2024-06-20", help="the replay's window (as replay_policies.py --start)")
-    run.add_argument("--orders", type=int, default=1,
-                     help="visit orders per strategy: ties by URL (the engine's), then by salted URL hashes")
+    run.add_argument(
+        "--orders",
+        type=int,
+        default=1,
+        help="visit orders per strategy: ties by URL (the engine's), then by salted URL hashes",
+    )
     run.add_argument("--priors", default="0.5:7,1:30,2:60,4:120", help="k:days,... (prior changes : prior days)")
     run.add_argument("--uniform-days", default="", help="also uniform revisits at these intervals (days)")
     run.add_argument("--uniform-budget", type=float, default=None, help="their budget (default: --budget)")
-    run.add_argument("--halve-double", action="store_true", help="also halve-double (halve on a change, double otherwise), uncapped")
+    run.add_argument(
+        "--halve-double", action="store_true", help="also halve-double (halve on a change, double otherwise), uncapped"
+    )
     run.add_argument("--hd-budget", type=float, default=None, help="also halve-double capped at this budget")
-    run.add_argument("--targets", default="", help="also change-rate uncapped at these staleness targets "
-                     "(hours; the default is 6), to trade requests for freshness")
-    run.add_argument("--oracle", default="", help="also rate oracles at --budget: whole (true window rates), "
-                     "past (every change seen so far), visits (change-rate's own rates), comma-separated")
+    run.add_argument(
+        "--targets",
+        default="",
+        help="also change-rate uncapped at these staleness targets "
+        "(hours; the default is 6), to trade requests for freshness",
+    )
+    run.add_argument(
+        "--oracle",
+        default="",
+        help="also rate oracles at --budget: whole (true window rates), "
+        "past (every change seen so far), visits (change-rate's own rates), comma-separated",
+    )
     fit = sub.add_parser("fit", help="the empirical-Bayes prior of both sites at some days")
     fit.add_argument("--days", default="15,30,45")
     for p in (run, fit):

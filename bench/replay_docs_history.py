@@ -60,12 +60,14 @@ NGINX = os.environ.get("PAGESYNC_NGINX") or shutil.which("nginx") or "/usr/sbin/
 class Git:
     def __init__(self, git_dir: str):
         self.git_dir = git_dir
-        self._cat = subprocess.Popen(["git", "--git-dir", git_dir, "cat-file", "--batch"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._cat = subprocess.Popen(
+            ["git", "--git-dir", git_dir, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
 
     def __call__(self, *args: str) -> str:
-        return subprocess.run(["git", "--git-dir", self.git_dir, *args], capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["git", "--git-dir", self.git_dir, *args], capture_output=True, text=True, check=True
+        ).stdout
 
     def blob(self, commit: str, path: str) -> bytes | None:
         assert self._cat.stdin and self._cat.stdout
@@ -104,8 +106,22 @@ class Lastmods:
         self.at: dict[str, str] = {}
 
     def _log(self, *rev: str):
-        proc = subprocess.Popen(["git", "--git-dir", self.git.git_dir, "log", "--first-parent", "--format=%x00%cI",
-                                 "--name-only", *rev, "--", self.docs_dir], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                "git",
+                "--git-dir",
+                self.git.git_dir,
+                "log",
+                "--first-parent",
+                "--format=%x00%cI",
+                "--name-only",
+                *rev,
+                "--",
+                self.docs_dir,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         return proc
 
     def init(self, commit: str, paths: set[str]) -> None:
@@ -151,17 +167,34 @@ _JINJA = re.compile(r"\{%-?.*?-?%\}|\{\{.*?\}\}", re.S)
 _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.M)
 
 MD_EXTENSIONS = [
-    "abbr", "attr_list", "footnotes", "md_in_html", "tables", "toc", "admonition",
-    "pymdownx.superfences", "pymdownx.tabbed", "pymdownx.details", "pymdownx.tilde", "pymdownx.caret",
-    "pymdownx.mark", "pymdownx.keys", "pymdownx.betterem", "pymdownx.highlight", "pymdownx.inlinehilite",
-    "pymdownx.blocks.admonition", "pymdownx.blocks.details", "pymdownx.blocks.tab",
+    "abbr",
+    "attr_list",
+    "footnotes",
+    "md_in_html",
+    "tables",
+    "toc",
+    "admonition",
+    "pymdownx.superfences",
+    "pymdownx.tabbed",
+    "pymdownx.details",
+    "pymdownx.tilde",
+    "pymdownx.caret",
+    "pymdownx.mark",
+    "pymdownx.keys",
+    "pymdownx.betterem",
+    "pymdownx.highlight",
+    "pymdownx.inlinehilite",
+    "pymdownx.blocks.admonition",
+    "pymdownx.blocks.details",
+    "pymdownx.blocks.tab",
 ]
 MD_CONFIG = {
     "toc": {"permalink": True},
     "pymdownx.tabbed": {"alternate_style": True},
     "pymdownx.blocks.tab": {"alternate_style": True},
-    "pymdownx.blocks.admonition": {"types": ["note", "attention", "caution", "danger", "error", "tip", "hint",
-                                             "warning", "info", "check"]},
+    "pymdownx.blocks.admonition": {
+        "types": ["note", "attention", "caution", "danger", "error", "tip", "hint", "warning", "info", "check"]
+    },
 }
 
 
@@ -244,29 +277,42 @@ class Renderer:
         tabs = ["Home", "Features", "Learn", "Reference", "FastAPI People", "Resources", "About", "Release Notes"]
         if self.nav_variant:
             tabs = tabs + ["Sponsors", "Newsletter"]
-        tabs_html = "".join(f'<li class="md-tabs__item"><a href="/{t.lower().replace(" ", "-")}/">{t}</a></li>' for t in tabs)
+        tabs_html = "".join(
+            f'<li class="md-tabs__item"><a href="/{t.lower().replace(" ", "-")}/">{t}</a></li>' for t in tabs
+        )
         side = []
         for sec in sorted(sections):
-            items = "".join(f'<li class="md-nav__item"><a class="md-nav__link" href="{p.url}">{_esc(p.title)}</a></li>'
-                            for p in sections[sec])
+            items = "".join(
+                f'<li class="md-nav__item"><a class="md-nav__link" href="{p.url}">{_esc(p.title)}</a></li>'
+                for p in sections[sec]
+            )
             label = sec.replace("-", " ").title() if sec else "FastAPI"
             side.append(f'<li class="md-nav__item md-nav__item--nested"><label>{label}</label><ul>{items}</ul></li>')
         sidebar = "".join(side)
-        footer_text = ("FastAPI framework, high performance, easy to learn, fast to code, ready for production"
-                       if not self.nav_variant else
-                       "FastAPI: high performance, easy to learn, fast to code, ready for production. "
-                       "Made with Material for MkDocs · Privacy · Terms")
+        footer_text = (
+            "FastAPI framework, high performance, easy to learn, fast to code, ready for production"
+            if not self.nav_variant
+            else "FastAPI: high performance, easy to learn, fast to code, ready for production. "
+            "Made with Material for MkDocs · Privacy · Terms"
+        )
         out = {}
         for i, p in enumerate(pages):
             if p.markdown not in self._cache:
                 md = markdown.Markdown(extensions=MD_EXTENSIONS, extension_configs=MD_CONFIG)
                 self._cache[p.markdown] = (md.convert(p.markdown), getattr(md, "toc", ""))
             body, toc = self._cache[p.markdown]
-            prev_link = f'<a class="md-footer__link--prev" href="{pages[i-1].url}">Previous: {_esc(pages[i-1].title)}</a>' if i else ""
-            next_link = (f'<a class="md-footer__link--next" href="{pages[i+1].url}">Next: {_esc(pages[i+1].title)}</a>'
-                         if i + 1 < len(pages) else "")
+            prev_link = (
+                f'<a class="md-footer__link--prev" href="{pages[i - 1].url}">Previous: {_esc(pages[i - 1].title)}</a>'
+                if i
+                else ""
+            )
+            next_link = (
+                f'<a class="md-footer__link--next" href="{pages[i + 1].url}">Next: {_esc(pages[i + 1].title)}</a>'
+                if i + 1 < len(pages)
+                else ""
+            )
             out[p.url] = (
-                "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
                 f"<title>{_esc(p.title)} - FastAPI</title>"
                 f'<link rel="canonical" href="{base_url}{p.url}">'
                 '<meta name="description" content="FastAPI framework, high performance, easy to learn, fast to code, ready for production">'
@@ -324,11 +370,15 @@ def write_site(root: Path, html: dict[str, str], mtime: float) -> tuple[list[str
 
 
 def write_sitemap(root: Path, base_url: str, pages: list[Page], lastmods: Lastmods) -> None:
-    items = "".join(f"<url><loc>{base_url}{p.url}</loc><lastmod>{lastmods.at.get(p.src, '')}</lastmod></url>\n"
-                    for p in pages)
-    (root / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
-                                      '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-                                      f"{items}</urlset>\n", encoding="utf-8")
+    items = "".join(
+        f"<url><loc>{base_url}{p.url}</loc><lastmod>{lastmods.at.get(p.src, '')}</lastmod></url>\n" for p in pages
+    )
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"{items}</urlset>\n",
+        encoding="utf-8",
+    )
 
 
 # ==========================================================================================
@@ -348,9 +398,13 @@ class Nginx:
         out = subprocess.run([NGINX, "-V"], capture_output=True, text=True)
         missing = set(re.findall(r"--without-http_(\w+?)_module", out.stdout + out.stderr))
         temps = []
-        for mod, directive in {"client_body": "client_body_temp_path", "proxy": "proxy_temp_path",
-                               "fastcgi": "fastcgi_temp_path", "uwsgi": "uwsgi_temp_path",
-                               "scgi": "scgi_temp_path"}.items():
+        for mod, directive in {
+            "client_body": "client_body_temp_path",
+            "proxy": "proxy_temp_path",
+            "fastcgi": "fastcgi_temp_path",
+            "uwsgi": "uwsgi_temp_path",
+            "scgi": "scgi_temp_path",
+        }.items():
             if mod == "client_body" or mod not in missing:
                 (w / f"temp_{mod}").mkdir(parents=True, exist_ok=True)
                 temps.append(f"  {directive} {w / f'temp_{mod}'};")
@@ -363,7 +417,8 @@ class Nginx:
             "  log_format replay '$status $request_uri inm=\"$http_if_none_match\" sent=$body_bytes_sent';\n"
             f"  access_log {w / 'access.log'} replay;\n" + "\n".join(temps) + "\n"
             "  gzip on; gzip_min_length 256; gzip_types application/xml;\n"
-            f"  server {{\n    listen 127.0.0.1:{self.port};\n    root {self.root};\n    index index.html;\n  }}\n}}\n")
+            f"  server {{\n    listen 127.0.0.1:{self.port};\n    root {self.root};\n    index index.html;\n  }}\n}}\n"
+        )
         args = [NGINX, "-c", str(conf), "-p", str(w), "-e", str(w / "error.log")]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(300):
@@ -417,8 +472,18 @@ class Pagesync:
 
     def run(self, idx: Index, sitemap: str, now: datetime, tag: str, *extra: str) -> dict:
         report = self.reports / f"{tag}-{idx.name}.json"
-        args = ["run", "--sitemap", sitemap, *idx.opts(), "--now", now.isoformat().replace("+00:00", "Z"),
-                "--report", str(report), "--quiet", *extra]
+        args = [
+            "run",
+            "--sitemap",
+            sitemap,
+            *idx.opts(),
+            "--now",
+            now.isoformat().replace("+00:00", "Z"),
+            "--report",
+            str(report),
+            "--quiet",
+            *extra,
+        ]
         if idx.embedder:
             args += ["--embedder", idx.embedder]
         self.log.append("pagesync " + " ".join(shlex.quote(a) for a in args))
@@ -432,8 +497,9 @@ class Pagesync:
     def export(self, idx: Index, vectors: bool = False) -> dict[str, dict]:
         """{id: payload}; with `vectors`, each payload also carries the point's vector as `_vector`."""
         extra = ["--with-vectors"] if vectors else []
-        p = subprocess.run(self.cmd("export", *idx.opts(), *extra), cwd=self.code, env=self.env, capture_output=True,
-                           text=True)
+        p = subprocess.run(
+            self.cmd("export", *idx.opts(), *extra), cwd=self.code, env=self.env, capture_output=True, text=True
+        )
         if p.returncode != 0:
             raise SystemExit(f"pagesync export failed:\n{p.stderr[-3000:]}")
         recs = map(json.loads, p.stdout.splitlines())
@@ -490,8 +556,11 @@ def compare(inc: dict[str, dict], fresh: dict[str, dict], ignore: set[str]) -> d
 # ==========================================================================================
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--git-dir", default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR,
-                    help="a clone (bare is fine) of the docs repo (default: %(default)s)")
+    ap.add_argument(
+        "--git-dir",
+        default=os.environ.get("REPLAY_GIT_DIR") or DEFAULT_GIT_DIR,
+        help="a clone (bare is fine) of the docs repo (default: %(default)s)",
+    )
     ap.add_argument("--rev", default="HEAD")
     ap.add_argument("--docs-dir", default="docs/en/docs")
     ap.add_argument("--start", default="2024-07-27", help="first day (UTC): the initial index")
@@ -537,10 +606,17 @@ def main() -> int:
     inc = Index("incremental", work / "incremental", args.embedder)
     same_embedder = args.embedder == args.fresh_embedder  # then vectors are compared too
     ignore = {"fetched_at"} | ({"embedder"} if not same_embedder else set())
-    code_rev = subprocess.run(["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip() or f"source tree at {args.code} (not a git checkout)"
-    code_dirty = subprocess.run(["git", "-C", args.code, "status", "--porcelain", "--", "sync", "chunking", "embedders"],
-                                capture_output=True, text=True).stdout.strip()
+    code_rev = (
+        subprocess.run(
+            ["git", "-C", args.code, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or f"source tree at {args.code} (not a git checkout)"
+    )
+    code_dirty = subprocess.run(
+        ["git", "-C", args.code, "status", "--porcelain", "--", "sync", "chunking", "embedders"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
     days = [date.fromisoformat(args.start) + timedelta(days=i) for i in range(args.days)]
     records: list[dict] = []
@@ -573,15 +649,31 @@ def main() -> int:
             fday = datetime.fromtimestamp(fetched, tz=timezone.utc).date().isoformat() if fetched else None
             served_then = fresh_hashes_by_day.get(fday, {}).get(url) if fday else None
             lm_moved_since = lastmod_changed_day.get(url, "") > (fday or "")
-            is_lag = (inc_h.get(url) is not None and fresh_h.get(url) is not None and served_then == inc_h.get(url) and fday != day_label
-                      and not lm_moved_since)
-            item = {"day": day_label, "url": url, "differences": what[:6], "n_differences": len(what),
-                    "incremental_hash": inc_h.get(url), "fresh_hash": fresh_h.get(url),
-                    "state": {k: row.get(k) for k in ("status", "content_hash", "chunk_count", "etag",
-                                                      "sitemap_lastmod", "pending_hash")},
-                    "last_fetched_day": fday, "due_at": (datetime.fromtimestamp(row["due_at"], tz=timezone.utc).isoformat()
-                                                         if row.get("due_at") else None),
-                    "html_last_written": html_changed_day.get(url), "lastmod_last_moved": lastmod_changed_day.get(url)}
+            is_lag = (
+                inc_h.get(url) is not None
+                and fresh_h.get(url) is not None
+                and served_then == inc_h.get(url)
+                and fday != day_label
+                and not lm_moved_since
+            )
+            item = {
+                "day": day_label,
+                "url": url,
+                "differences": what[:6],
+                "n_differences": len(what),
+                "incremental_hash": inc_h.get(url),
+                "fresh_hash": fresh_h.get(url),
+                "state": {
+                    k: row.get(k)
+                    for k in ("status", "content_hash", "chunk_count", "etag", "sitemap_lastmod", "pending_hash")
+                },
+                "last_fetched_day": fday,
+                "due_at": (
+                    datetime.fromtimestamp(row["due_at"], tz=timezone.utc).isoformat() if row.get("due_at") else None
+                ),
+                "html_last_written": html_changed_day.get(url),
+                "lastmod_last_moved": lastmod_changed_day.get(url),
+            }
             (lags if is_lag else bugs).append(item)
             classified.append("lag" if is_lag else "BUG")
         rec["diff_lag"], rec["diff_bug"] = classified.count("lag"), classified.count("BUG")
@@ -620,26 +712,60 @@ def main() -> int:
             for src in moved:
                 if src in src_to_url:
                     lastmod_changed_day[src_to_url[src]] = day.isoformat()
-            md_changed = [] if prev_commit is None else [
-                ln for ln in git("diff", "--name-only", prev_commit, commit, "--", args.docs_dir).splitlines()
-                if ln.endswith(".md")]
+            md_changed = (
+                []
+                if prev_commit is None
+                else [
+                    ln
+                    for ln in git("diff", "--name-only", prev_commit, commit, "--", args.docs_dir).splitlines()
+                    if ln.endswith(".md")
+                ]
+            )
             now = datetime(day.year, day.month, day.day, 23, 59, 59, tzinfo=timezone.utc)
             now_of[tag] = now
             rep = ps.run(inc, sitemap, now, tag)
-            rec = {"tag": tag, "day": day.isoformat(), "commit": commit[:10], "pages": len(pages),
-                   "md_files_changed": len(md_changed), "html_added": len(added), "html_rewritten": len(rewritten),
-                   "html_deleted": len(deleted), "render_seconds": round(render_s, 1),
-                   "inc": {k: rep.get(k, 0) for k in ("pages_in_sitemaps", "pages_due", "pages_fetched",
-                                                      "pages_not_modified", "pages_unchanged", "pages_changed",
-                                                      "pages_added", "pages_removed", "pages_failed", "chunks_embedded",
-                                                      "chunks_reused", "chunks_deleted", "chunks_written",
-                                                      "bytes_downloaded", "seconds", "lastmod_trusted", "exit_code")},
-                   "inc_errors": rep["errors"][:5], "loadavg_1m": round(os.getloadavg()[0], 1)}
+            rec = {
+                "tag": tag,
+                "day": day.isoformat(),
+                "commit": commit[:10],
+                "pages": len(pages),
+                "md_files_changed": len(md_changed),
+                "html_added": len(added),
+                "html_rewritten": len(rewritten),
+                "html_deleted": len(deleted),
+                "render_seconds": round(render_s, 1),
+                "inc": {
+                    k: rep.get(k, 0)
+                    for k in (
+                        "pages_in_sitemaps",
+                        "pages_due",
+                        "pages_fetched",
+                        "pages_not_modified",
+                        "pages_unchanged",
+                        "pages_changed",
+                        "pages_added",
+                        "pages_removed",
+                        "pages_failed",
+                        "chunks_embedded",
+                        "chunks_reused",
+                        "chunks_deleted",
+                        "chunks_written",
+                        "bytes_downloaded",
+                        "seconds",
+                        "lastmod_trusted",
+                        "exit_code",
+                    )
+                },
+                "inc_errors": rep["errors"][:5],
+                "loadavg_1m": round(os.getloadavg()[0], 1),
+            }
             fresh_pts = check(tag, day.isoformat(), rec)
             # What other strategies would have embedded today (ground truth from the fresh index):
             f_by, p_by = by_url(fresh_pts), by_url(prev_fresh)
             rec["full_reembed_chunks"] = len(fresh_pts)
-            text_changed = [u for u, ps_ in f_by.items() if u not in p_by or p_by[u][0]["content_hash"] != ps_[0]["content_hash"]]
+            text_changed = [
+                u for u, ps_ in f_by.items() if u not in p_by or p_by[u][0]["content_hash"] != ps_[0]["content_hash"]
+            ]
             rec["pages_text_changed"] = len(text_changed)
             rec["page_level_chunks"] = sum(len(f_by[u]) for u in text_changed)
             prev_texts = {(p["url"], p["text"]) for p in prev_fresh.values()}
@@ -648,14 +774,17 @@ def main() -> int:
             prev_commit = commit
             records.append(rec)
             i = rec["inc"]
-            print(f"{tag} {commit[:8]} pages={len(pages)} md+-={len(md_changed)} html +{len(added)} ~{len(rewritten)} "
-                  f"-{len(deleted)} | fetched={i['pages_fetched']} 304={i['pages_not_modified']} "
-                  f"same={i['pages_unchanged']} chg={i['pages_changed']} add={i['pages_added']} "
-                  f"rm={i['pages_removed']} fail={i['pages_failed']} emb={i['chunks_embedded']} "
-                  f"reused={i['chunks_reused']} "
-                  f"({i['seconds']}s) | full={rec['full_reembed_chunks']} page-level={rec['page_level_chunks']} "
-                  f"chunk-level={rec['chunk_level_chunks']} | equal={rec['equal']} lag={rec['diff_lag']} "
-                  f"bug={rec['diff_bug']} [{time.monotonic() - t_start:.0f}s]", flush=True)
+            print(
+                f"{tag} {commit[:8]} pages={len(pages)} md+-={len(md_changed)} html +{len(added)} ~{len(rewritten)} "
+                f"-{len(deleted)} | fetched={i['pages_fetched']} 304={i['pages_not_modified']} "
+                f"same={i['pages_unchanged']} chg={i['pages_changed']} add={i['pages_added']} "
+                f"rm={i['pages_removed']} fail={i['pages_failed']} emb={i['chunks_embedded']} "
+                f"reused={i['chunks_reused']} "
+                f"({i['seconds']}s) | full={rec['full_reembed_chunks']} page-level={rec['page_level_chunks']} "
+                f"chunk-level={rec['chunk_level_chunks']} | equal={rec['equal']} lag={rec['diff_lag']} "
+                f"bug={rec['diff_bug']} [{time.monotonic() - t_start:.0f}s]",
+                flush=True,
+            )
 
         # -- end checks ----------------------------------------------------------------------
         # 1. --full catch-up: re-reads every page once, so pages lagging behind a lastmod that
@@ -688,13 +817,24 @@ def main() -> int:
     total_s = time.monotonic() - t_start
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    raw = {"command": command, "args": vars(args), "code_rev": code_rev, "code_dirty": bool(code_dirty),
-           "records": records, "finals": finals,
-           "bugs": bugs, "lags": lags, "pagesync_commands": ps.log[:3], "total_seconds": round(total_s)}
+    raw = {
+        "command": command,
+        "args": vars(args),
+        "code_rev": code_rev,
+        "code_dirty": bool(code_dirty),
+        "records": records,
+        "finals": finals,
+        "bugs": bugs,
+        "lags": lags,
+        "pagesync_commands": ps.log[:3],
+        "total_seconds": round(total_s),
+    }
     out.with_suffix(".json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
     out.write_text(render_markdown(raw))
-    print(f"\nwrote {out} and {out.with_suffix('.json')}; bugs={len(bugs)} lags={len(lags)}; "
-          f"evidence under {work / 'evidence'}")
+    print(
+        f"\nwrote {out} and {out.with_suffix('.json')}; bugs={len(bugs)} lags={len(lags)}; "
+        f"evidence under {work / 'evidence'}"
+    )
     return 1 if bugs else 0
 
 
@@ -704,116 +844,160 @@ def render_markdown(raw: dict) -> str:
     i0 = first["inc"]
     L = []
     L.append("# Replay of a real docs site's edit history through nginx + pagesync\n")
-    L.append(f"Generated by `bench/replay_docs_history.py` in {raw['total_seconds']} s "
-             f"(pagesync code: {raw['code_rev']}{' + uncommitted changes' if raw['code_dirty'] else ''}).\n")
+    L.append(
+        f"Generated by `bench/replay_docs_history.py` in {raw['total_seconds']} s "
+        f"(pagesync code: {raw['code_rev']}{' + uncommitted changes' if raw['code_dirty'] else ''}).\n"
+    )
     loads = [r.get("loadavg_1m") for r in recs if r.get("loadavg_1m") is not None]
     if loads:
-        L.append(f"Machine: {os.cpu_count()} CPUs; 1-minute load average after each day's pass "
-                 f"{min(loads)}..{max(loads)} (timings are wall clock, under that load).\n")
+        L.append(
+            f"Machine: {os.cpu_count()} CPUs; 1-minute load average after each day's pass "
+            f"{min(loads)}..{max(loads)} (timings are wall clock, under that load).\n"
+        )
     L.append("```\n" + raw["command"] + "\n```\n")
     scope = ", ".join(a["only"]) if a["only"] else "all of " + a["docs_dir"]
     if a["max_pages"]:
         scope += f", first {a['max_pages']} pages"
-    L.append(f"- Source: `{a['git_dir']}` ({a['rev']}), `{a['docs_dir']}` ({scope}), code samples included from "
-             "docs_src/; one snapshot per UTC day = that day's last first-parent commit.")
+    L.append(
+        f"- Source: `{a['git_dir']}` ({a['rev']}), `{a['docs_dir']}` ({scope}), code samples included from "
+        "docs_src/; one snapshot per UTC day = that day's last first-parent commit."
+    )
     L.append(f"- Window: {recs[0]['day']} .. {recs[-1]['day']} ({len(recs)} days); day 1 is the initial index.")
-    L.append("- Served by nginx (static files, ETag = mtime-size, gzip on); sitemap lastmod = the markdown file's "
-             "last commit date; only files whose HTML changed are rewritten.")
-    L.append(f"- Incremental chain embedder: `{a['embedder'] or 'default (bundled all-MiniLM-L6-v2)'}`; daily fresh "
-             f"indexes: `{a['fresh_embedder']}`. Compared with `pagesync export`: ids, payloads except "
-             f"{'`fetched_at` and `embedder`' if a['embedder'] != a['fresh_embedder'] else '`fetched_at`'}, texts"
-             f"{', vectors' if a['embedder'] == a['fresh_embedder'] else ''}.\n")
+    L.append(
+        "- Served by nginx (static files, ETag = mtime-size, gzip on); sitemap lastmod = the markdown file's "
+        "last commit date; only files whose HTML changed are rewritten."
+    )
+    L.append(
+        f"- Incremental chain embedder: `{a['embedder'] or 'default (bundled all-MiniLM-L6-v2)'}`; daily fresh "
+        f"indexes: `{a['fresh_embedder']}`. Compared with `pagesync export`: ids, payloads except "
+        f"{'`fetched_at` and `embedder`' if a['embedder'] != a['fresh_embedder'] else '`fetched_at`'}, texts"
+        f"{', vectors' if a['embedder'] == a['fresh_embedder'] else ''}.\n"
+    )
     L.append("## Initial index\n")
     rate = i0["chunks_embedded"] / i0["seconds"] if i0["seconds"] else 0
     fr = first["fresh"]
     written = i0.get("chunks_written") or i0["chunks_embedded"]
-    L.append("| pages | chunks | embedded (distinct texts) | seconds (end to end) | embedded/s | same site, fake embedder: seconds |")
+    L.append(
+        "| pages | chunks | embedded (distinct texts) | seconds (end to end) | embedded/s | same site, fake embedder: seconds |"
+    )
     L.append("|---:|---:|---:|---:|---:|---:|")
-    L.append(f"| {i0['pages_added']} | {written} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | "
-             f"{fr['seconds']:.1f} |")
+    L.append(
+        f"| {i0['pages_added']} | {written} | {i0['chunks_embedded']} | {i0['seconds']:.1f} | {rate:.1f} | "
+        f"{fr['seconds']:.1f} |"
+    )
     emb_only = i0["seconds"] - fr["seconds"]
     if emb_only > 0:
-        L.append(f"\nModel time alone (difference of the two runs): ~{emb_only:.0f} s, "
-                 f"~{i0['chunks_embedded'] / emb_only:.0f} chunks/s.\n")
+        L.append(
+            f"\nModel time alone (difference of the two runs): ~{emb_only:.0f} s, "
+            f"~{i0['chunks_embedded'] / emb_only:.0f} chunks/s.\n"
+        )
     L.append("## Per day (incremental pass)\n")
-    L.append("`md` = markdown files changed in git that day; `html +/~/-` = files added/rewritten/deleted on disk; "
-             "`fetched` = pages requested (due, new or lastmod moved); `emb` = chunks pagesync embedded; "
-             "`reused` = chunks written with a vector reused (stored for the same text, or embedded earlier in the pass); "
-             "`page-level` = chunks of the pages whose extracted text really changed (ground truth from the fresh "
-             "index: the least a page-granular re-embed can do); `chunk-level` = chunks whose text is new; "
-             "`full` = chunks of a full re-embed; `inc==fresh` = export comparison.\n")
-    L.append("| day | commit | pages | md | html +/~/- | fetched | 304 | unchanged | changed | added | removed | failed "
-             "| emb | reused | page-level | chunk-level | full | s | inc==fresh |")
+    L.append(
+        "`md` = markdown files changed in git that day; `html +/~/-` = files added/rewritten/deleted on disk; "
+        "`fetched` = pages requested (due, new or lastmod moved); `emb` = chunks pagesync embedded; "
+        "`reused` = chunks written with a vector reused (stored for the same text, or embedded earlier in the pass); "
+        "`page-level` = chunks of the pages whose extracted text really changed (ground truth from the fresh "
+        "index: the least a page-granular re-embed can do); `chunk-level` = chunks whose text is new; "
+        "`full` = chunks of a full re-embed; `inc==fresh` = export comparison.\n"
+    )
+    L.append(
+        "| day | commit | pages | md | html +/~/- | fetched | 304 | unchanged | changed | added | removed | failed "
+        "| emb | reused | page-level | chunk-level | full | s | inc==fresh |"
+    )
     L.append("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     tot = {"emb": 0, "reused": 0, "page": 0, "chunk": 0, "full": 0}
     for r in recs:
         i = r["inc"]
         eq = "yes" if r["equal"] else f"no: {r['diff_lag']} lag, {r['diff_bug']} bug"
-        L.append(f"| {r['day']} | {r['commit'][:8]} | {r['pages']} | {r['md_files_changed']} | "
-                 f"{r['html_added']}/{r['html_rewritten']}/{r['html_deleted']} | {i['pages_fetched']} | "
-                 f"{i['pages_not_modified']} | {i['pages_unchanged']} | {i['pages_changed']} | {i['pages_added']} | "
-                 f"{i['pages_removed']} | {i['pages_failed']} | {i['chunks_embedded']} | {i.get('chunks_reused', 0)} | "
-                 f"{r['page_level_chunks']} | "
-                 f"{r['chunk_level_chunks']} | {r['full_reembed_chunks']} | {i['seconds']:.1f} | {eq} |")
+        L.append(
+            f"| {r['day']} | {r['commit'][:8]} | {r['pages']} | {r['md_files_changed']} | "
+            f"{r['html_added']}/{r['html_rewritten']}/{r['html_deleted']} | {i['pages_fetched']} | "
+            f"{i['pages_not_modified']} | {i['pages_unchanged']} | {i['pages_changed']} | {i['pages_added']} | "
+            f"{i['pages_removed']} | {i['pages_failed']} | {i['chunks_embedded']} | {i.get('chunks_reused', 0)} | "
+            f"{r['page_level_chunks']} | "
+            f"{r['chunk_level_chunks']} | {r['full_reembed_chunks']} | {i['seconds']:.1f} | {eq} |"
+        )
         if r is not first:
             tot["emb"] += i["chunks_embedded"]
             tot["reused"] += i.get("chunks_reused", 0)
             tot["page"] += r["page_level_chunks"]
             tot["chunk"] += r["chunk_level_chunks"]
             tot["full"] += r["full_reembed_chunks"]
-    L.append(f"\nDays 2..{len(recs)}: pagesync embedded **{tot['emb']}** chunks (and reused {tot['reused']}); "
-             f"page-level ground truth "
-             f"{tot['page']}; chunk-level {tot['chunk']}; daily full re-embeds would have been {tot['full']} "
-             f"({tot['full'] / max(tot['emb'], 1):.0f}x).\n")
+    L.append(
+        f"\nDays 2..{len(recs)}: pagesync embedded **{tot['emb']}** chunks (and reused {tot['reused']}); "
+        f"page-level ground truth "
+        f"{tot['page']}; chunk-level {tot['chunk']}; daily full re-embeds would have been {tot['full']} "
+        f"({tot['full'] / max(tot['emb'], 1):.0f}x).\n"
+    )
     L.append("## End checks\n")
     L.append("| check | fetched | 304 | unchanged | changed | emb | written | bytes | expectation | ok |")
     L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     live = recs[-1]["pages"]
 
     def row(f: dict, label: str, expect: str, ok: bool | None) -> None:
-        L.append(f"| {label} | {f['pages_fetched']} | {f['pages_not_modified']} | {f['pages_unchanged']} | "
-                 f"{f['pages_changed']} | {f['chunks_embedded']} | {f['chunks_written']} | {f['bytes_downloaded']} | "
-                 f"{expect} | {'-' if ok is None else 'yes' if ok else '**NO**'} |")
+        L.append(
+            f"| {label} | {f['pages_fetched']} | {f['pages_not_modified']} | {f['pages_unchanged']} | "
+            f"{f['pages_changed']} | {f['chunks_embedded']} | {f['chunks_written']} | {f['bytes_downloaded']} | "
+            f"{expect} | {'-' if ok is None else 'yes' if ok else '**NO**'} |"
+        )
 
     if "end-full-catchup" in finals:
         f = finals["end-full-catchup"]
         caught = ", ".join(f"{c['url'].split('/', 3)[-1]} ({c.get('chunks', '?')})" for c in f.get("changes", []))
         row(f, "`--full` catch-up", f"re-reads all; changes = pages that lagged: {caught or 'none'}", None)
     f = finals["end-full-nochange"]
-    row(f, "`--full`, nothing changed", f"all {live} pages 304, 0 embedded",
-        f["pages_not_modified"] == live and f["chunks_embedded"] == 0 and f["chunks_written"] == 0)
+    row(
+        f,
+        "`--full`, nothing changed",
+        f"all {live} pages 304, 0 embedded",
+        f["pages_not_modified"] == live and f["chunks_embedded"] == 0 and f["chunks_written"] == 0,
+    )
     f = finals["end-nav-only"]
-    row(f, "nav/footer of every page changed, `--full`",
+    row(
+        f,
+        "nav/footer of every page changed, `--full`",
         f"{f['html_rewritten']} files rewritten: all 200 + unchanged, 0 embedded",
-        f["pages_unchanged"] == live and f["chunks_embedded"] == 0 and f["chunks_written"] == 0)
+        f["pages_unchanged"] == live and f["chunks_embedded"] == 0 and f["chunks_written"] == 0,
+    )
     bad = [c for c in f.get("changes", []) if c["action"] != "unchanged"]
     if bad:
-        L.append("\nPages the nav-only change re-embedded: " + ", ".join(
-            f"`{c['url'].split('/', 3)[-1]}` ({c['action']}, {c.get('chunks', '?')} chunks)" for c in bad) + ".")
-    L.append(f"\nAfter the nav-only pass, incremental == fresh: {'yes' if f['equal'] else 'no'}"
-             f" ({f['diff_bug']} bug, {f['diff_lag']} lag).\n")
+        L.append(
+            "\nPages the nav-only change re-embedded: "
+            + ", ".join(f"`{c['url'].split('/', 3)[-1]}` ({c['action']}, {c.get('chunks', '?')} chunks)" for c in bad)
+            + "."
+        )
+    L.append(
+        f"\nAfter the nav-only pass, incremental == fresh: {'yes' if f['equal'] else 'no'}"
+        f" ({f['diff_bug']} bug, {f['diff_lag']} lag).\n"
+    )
     L.append("## Differences between incremental and fresh\n")
     if not raw["bugs"] and not raw["lags"]:
         L.append("None: every day, the incremental collection equalled a fresh index of the same site.\n")
     if raw["lags"]:
-        L.append(f"{len(raw['lags'])} page-days of **lag** (not bugs): the page's text changed without its sitemap "
-                 "lastmod moving (its markdown was untouched; the change came from an included code sample or "
-                 "from extraction picking up changed boilerplate), so pagesync, trusting lastmod, kept the text it "
-                 "read on its last visit until the page fell due.\n")
+        L.append(
+            f"{len(raw['lags'])} page-days of **lag** (not bugs): the page's text changed without its sitemap "
+            "lastmod moving (its markdown was untouched; the change came from an included code sample or "
+            "from extraction picking up changed boilerplate), so pagesync, trusting lastmod, kept the text it "
+            "read on its last visit until the page fell due.\n"
+        )
         L.append("| day | url | last visited | due | html last written | lastmod last moved |")
         L.append("|---|---|---|---|---|---|")
         for x in raw["lags"][:40]:
-            L.append(f"| {x['day']} | {x['url'].split('/', 3)[-1]} | {x['last_fetched_day']} | {x['due_at']} | "
-                     f"{x['html_last_written']} | {x['lastmod_last_moved']} |")
+            L.append(
+                f"| {x['day']} | {x['url'].split('/', 3)[-1]} | {x['last_fetched_day']} | {x['due_at']} | "
+                f"{x['html_last_written']} | {x['lastmod_last_moved']} |"
+            )
         if len(raw["lags"]) > 40:
             L.append(f"| ... | {len(raw['lags']) - 40} more in the JSON | | | | |")
         L.append("")
     if raw["bugs"]:
         L.append(f"**{len(raw['bugs'])} page-days where incremental != fresh with no lag to explain it (bugs):**\n")
         for x in raw["bugs"][:30]:
-            L.append(f"- {x['day']} `{x['url']}`: {'; '.join(x['differences'])}"
-                     f"{' ...' if x['n_differences'] > len(x['differences']) else ''} "
-                     f"(state: {x['state']}, last visited {x['last_fetched_day']})")
+            L.append(
+                f"- {x['day']} `{x['url']}`: {'; '.join(x['differences'])}"
+                f"{' ...' if x['n_differences'] > len(x['differences']) else ''} "
+                f"(state: {x['state']}, last visited {x['last_fetched_day']})"
+            )
         L.append("")
     L.append("Raw figures: `" + Path(raw["args"]["out"]).with_suffix(".json").name + "` beside this file.\n")
     return "\n".join(L) + "\n"

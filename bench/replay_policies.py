@@ -97,14 +97,23 @@ class TrackingRenderer(Renderer):
         text = _JINJA.sub("", self.expand(commit, raw.decode("utf-8", "replace")))
         self.deps[src] = self._seen
         m = _H1.search(text)
-        rel = src[len(self.docs_dir) + 1:]
+        rel = src[len(self.docs_dir) + 1 :]
         title = re.sub(r"[*`]", "", m.group(1).strip()) if m else Path(rel).stem.replace("-", " ").title()
         return Page(src, page_url(rel), title, text)
 
 
 def _commits(git: Git, rev: str, start: datetime, end: datetime, paths: list[str]) -> list[tuple[str, int]]:
-    out = git("rev-list", "--first-parent", "--reverse", "--format=%ct", f"--since={start.isoformat()}",
-              f"--until={end.isoformat()}", rev, "--", *paths).split("\n")
+    out = git(
+        "rev-list",
+        "--first-parent",
+        "--reverse",
+        "--format=%ct",
+        f"--since={start.isoformat()}",
+        f"--until={end.isoformat()}",
+        rev,
+        "--",
+        *paths,
+    ).split("\n")
     commits, sha = [], None
     for line in out:
         if line.startswith("commit "):
@@ -134,9 +143,18 @@ def build_history(git: Git, rev: str, docs_dir: str, start: datetime, days: floa
     pages = {src: p for src in md_files(base) if (p := renderer.page(base, src)) is not None}
     lastmod = _initial_lastmods(git, base, docs_dir, set(pages), start)
     html = renderer.render_site(list(pages.values()), "")
-    events = [SiteEvent(0.0, "set", url, "static", html=h, new_page=True,
-                        lastmod={GIT_LASTMOD: lastmod[_src_of(pages, url)], SAME_LASTMOD: 0.0})
-              for url, h in html.items()]
+    events = [
+        SiteEvent(
+            0.0,
+            "set",
+            url,
+            "static",
+            html=h,
+            new_page=True,
+            lastmod={GIT_LASTMOD: lastmod[_src_of(pages, url)], SAME_LASTMOD: 0.0},
+        )
+        for url, h in html.items()
+    ]
     prev, md_edits = base, 0
     for sha, ct in commits:
         t = ct - start.timestamp()
@@ -164,9 +182,15 @@ def build_history(git: Git, rev: str, docs_dir: str, start: datetime, days: floa
             if html.get(url) != h or url_src[url] in touched & changed:
                 events.append(SiteEvent(t, "set", url, "static", html=h, new_page=url not in html, lastmod=lm))
         html = new_html
-    facts = {"base_commit": base, "commits": len(commits), "md_edits": md_edits,
-             "first_commit": commits[0][0] if commits else None, "last_commit": commits[-1][0] if commits else None,
-             "initial_pages": sum(1 for e in events if e.t == 0), "final_pages": len(html)}
+    facts = {
+        "base_commit": base,
+        "commits": len(commits),
+        "md_edits": md_edits,
+        "first_commit": commits[0][0] if commits else None,
+        "last_commit": commits[-1][0] if commits else None,
+        "initial_pages": sum(1 for e in events if e.t == 0),
+        "final_pages": len(html),
+    }
     return events, facts
 
 
@@ -233,8 +257,7 @@ def load_timeline(args: argparse.Namespace, pool: ProcessPoolExecutor) -> tuple[
     fr.log(f"history: {facts['commits']} commits, {len(events)} site events ({time.monotonic() - t0:.0f} s); hashing")
     events = fr.hash_timeline(events, pool)
     events, sizes, rates = classify(events, args.days * D)
-    facts.update(classes=sizes, text_changes=_text_changes(events), events=len(events),
-                 build_s=time.monotonic() - t0)
+    facts.update(classes=sizes, text_changes=_text_changes(events), events=len(events), build_s=time.monotonic() - t0)
     out = (Timeline(events, rates), facts)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_bytes(pickle.dumps(out))
@@ -260,30 +283,41 @@ def verdicts(results: list[dict]) -> list[str]:
         hd, night, crhd = by["hd"], by["nightly"], by.get("cr@hd")
         ratio = (crhd["stale_share"] / hd["stale_share"] if hd["stale_share"] else math.inf) if crhd else None
         if crhd:
-            out.append(f"- **{sc}, vs halve-double at its budget**: change-rate {crhd['freshness']:.4f} fresh "
-                       f"(stale {crhd['stale_share']:.4f}) with {crhd['page_requests']:,} requests; halve-double "
-                       f"{hd['freshness']:.4f} (stale {hd['stale_share']:.4f}) with {hd['page_requests']:,}: stale share "
-                       f"ratio {ratio:.2f}, {'BEATS' if ratio < 1 else 'DOES NOT BEAT'} it"
-                       f"{' (stale-share goal <= 0.5: met)' if ratio <= 0.5 else ' (stale-share goal <= 0.5: missed)'}.")
-        cheaper = [r for k, r in by.items() if k.startswith("cr") and r["freshness"] >= hd["freshness"]
-                   and r["page_requests"] < hd["page_requests"]]
+            out.append(
+                f"- **{sc}, vs halve-double at its budget**: change-rate {crhd['freshness']:.4f} fresh "
+                f"(stale {crhd['stale_share']:.4f}) with {crhd['page_requests']:,} requests; halve-double "
+                f"{hd['freshness']:.4f} (stale {hd['stale_share']:.4f}) with {hd['page_requests']:,}: stale share "
+                f"ratio {ratio:.2f}, {'BEATS' if ratio < 1 else 'DOES NOT BEAT'} it"
+                f"{' (stale-share goal <= 0.5: met)' if ratio <= 0.5 else ' (stale-share goal <= 0.5: missed)'}."
+            )
+        cheaper = [
+            r
+            for k, r in by.items()
+            if k.startswith("cr") and r["freshness"] >= hd["freshness"] and r["page_requests"] < hd["page_requests"]
+        ]
         if cheaper:
             c = min(cheaper, key=lambda r: r["page_requests"])
-            out.append(f"- **{sc}, vs halve-double on requests**: the cheapest change-rate run at least as fresh, "
-                       f"{c['strategy']['label']}, {c['freshness']:.4f} with {c['page_requests']:,} requests "
-                       f"({c['page_requests'] / hd['page_requests']:.0%} of halve-double's): BEATS it.")
+            out.append(
+                f"- **{sc}, vs halve-double on requests**: the cheapest change-rate run at least as fresh, "
+                f"{c['strategy']['label']}, {c['freshness']:.4f} with {c['page_requests']:,} requests "
+                f"({c['page_requests'] / hd['page_requests']:.0%} of halve-double's): BEATS it."
+            )
         fresher = [r for k, r in by.items() if k.startswith("cr") and r["freshness"] >= night["freshness"]]
         if fresher:
             c = min(fresher, key=lambda r: r["page_requests"])
             share = c["page_requests"] / night["page_requests"]
-            out.append(f"- **{sc}, vs the nightly full recrawl**: nightly {night['freshness']:.4f} fresh with "
-                       f"{night['page_requests']:,} requests; the cheapest change-rate run at least as fresh, "
-                       f"{c['strategy']['label']}, {c['freshness']:.4f} with {c['page_requests']:,} "
-                       f"({share:.1%} of nightly): BEATS it (tenth-of-nightly goal <= 10%: "
-                       f"{'met' if share <= 0.1 else 'missed'}).")
+            out.append(
+                f"- **{sc}, vs the nightly full recrawl**: nightly {night['freshness']:.4f} fresh with "
+                f"{night['page_requests']:,} requests; the cheapest change-rate run at least as fresh, "
+                f"{c['strategy']['label']}, {c['freshness']:.4f} with {c['page_requests']:,} "
+                f"({share:.1%} of nightly): BEATS it (tenth-of-nightly goal <= 10%: "
+                f"{'met' if share <= 0.1 else 'missed'})."
+            )
         else:
-            out.append(f"- **{sc}, vs the nightly full recrawl**: no change-rate run reached its freshness "
-                       f"{night['freshness']:.4f}: DOES NOT BEAT it.")
+            out.append(
+                f"- **{sc}, vs the nightly full recrawl**: no change-rate run reached its freshness "
+                f"{night['freshness']:.4f}: DOES NOT BEAT it."
+            )
     return out
 
 
@@ -299,11 +333,13 @@ def deploy_verdicts(results: list[dict]) -> list[str]:
         if dep is None or night is None:
             continue
         ratio = dep["stale_share"] / night["stale_share"] if night["stale_share"] else math.inf
-        line = (f"- **{sc}, deploys vs the nightly full sync**: stale {dep['stale_share']:.4f} with "
-                f"{dep['page_requests']:,} requests against {night['stale_share']:.4f} with "
-                f"{night['page_requests']:,}: stale share ratio {ratio:.2f} ("
-                f"{'at most half: met' if ratio <= 0.5 else 'at most half: missed'}), "
-                f"{dep['page_requests'] / night['page_requests']:.1%} of its requests")
+        line = (
+            f"- **{sc}, deploys vs the nightly full sync**: stale {dep['stale_share']:.4f} with "
+            f"{dep['page_requests']:,} requests against {night['stale_share']:.4f} with "
+            f"{night['page_requests']:,}: stale share ratio {ratio:.2f} ("
+            f"{'at most half: met' if ratio <= 0.5 else 'at most half: missed'}), "
+            f"{dep['page_requests'] / night['page_requests']:.1%} of its requests"
+        )
         for key, name in (("hd", "halve-double"), ("dep-full", "every page after each deploy")):
             if key in by:
                 r = by[key]
@@ -379,11 +415,18 @@ def main(argv: list[str] | None = None) -> int:
         fr.log(f"timeline: {facts['events']} events, {facts['text_changes']} text changes, classes {facts['classes']}")
         campaign = fr.Campaign(pool, timeline, args)
         results = campaign.run()
-    data = {"facts": facts, "start": args.start, "days": args.days, "pass_hours": args.pass_hours,
-            "n_passes": campaign.n_passes, "jobs": args.jobs, "wall_s": time.monotonic() - started,
-            "results": results,
-            # reference runs taken from --refs-from (the verdicts need them), not re-run here
-            "references": [r for r in campaign.refs.values() if r and r not in results]}
+    data = {
+        "facts": facts,
+        "start": args.start,
+        "days": args.days,
+        "pass_hours": args.pass_hours,
+        "n_passes": campaign.n_passes,
+        "jobs": args.jobs,
+        "wall_s": time.monotonic() - started,
+        "results": results,
+        # reference runs taken from --refs-from (the verdicts need them), not re-run here
+        "references": [r for r in campaign.refs.values() if r and r not in results],
+    }
     write_markdown(data, command, args.out)
     args.out.with_suffix(".json").write_text(json.dumps(data, indent=1))
     fr.write_plot(data, args.plot, SCENARIOS, title="(FastAPI history)")

@@ -65,17 +65,26 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("How do I restrict an option to a fixed set of values?", "question", ("/parameter-types/",)),
         ("How do I enable shell completion for bash?", "question", ("/shell-completion/",)),
         ("How do I test a Click command and check its output?", "question", ("/testing/",)),
-        ("How can an option take its value from an environment variable?", "question",
-         ("/options/", "/commands-and-groups/")),
+        (
+            "How can an option take its value from an environment variable?",
+            "question",
+            ("/options/", "/commands-and-groups/"),
+        ),
         ("How do I ask the user for a password?", "question", ("/option-decorators/", "/prompts/")),
         ("How do I add a --version option to my command?", "question", ("/option-decorators/",)),
-        ("How do I ask the user to confirm before a dangerous action?", "question",
-         ("/prompts/", "/option-decorators/")),
+        (
+            "How do I ask the user to confirm before a dangerous action?",
+            "question",
+            ("/prompts/", "/option-decorators/"),
+        ),
         ("How do I make a boolean flag with an on and an off switch?", "question", ("/options/",)),
         ("How do I accept a file as a command line argument?", "question", ("/handling-files/", "/arguments/")),
         ("How do I put several commands under one group?", "question", ("/commands-and-groups/",)),
-        ("How do I pass an object from a group to its subcommands?", "question",
-         ("/commands-and-groups/", "/commands/", "/complex/")),
+        (
+            "How do I pass an object from a group to its subcommands?",
+            "question",
+            ("/commands-and-groups/", "/commands/", "/complex/"),
+        ),
         ("How do I chain several subcommands in one invocation?", "question", ("/commands/",)),
         ("How do I show the default values in the help page?", "question", ("/documentation/",)),
         ("How do I print colored text to the terminal?", "question", ("/utils/",)),
@@ -83,13 +92,19 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("How do I open the user's text editor from my program?", "question", ("/utils/",)),
         ("How do I load subcommands lazily to start faster?", "question", ("/complex/", "/commands-and-groups/")),
         ("How do I validate a parameter's value in a callback?", "question", ("/advanced/",)),
-        ("What exit code does Click return on a usage error?", "question",
-         ("/exceptions/", "/command-line-reference/")),
+        (
+            "What exit code does Click return on a usage error?",
+            "question",
+            ("/exceptions/", "/command-line-reference/"),
+        ),
         ("How do I accept only integers within a range?", "question", ("/parameter-types/",)),
         ("How do I let an option be given several times?", "question", ("/options/",)),
         ("How do I count how often a flag is given, like -vvv?", "question", ("/options/",)),
-        ("How do I install my Click script as a command with an entry point?", "question",
-         ("/entry-points/", "/quickstart/")),
+        (
+            "How do I install my Click script as a command with an entry point?",
+            "question",
+            ("/entry-points/", "/quickstart/"),
+        ),
         ("How do I write my own parameter type?", "question", ("/parameter-types/",)),
         ("How do I run a test inside a temporary directory?", "question", ("/testing/",)),
         ("How do I define aliases for commands?", "question", ("/extending-click/",)),
@@ -114,21 +129,36 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
     "pagesync": [
         # (/commands/search/ is not asked for: the default excludes' `*/search/` keeps it out of the index.)
         ("How do I see which pages are tracked and when they are due?", "question", ("/commands/status/",)),
-        ("How do I switch to another embedding model without downtime?", "question",
-         ("/tasks/change-model/", "/commands/reindex/")),
-        ("How do I move the embedded collection to a Qdrant server?", "question",
-         ("/commands/export/", "/commands/import/", "/concepts/stores/", "/tasks/frameworks/")),
+        (
+            "How do I switch to another embedding model without downtime?",
+            "question",
+            ("/tasks/change-model/", "/commands/reindex/"),
+        ),
+        (
+            "How do I move the embedded collection to a Qdrant server?",
+            "question",
+            ("/commands/export/", "/commands/import/", "/concepts/stores/", "/tasks/frameworks/"),
+        ),
         ("How do I run a sync every night in CI?", "question", ("/tasks/nightly-ci/",)),
         ("How do I read the collection from LangChain?", "question", ("/tasks/frameworks/", "/tasks/read-api/")),
-        ("How do I repair a collection that no longer matches the site?", "question",
-         ("/tasks/audit-and-repair/", "/commands/audit/")),
+        (
+            "How do I repair a collection that no longer matches the site?",
+            "question",
+            ("/tasks/audit-and-repair/", "/commands/audit/"),
+        ),
         ("How are vectors reused when only part of a page changes?", "question", ("/concepts/reuse/",)),
         ("How does pagesync decide when to visit a page again?", "question", ("/concepts/scheduling/",)),
         ("How do I index a site that has no sitemap?", "question", ("/concepts/crawling/",)),
-        ("How do I index only the main content element of each page?", "question",
-         ("/concepts/extraction/", "/concepts/sites/")),
-        ("How do I send an authorization header to a private docs site?", "question",
-         ("/concepts/sites/", "/commands/run/")),
+        (
+            "How do I index only the main content element of each page?",
+            "question",
+            ("/concepts/extraction/", "/concepts/sites/"),
+        ),
+        (
+            "How do I send an authorization header to a private docs site?",
+            "question",
+            ("/concepts/sites/", "/commands/run/"),
+        ),
         ("What fields does the run report have?", "question", ("/report/",)),
         ("How do I use an OpenAI embedding model?", "question", ("/concepts/embedders/",)),
         ("What happens if a pass is killed halfway?", "question", ("/concepts/write-order/", "/concepts/pass/")),
@@ -145,21 +175,34 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
     "fastapi": [
         ("How do I declare a request body with a Pydantic model?", "question", ("/tutorial/body/",)),
         ("How do I read query parameters with default values?", "question", ("/tutorial/query-params/",)),
-        ("How do I validate that a query string is at most 50 characters long?", "question",
-         ("/tutorial/query-params-str-validations/",)),
+        (
+            "How do I validate that a query string is at most 50 characters long?",
+            "question",
+            ("/tutorial/query-params-str-validations/",),
+        ),
         ("How do I make a path parameter accept only a fixed set of values?", "question", ("/tutorial/path-params/",)),
-        ("How do I return a 201 status code when an item is created?", "question", ("/tutorial/response-status-code/",)),
+        (
+            "How do I return a 201 status code when an item is created?",
+            "question",
+            ("/tutorial/response-status-code/",),
+        ),
         ("How do I return a 404 error with a message?", "question", ("/tutorial/handling-errors/",)),
         ("How do I upload a file?", "question", ("/tutorial/request-files/",)),
         ("How do I receive form fields instead of JSON?", "question", ("/tutorial/request-forms/",)),
         ("How do I let a frontend on another domain call my API?", "question", ("/tutorial/cors/",)),
         ("How do I run a task after returning the response?", "question", ("/tutorial/background-tasks/",)),
         ("How do I split my application into multiple files?", "question", ("/tutorial/bigger-applications/",)),
-        ("How do I open a database session per request and close it afterwards?", "question",
-         ("/tutorial/dependencies/dependencies-with-yield/", "/tutorial/sql-databases/")),
+        (
+            "How do I open a database session per request and close it afterwards?",
+            "question",
+            ("/tutorial/dependencies/dependencies-with-yield/", "/tutorial/sql-databases/"),
+        ),
         ("How do I test my FastAPI app?", "question", ("/tutorial/testing/",)),
-        ("How do I keep the password out of the data my endpoint returns?", "question",
-         ("/tutorial/response-model/", "/tutorial/extra-models/")),
+        (
+            "How do I keep the password out of the data my endpoint returns?",
+            "question",
+            ("/tutorial/response-model/", "/tutorial/extra-models/"),
+        ),
         ("How do I hash passwords and issue JWT tokens?", "question", ("/tutorial/security/oauth2-jwt/",)),
         ("How do I get the current user from the token?", "question", ("/tutorial/security/get-current-user/",)),
         ("How do I serve static files like images and CSS?", "question", ("/tutorial/static-files/",)),
@@ -208,8 +251,7 @@ def build_click(git_dir: Path, sphinx_build: str, out: Path) -> Path:
     src.mkdir(parents=True)
     archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "HEAD"], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    subprocess.run([sphinx_build, "-q", "-b", "dirhtml", str(src / "docs"), str(out)], check=True,
-                   capture_output=True)
+    subprocess.run([sphinx_build, "-q", "-b", "dirhtml", str(src / "docs"), str(out)], check=True, capture_output=True)
     return out
 
 
@@ -234,14 +276,20 @@ def load_fastapi(git_dir: Path, commit: str = FASTAPI_COMMIT):
         path = os.path.normpath(os.path.join("docs/en", m["path"]))  # mkdocs.yml's directory
         lines = (git.blob(commit, path) or b"").decode("utf-8", "replace").splitlines()
         if m["ln"]:
-            spans = [tuple(int(x) for x in span.split(":")) if ":" in span else (int(span),) * 2
-                     for span in m["ln"].split(",")]
-            lines = [ln for a, b in spans for ln in lines[a - 1:b]]
+            spans = [
+                tuple(int(x) for x in span.split(":")) if ":" in span else (int(span),) * 2
+                for span in m["ln"].split(",")
+            ]
+            lines = [ln for a, b in spans for ln in lines[a - 1 : b]]
         return "```python\n" + "\n".join(lines) + "\n```"
 
     try:
         renderer = Renderer(git, "docs/en/docs")
-        pages = [pg for pg in renderer.pages(commit, [], None) if not pg.src.rsplit("/", 1)[-1].startswith(("_", "translation-banner"))]
+        pages = [
+            pg
+            for pg in renderer.pages(commit, [], None)
+            if not pg.src.rsplit("/", 1)[-1].startswith(("_", "translation-banner"))
+        ]
         for pg in pages:
             pg.markdown = _EXAMPLE.sub(code, pg.markdown)
         html = renderer.render_site(pages, "")
@@ -255,8 +303,12 @@ def load_fastapi(git_dir: Path, commit: str = FASTAPI_COMMIT):
 
 def build_mkdocs(out: Path) -> Path:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
-    subprocess.run([mkdocs, "build", "-q", "-f", str(REPO / "mkdocs.yml"), "-d", str(out)], check=True,
-                   capture_output=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    subprocess.run(
+        [mkdocs, "build", "-q", "-f", str(REPO / "mkdocs.yml"), "-d", str(out)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     return out
 
 
@@ -292,10 +344,13 @@ def sync_site(site, work: Path, splitter: Any, embedder: Any) -> dict[str, Any]:
         store = EdgeStore(work / "qdrant", "pages")
         try:
             with StateDB(work / "state.db") as st:
+
                 async def go():
                     async with make_client(timeout=30) as client:
-                        return await arun_pass(cfg, fetcher=Fetcher(client), store=store, state=st,
-                                               embedder=embedder, splitter=splitter)
+                        return await arun_pass(
+                            cfg, fetcher=Fetcher(client), store=store, state=st, embedder=embedder, splitter=splitter
+                        )
+
                 report = asyncio.run(go())
         finally:
             store.close()
@@ -309,8 +364,9 @@ def score(ranked_urls: list[str], answers: tuple[str, ...], base: str) -> int | 
     return next((i for i, u in enumerate(ranked_urls, 1) if u in wanted), None)
 
 
-def evaluate(work: Path, base: str, questions: list[tuple[str, str, tuple[str, ...]]], embedder: Any,
-             modes: tuple[str, ...]) -> dict[str, Any]:
+def evaluate(
+    work: Path, base: str, questions: list[tuple[str, str, tuple[str, ...]]], embedder: Any, modes: tuple[str, ...]
+) -> dict[str, Any]:
     from sync.commands.read import open_collection
     from sync.edges.keywords import query_vector
 
@@ -320,24 +376,32 @@ def evaluate(work: Path, base: str, questions: list[tuple[str, str, tuple[str, .
             rows = []
             for query, kind, answers in questions:
                 if mode == FUSED:  # the store's fusion as it comes, without the search's page lift
-                    found = coll.store.search(embedder.embed([query])[0], limit=10, keywords=query_vector(query),
-                                              mode="hybrid")
+                    found = coll.store.search(
+                        embedder.embed([query])[0], limit=10, keywords=query_vector(query), mode="hybrid"
+                    )
                     urls = [str(p.get("url", "")) for _, p in found]
                 else:
                     urls = [h.url for h in coll.search(query, limit=10, mode=mode)]
                 rank = score(urls, answers, base)
-                rows.append({"query": query, "kind": kind, "rank": rank, "top": urls[0][len(base):] if urls else None})
-            out[mode] = {"all": metrics(rows), "question": metrics([r for r in rows if r["kind"] == "question"]),
-                         "identifier": metrics([r for r in rows if r["kind"] == "identifier"]), "rows": rows}
+                rows.append({"query": query, "kind": kind, "rank": rank, "top": urls[0][len(base) :] if urls else None})
+            out[mode] = {
+                "all": metrics(rows),
+                "question": metrics([r for r in rows if r["kind"] == "question"]),
+                "identifier": metrics([r for r in rows if r["kind"] == "identifier"]),
+                "rows": rows,
+            }
     return out
 
 
 def metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     n = max(1, len(rows))
     ranks = [r["rank"] for r in rows]
-    return {"n": len(rows), "hit@1": sum(r == 1 for r in ranks) / n,
-            "hit@5": sum(r is not None and r <= 5 for r in ranks) / n,
-            "mrr@10": sum(1 / r for r in ranks if r is not None and r <= 10) / n}
+    return {
+        "n": len(rows),
+        "hit@1": sum(r == 1 for r in ranks) / n,
+        "hit@5": sum(r is not None and r <= 5 for r in ranks) / n,
+        "mrr@10": sum(1 / r for r in ranks if r is not None and r <= 10) / n,
+    }
 
 
 # ------------------------------------------------------------------------------ first-pass cost
@@ -363,12 +427,26 @@ def first_pass(site, work: Path, keywords: bool) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     with SiteServer(site) as server:
-        args = ["run", "--sitemap", server.url("/sitemap.xml"), "--qdrant-path", str(work / "qdrant"),
-                "--state", str(work / "state.db"), "--report", str(work / "report.json"), "--allow-host",
-                server.base_url.split("://", 1)[1]]
+        args = [
+            "run",
+            "--sitemap",
+            server.url("/sitemap.xml"),
+            "--qdrant-path",
+            str(work / "qdrant"),
+            "--state",
+            str(work / "state.db"),
+            "--report",
+            str(work / "report.json"),
+            "--allow-host",
+            server.base_url.split("://", 1)[1],
+        ]
         env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(work / "cost.json"), "1" if keywords else "0", *args],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(work / "cost.json"), "1" if keywords else "0", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
         raise SystemExit(f"pagesync run failed ({proc.returncode}): {proc.stderr[-2000:]}")
     cost = json.loads((work / "cost.json").read_text())
@@ -395,26 +473,37 @@ def splitters(embedder: Any) -> list[tuple[str, Any]]:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = ["# Retrieval quality per search mode and chunking", "",
-             f"Measured {result['date']} by `bench/retrieval.py` (the bundled all-MiniLM-L6-v2, the embedded store, "
-             "chunk hits ranked by `Collection.search`, a question answered at the first hit on one of its pages).", "",
-             "| site | chunking | mode | queries | hit@1 | hit@5 | MRR@10 | questions hit@1 | identifiers hit@1 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Retrieval quality per search mode and chunking",
+        "",
+        f"Measured {result['date']} by `bench/retrieval.py` (the bundled all-MiniLM-L6-v2, the embedded store, "
+        "chunk hits ranked by `Collection.search`, a question answered at the first hit on one of its pages).",
+        "",
+        "| site | chunking | mode | queries | hit@1 | hit@5 | MRR@10 | questions hit@1 | identifiers hit@1 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for site, by_chunking in result["sites"].items():
         for chunking, res in by_chunking["chunkings"].items():
             for mode, m in res["modes"].items():
                 a, q, i = m["all"], m["question"], m["identifier"]
-                lines.append(f"| {site} ({res['chunks']} chunks) | {chunking} | {mode} | {a['n']} | {a['hit@1']:.0%} | "
-                             f"{a['hit@5']:.0%} | {a['mrr@10']:.3f} | {q['hit@1']:.0%} | {i['hit@1']:.0%} |")
+                lines.append(
+                    f"| {site} ({res['chunks']} chunks) | {chunking} | {mode} | {a['n']} | {a['hit@1']:.0%} | "
+                    f"{a['hit@5']:.0%} | {a['mrr@10']:.3f} | {q['hit@1']:.0%} | {i['hit@1']:.0%} |"
+                )
     c = result.get("first_pass")
     if c:
         w, wo = c["with"], c["without"]
-        lines += ["", f"## A first pass with keyword vectors against one without (Click, fresh processes, the fastest "
-                  f"of {len(c['rounds']['with'])} rounds each, alternating; peak RSS the largest)", "",
-                  "| | seconds | peak RSS MB | chunks |", "|---|---|---|---|",
-                  f"| with keyword vectors | {w['seconds']:.1f} | {w['hwm_mb']:.0f} | {w['chunks_written']} |",
-                  f"| without | {wo['seconds']:.1f} | {wo['hwm_mb']:.0f} | {wo['chunks_written']} |",
-                  f"| ratio | {c['time_ratio']:.3f} | {c['memory_ratio']:.3f} | |"]
+        lines += [
+            "",
+            f"## A first pass with keyword vectors against one without (Click, fresh processes, the fastest "
+            f"of {len(c['rounds']['with'])} rounds each, alternating; peak RSS the largest)",
+            "",
+            "| | seconds | peak RSS MB | chunks |",
+            "|---|---|---|---|",
+            f"| with keyword vectors | {w['seconds']:.1f} | {w['hwm_mb']:.0f} | {w['chunks_written']} |",
+            f"| without | {wo['seconds']:.1f} | {wo['hwm_mb']:.0f} | {wo['chunks_written']} |",
+            f"| ratio | {c['time_ratio']:.3f} | {c['memory_ratio']:.3f} | |",
+        ]
     lines += ["", "## Misses (hybrid, default chunking): query, rank of the first right page, top hit", ""]
     for site, by_chunking in result["sites"].items():
         res = next(iter(by_chunking["chunkings"].values()))
@@ -428,15 +517,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--click-html", type=Path, help="Click's docs built already (sphinx dirhtml)")
     ap.add_argument("--click-git-dir", type=Path, default=CLICK_GIT)
-    ap.add_argument("--sphinx-build", help="to build Click's docs (default: the venv's, else PATH's)",
-                    default=shutil.which("sphinx-build", path=str(Path(sys.executable).parent))
-                    or shutil.which("sphinx-build"))
+    ap.add_argument(
+        "--sphinx-build",
+        help="to build Click's docs (default: the venv's, else PATH's)",
+        default=shutil.which("sphinx-build", path=str(Path(sys.executable).parent)) or shutil.which("sphinx-build"),
+    )
     ap.add_argument("--mkdocs-html", type=Path, help="this project's docs built already (mkdocs build)")
-    ap.add_argument("--fastapi-git-dir", type=Path, default=FASTAPI_GIT,
-                    help=f"a clone of FastAPI's repository (its docs at {FASTAPI_COMMIT[:12]})")
+    ap.add_argument(
+        "--fastapi-git-dir",
+        type=Path,
+        default=FASTAPI_GIT,
+        help=f"a clone of FastAPI's repository (its docs at {FASTAPI_COMMIT[:12]})",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "retrieval.md")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="first passes with and without keyword vectors, each (0: not measured)")
+    ap.add_argument(
+        "--rounds", type=int, default=2, help="first passes with and without keyword vectors, each (0: not measured)"
+    )
     args = ap.parse_args()
 
     from embedders import make_embedder
@@ -466,23 +562,30 @@ def main() -> int:
         for i, (label, splitter) in enumerate(splitters(embedder)):
             synced = sync_site(site, tmp / f"{name}-{i}", splitter, embedder)
             modes = MODES if i == 0 else ("dense",)
-            by["chunkings"][label] = {"chunks": synced["report"]["chunks_written"],
-                                      "modes": evaluate(tmp / f"{name}-{i}", synced["base"], QUESTIONS[name], embedder, modes)}
-            print(f"{name} {label}: " + ", ".join(f"{m} hit@1 {r['all']['hit@1']:.0%}"
-                                                 for m, r in by["chunkings"][label]["modes"].items()), flush=True)
+            by["chunkings"][label] = {
+                "chunks": synced["report"]["chunks_written"],
+                "modes": evaluate(tmp / f"{name}-{i}", synced["base"], QUESTIONS[name], embedder, modes),
+            }
+            print(
+                f"{name} {label}: "
+                + ", ".join(f"{m} hit@1 {r['all']['hit@1']:.0%}" for m, r in by["chunkings"][label]["modes"].items()),
+                flush=True,
+            )
         result["sites"][name] = by
     if args.rounds and "click" in sites:
         site = load_site(sites["click"])
         # Rounds alternate which goes first (a shared machine's load drifts); each side's fastest.
         rounds: dict[str, list[dict[str, Any]]] = {"with": [], "without": []}
         for r in range(args.rounds):
-            for k in (("without", "with") if r % 2 == 0 else ("with", "without")):
+            for k in ("without", "with") if r % 2 == 0 else ("with", "without"):
                 rounds[k].append(first_pass(site, tmp / f"cost-{k}", k == "with"))
         best = {k: min(v, key=lambda x: x["seconds"]) for k, v in rounds.items()}
-        result["first_pass"] = {**best, "rounds": rounds,
-                                "time_ratio": best["with"]["seconds"] / best["without"]["seconds"],
-                                "memory_ratio": (max(x["hwm_mb"] for x in rounds["with"])
-                                                 / max(x["hwm_mb"] for x in rounds["without"]))}
+        result["first_pass"] = {
+            **best,
+            "rounds": rounds,
+            "time_ratio": best["with"]["seconds"] / best["without"]["seconds"],
+            "memory_ratio": (max(x["hwm_mb"] for x in rounds["with"]) / max(x["hwm_mb"] for x in rounds["without"])),
+        }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(result))
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")

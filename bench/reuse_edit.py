@@ -48,9 +48,11 @@ def one_line_edit(markdown: str, n: int) -> str:
     m = re.search(r"^## Latest Changes\s*\n(?:.*\n)*?(### .*\n\s*\n)", markdown, re.M)
     if not m:
         raise SystemExit("no '## Latest Changes' subsection in the page")
-    line = (f"* 📝 Fix typo number {n} in the docs. PR [#9{n:04d}](https://github.com/fastapi/fastapi/pull/9{n:04d}) "
-            f"by [@someone](https://github.com/someone).\n")
-    return markdown[: m.end()] + line + markdown[m.end():]
+    line = (
+        f"* 📝 Fix typo number {n} in the docs. PR [#9{n:04d}](https://github.com/fastapi/fastapi/pull/9{n:04d}) "
+        f"by [@someone](https://github.com/someone).\n"
+    )
+    return markdown[: m.end()] + line + markdown[m.end() :]
 
 
 def main() -> int:
@@ -86,10 +88,14 @@ def main() -> int:
                     async with make_client(timeout=30) as client:
                         try:
                             t0, c0 = time.monotonic(), time.process_time()
-                            rep = await arun_pass(PassConfig(sitemaps=[server.url("/sitemap.xml")], now=now, full=True,
-                                                             **cfg),
-                                                  fetcher=Fetcher(client, respect_robots=False), store=store, state=st,
-                                                  embedder=emb, splitter=Splitter())
+                            rep = await arun_pass(
+                                PassConfig(sitemaps=[server.url("/sitemap.xml")], now=now, full=True, **cfg),
+                                fetcher=Fetcher(client, respect_robots=False),
+                                store=store,
+                                state=st,
+                                embedder=emb,
+                                splitter=Splitter(),
+                            )
                             return rep, time.monotonic() - t0, time.process_time() - c0
                         finally:
                             store.close()
@@ -100,8 +106,11 @@ def main() -> int:
             for label, markdown, cfg in (
                 ("initial index", original, {}),
                 ("one-line edit, vector reuse (new default)", one_line_edit(original, 1), {}),
-                ("another one-line edit, no reuse (before)", one_line_edit(one_line_edit(original, 1), 2),
-                 {"reuse_vectors": False}),
+                (
+                    "another one-line edit, no reuse (before)",
+                    one_line_edit(one_line_edit(original, 1), 2),
+                    {"reuse_vectors": False},
+                ),
             ):
                 if markdown is not original:
                     publish(markdown, 1.7e9 + len(rows) * 100)
@@ -109,8 +118,11 @@ def main() -> int:
                 rep, secs, cpu = asyncio.run(one_pass(t, **cfg))
                 assert rep.pages_failed == 0, rep.errors
                 rows.append((label, rep.chunks_written, rep.chunks_embedded, rep.chunks_reused, secs, cpu))
-                print(f"{label}: {rep.chunks_written} chunks written, {rep.chunks_embedded} embedded, "
-                      f"{rep.chunks_reused} reused, {secs:.1f} s, {cpu:.1f} s CPU", flush=True)
+                print(
+                    f"{label}: {rep.chunks_written} chunks written, {rep.chunks_embedded} embedded, "
+                    f"{rep.chunks_reused} reused, {secs:.1f} s, {cpu:.1f} s CPU",
+                    flush=True,
+                )
     finally:
         git.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -46,8 +46,10 @@ sys.path.insert(0, str(REPO / "bench"))
 from replay_docs_history import NGINX, Nginx  # noqa: E402
 
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
-WORDS = ("install configure deploy server client request response cache token index vector page sitemap "
-         "query filter payload collection shard embed chunk model batch retry timeout header status").split()
+WORDS = (
+    "install configure deploy server client request response cache token index vector page sitemap "
+    "query filter payload collection shard embed chunk model batch retry timeout header status"
+).split()
 
 # Runs one pagesync command in-process, then reports which heavy modules it loaded and
 # its peak RSS (VmHWM), so the figure is the command's own process.
@@ -83,11 +85,15 @@ def build_site(root: Path, pages: int, seed: int = 5) -> list[str]:
     nav = "".join(f'<li><a href="/s{i}/">Section {i}</a></li>' for i in range(20))
     for i in range(pages):
         path = f"/s{i % 200}/p-{i}.html"
-        paras = "".join("<p>" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 90))) + ".</p>"
-                        for _ in range(rng.randint(2, 5)))
-        html = (f"<!doctype html><html><head><title>Page {i}</title></head><body>"
-                f'<nav aria-label="Main"><ul>{nav}</ul></nav><main><article><h1>Page {i}</h1>{paras}'
-                f"</article></main><footer>© Example docs · Privacy · Terms</footer></body></html>\n")
+        paras = "".join(
+            "<p>" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(40, 90))) + ".</p>"
+            for _ in range(rng.randint(2, 5))
+        )
+        html = (
+            f"<!doctype html><html><head><title>Page {i}</title></head><body>"
+            f'<nav aria-label="Main"><ul>{nav}</ul></nav><main><article><h1>Page {i}</h1>{paras}'
+            f"</article></main><footer>© Example docs · Privacy · Terms</footer></body></html>\n"
+        )
         f = root / path.lstrip("/")
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(html)
@@ -101,8 +107,10 @@ def write_sitemap(root: Path, base: str, paths: list[str]) -> None:
     for p in paths:
         lm = (T0 - timedelta(days=rng.randint(1, 700), seconds=rng.randint(0, 86399))).strftime("%Y-%m-%dT%H:%M:%SZ")
         items.append(f"<url><loc>{base}{p}</loc><lastmod>{lm}</lastmod></url>")
-    (root / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
-                                      'schemas/sitemap/0.9">\n' + "\n".join(items) + "\n</urlset>\n")
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/'
+        'schemas/sitemap/0.9">\n' + "\n".join(items) + "\n</urlset>\n"
+    )
 
 
 def run_probe(script: str, args: list[str], env: dict) -> dict:
@@ -116,8 +124,21 @@ def run_probe(script: str, args: list[str], env: dict) -> dict:
 
 
 def pagesync_args(work: Path, sitemap: str, now: datetime, *extra: str) -> list[str]:
-    return ["run", "--sitemap", sitemap, "--state", str(work / "state.db"), "--qdrant-path", str(work / "qdrant"),
-            "--now", now.isoformat(), "--report", str(work / "report.json"), "--quiet", *extra]
+    return [
+        "run",
+        "--sitemap",
+        sitemap,
+        "--state",
+        str(work / "state.db"),
+        "--qdrant-path",
+        str(work / "qdrant"),
+        "--now",
+        now.isoformat(),
+        "--report",
+        str(work / "report.json"),
+        "--quiet",
+        *extra,
+    ]
 
 
 def report(work: Path) -> dict:
@@ -138,6 +159,7 @@ async def plain_loop(urls: dict[str, str], concurrency: int) -> tuple[float, flo
     queue = list(urls.items())
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+
         async def worker() -> None:
             while queue:
                 url, etag = queue.pop()
@@ -181,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         first = run_probe(PROBE, pagesync_args(work, sitemap, T0, "--embedder", "fake-384", *conc), env)
         rep = report(work)
         out["initial"] = {**first, "pages_added": rep["pages_added"], "chunks_embedded": rep["chunks_embedded"]}
-        print(f"  {first['wall_s']:.0f} s, {rep['pages_added']} pages, {rep['chunks_embedded']} chunks", file=sys.stderr)
+        print(
+            f"  {first['wall_s']:.0f} s, {rep['pages_added']} pages, {rep['chunks_embedded']} chunks", file=sys.stderr
+        )
 
         # No-op pass: nothing due, sitemap unchanged, the default embedder named as a user would.
         noop = []
@@ -189,11 +213,22 @@ def main(argv: list[str] | None = None) -> int:
             base = run_probe(BASELINE, [], env)
             r = run_probe(PROBE, pagesync_args(work, sitemap, T0 + timedelta(hours=1 + k)), env)
             rep = report(work)
-            noop.append({"pass": r, "baseline": base, "pages_fetched": rep["pages_fetched"], "pass_seconds": rep["seconds"],
-                         "pages_tracked": rep.get("pages_tracked"), "sitemaps_not_modified": rep.get("sitemaps_not_modified"),
-                         "bytes_downloaded": rep["bytes_downloaded"]})
-            print(f"  no-op pass: {r['wall_s']:.2f} s, {r['hwm_mb']:.0f} MB (import sync.commands.cli: {base['wall_s']:.2f} s, "
-                  f"{base['hwm_mb']:.0f} MB); loaded {[m for m, v in r['modules'].items() if v]}", file=sys.stderr)
+            noop.append(
+                {
+                    "pass": r,
+                    "baseline": base,
+                    "pages_fetched": rep["pages_fetched"],
+                    "pass_seconds": rep["seconds"],
+                    "pages_tracked": rep.get("pages_tracked"),
+                    "sitemaps_not_modified": rep.get("sitemaps_not_modified"),
+                    "bytes_downloaded": rep["bytes_downloaded"],
+                }
+            )
+            print(
+                f"  no-op pass: {r['wall_s']:.2f} s, {r['hwm_mb']:.0f} MB (import sync.commands.cli: {base['wall_s']:.2f} s, "
+                f"{base['hwm_mb']:.0f} MB); loaded {[m for m, v in r['modules'].items() if v]}",
+                file=sys.stderr,
+            )
         out["noop"] = noop
         out["loadavg_noop"] = os.getloadavg()[0]  # 1-minute load average right after the no-op passes
 
@@ -203,18 +238,52 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.rounds):
             # Alternate which goes first, so warm caches favour neither.
             if k % 2:
-                r = run_probe(PROBE, pagesync_args(work, sitemap, T0 + timedelta(hours=1 + args.noop_runs + k), "--full", "--embedder",
-                                                   "fake-384", *conc), env)
+                r = run_probe(
+                    PROBE,
+                    pagesync_args(
+                        work,
+                        sitemap,
+                        T0 + timedelta(hours=1 + args.noop_runs + k),
+                        "--full",
+                        "--embedder",
+                        "fake-384",
+                        *conc,
+                    ),
+                    env,
+                )
             secs, cpu, statuses = asyncio.run(plain_loop(urls, args.concurrency))
             if not k % 2:
-                r = run_probe(PROBE, pagesync_args(work, sitemap, T0 + timedelta(hours=1 + args.noop_runs + k), "--full", "--embedder",
-                                                   "fake-384", *conc), env)
+                r = run_probe(
+                    PROBE,
+                    pagesync_args(
+                        work,
+                        sitemap,
+                        T0 + timedelta(hours=1 + args.noop_runs + k),
+                        "--full",
+                        "--embedder",
+                        "fake-384",
+                        *conc,
+                    ),
+                    env,
+                )
             rep = report(work)
-            fetch.append({"plain_s": secs, "plain_cpu_s": cpu, "plain_statuses": statuses, "pass": r, "pass_seconds": rep["seconds"],
-                          "pages_not_modified": rep["pages_not_modified"], "pages_fetched": rep["pages_fetched"],
-                          "chunks_embedded": rep["chunks_embedded"]})
-            print(f"  fetch-bound: plain loop {len(urls) / secs:.0f} pages/s; pagesync pass {rep['pages_fetched'] / rep['seconds']:.0f} "
-                  f"pages/s ({rep['pages_not_modified']} x 304, process {r['wall_s']:.1f} s)", file=sys.stderr)
+            fetch.append(
+                {
+                    "plain_s": secs,
+                    "plain_cpu_s": cpu,
+                    "plain_statuses": statuses,
+                    "pass": r,
+                    "pass_seconds": rep["seconds"],
+                    "pages_not_modified": rep["pages_not_modified"],
+                    "pages_fetched": rep["pages_fetched"],
+                    "chunks_embedded": rep["chunks_embedded"],
+                }
+            )
+            print(
+                f"  fetch-bound: plain loop {len(urls) / secs:.0f} pages/s; pagesync pass {rep['pages_fetched'] / rep['seconds']:.0f} "
+                f"pages/s ({rep['pages_not_modified']} x 304, process {r['wall_s']:.1f} s)",
+                file=sys.stderr,
+            )
         out["fetch"] = fetch
     finally:
         nginx.stop()
@@ -246,30 +315,46 @@ def write(out: dict, path: Path) -> None:
     for i, r in enumerate(out["noop"], 1):
         p, b = r["pass"], r["baseline"]
         loaded = ", ".join(m for m, v in p["modules"].items() if v) or "none"
-        lines.append(f"| {i} | {p['wall_s']:.2f} | {r['pass_seconds']:.2f} | {p['hwm_mb']:.0f} | {b['wall_s']:.2f} / {b['hwm_mb']:.0f} | "
-                     f"{r['pages_fetched']} | {r['sitemaps_not_modified']} | {r['bytes_downloaded']:,} | {loaded} |")
+        lines.append(
+            f"| {i} | {p['wall_s']:.2f} | {r['pass_seconds']:.2f} | {p['hwm_mb']:.0f} | {b['wall_s']:.2f} / {b['hwm_mb']:.0f} | "
+            f"{r['pages_fetched']} | {r['sitemaps_not_modified']} | {r['bytes_downloaded']:,} | {loaded} |"
+        )
     if out["noop"]:
         best = min(out["noop"], key=lambda r: r["pass"]["wall_s"])
-        lines += ["", f"Best of {len(out['noop'])}: {best['pass']['wall_s']:.2f} s for the whole process "
-                  f"({best['pass_seconds']:.2f} s in the pass), {max(r['pass']['hwm_mb'] for r in out['noop']):.0f} MB peak at most."]
+        lines += [
+            "",
+            f"Best of {len(out['noop'])}: {best['pass']['wall_s']:.2f} s for the whole process "
+            f"({best['pass_seconds']:.2f} s in the pass), {max(r['pass']['hwm_mb'] for r in out['noop']):.0f} MB peak at most.",
+        ]
     else:
         lines += ["", "Not measured in this run (`--noop-runs 0`)."]
-    lines += ["", "Goal: <= 1 s and <= 200 MB at 20,000 tracked pages.", "",
-              "## Fetch-bound pass (`--full`, every page answers 304)", "",
-              f"Same {out['concurrency']} requests in flight for both. pagesync pages/s = pages fetched / the report's "
-              "`seconds` (the pass, without interpreter start-up); the process wall time is shown too. CPU ms per "
-              "page: the process's own CPU time (`time.process_time`, nginx not included) over the requests: "
-              "the pass's from the CLI call to its return, the loop's around its requests. On 2 cores shared with "
-              "nginx both are CPU-bound, so the CPU ratio is the throughput ratio without the machine's other load.", "",
-              "| round | plain httpx loop: pages/s | pagesync pass: pages/s | ratio | CPU ms/page: loop / pass | CPU ratio | 304s | chunks embedded | pagesync process wall s |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Goal: <= 1 s and <= 200 MB at 20,000 tracked pages.",
+        "",
+        "## Fetch-bound pass (`--full`, every page answers 304)",
+        "",
+        f"Same {out['concurrency']} requests in flight for both. pagesync pages/s = pages fetched / the report's "
+        "`seconds` (the pass, without interpreter start-up); the process wall time is shown too. CPU ms per "
+        "page: the process's own CPU time (`time.process_time`, nginx not included) over the requests: "
+        "the pass's from the CLI call to its return, the loop's around its requests. On 2 cores shared with "
+        "nginx both are CPU-bound, so the CPU ratio is the throughput ratio without the machine's other load.",
+        "",
+        "| round | plain httpx loop: pages/s | pagesync pass: pages/s | ratio | CPU ms/page: loop / pass | CPU ratio | 304s | chunks embedded | pagesync process wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for i, r in enumerate(out["fetch"], 1):
         plain = n / r["plain_s"]
         ps = r["pages_fetched"] / r["pass_seconds"]
-        cpu_loop, cpu_pass = (1000 * r["plain_cpu_s"] / n, 1000 * r["pass"]["cpu_s"] / r["pages_fetched"]) \
-            if "plain_cpu_s" in r else (float("nan"), float("nan"))
-        lines.append(f"| {i} | {plain:.0f} | {ps:.0f} | {ps / plain:.2f} | {cpu_loop:.2f} / {cpu_pass:.2f} | "
-                     f"{cpu_loop / cpu_pass:.2f} | {r['pages_not_modified']:,} | {r['chunks_embedded']} | {r['pass']['wall_s']:.1f} |")
+        cpu_loop, cpu_pass = (
+            (1000 * r["plain_cpu_s"] / n, 1000 * r["pass"]["cpu_s"] / r["pages_fetched"])
+            if "plain_cpu_s" in r
+            else (float("nan"), float("nan"))
+        )
+        lines.append(
+            f"| {i} | {plain:.0f} | {ps:.0f} | {ps / plain:.2f} | {cpu_loop:.2f} / {cpu_pass:.2f} | "
+            f"{cpu_loop / cpu_pass:.2f} | {r['pages_not_modified']:,} | {r['chunks_embedded']} | {r['pass']['wall_s']:.1f} |"
+        )
     if not out["fetch"]:
         lines += ["", "Not measured in this run (`--rounds 0`)."]
     path.parent.mkdir(parents=True, exist_ok=True)

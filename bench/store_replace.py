@@ -50,8 +50,13 @@ def page(url: str, rng: random.Random, gen: int) -> PageWrite:
     pts = []
     for i in range(CHUNKS):
         cid = chunk_id(url, i)
-        pts.append(StoredPoint(point_id(cid), {"url": url, "chunk_id": cid, "chunk_index": i,
-                                               "content_hash": f"h{gen}", "text": f"text {gen} {i}"}, vec(rng)))
+        pts.append(
+            StoredPoint(
+                point_id(cid),
+                {"url": url, "chunk_id": cid, "chunk_index": i, "content_hash": f"h{gen}", "text": f"text {gen} {i}"},
+                vec(rng),
+            )
+        )
     return PageWrite(url, pts)
 
 
@@ -96,8 +101,9 @@ def fill(store, n_points: int, rng: random.Random) -> float:
     return spent
 
 
-def run(backend: str, sizes: list[int], rng: random.Random, replaces: int = 500,
-        search_threads: int | None = 1) -> list[dict]:
+def run(
+    backend: str, sizes: list[int], rng: random.Random, replaces: int = 500, search_threads: int | None = 1
+) -> list[dict]:
     """Fill one store per size, all kept open, then replace pages in rounds that visit every
     size in turn: the sizes share the machine's load of the moment, so their ratio is not
     one size's bad minute (the machine is shared; a 1M fill takes minutes)."""
@@ -107,8 +113,15 @@ def run(backend: str, sizes: list[int], rng: random.Random, replaces: int = 500,
         for n in sizes:
             store = open_store(backend, tmp / str(n), search_threads)
             stores.append(store)
-            rows.append({"backend": backend, "points": n, **({"search_threads": search_threads} if backend == "edge" else {}),
-                         "fill_points_per_s": n / fill(store, n, rng), "replaces": replaces})
+            rows.append(
+                {
+                    "backend": backend,
+                    "points": n,
+                    **({"search_threads": search_threads} if backend == "edge" else {}),
+                    "fill_points_per_s": n / fill(store, n, rng),
+                    "replaces": replaces,
+                }
+            )
         times: list[list[float]] = [[] for _ in sizes]
         steps: list[list[tuple[float, float, float]]] = [[] for _ in sizes]
         for _ in range(replaces):
@@ -118,11 +131,15 @@ def run(backend: str, sizes: list[int], rng: random.Random, replaces: int = 500,
                 store.replace_pages([w])
                 times[i].append(time.perf_counter() - t)
                 if backend == "edge":
-                    steps[i].append(_edge_steps(store, page(f"https://docs.example/p{rng.randrange(n // CHUNKS)}", rng, 2)))
+                    steps[i].append(
+                        _edge_steps(store, page(f"https://docs.example/p{rng.randrange(n // CHUNKS)}", rng, 2))
+                    )
         for i, (n, store) in enumerate(zip(sizes, stores)):
             rows[i].update(replace_ms=statistics.mean(times[i]) * 1000, replace=_stats(times[i]))
             if backend == "edge":
-                rows[i]["steps_ms"] = {k: _stats([s[j] for s in steps[i]]) for j, k in enumerate(("count", "delete", "upsert"))}
+                rows[i]["steps_ms"] = {
+                    k: _stats([s[j] for s in steps[i]]) for j, k in enumerate(("count", "delete", "upsert"))
+                }
             assert store.count() == n
     finally:
         for store in stores:
@@ -136,27 +153,40 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--backends", default="edge,local")
     ap.add_argument("--replaces", type=int, default=500, help="pages replaced (one at a time) a size")
-    ap.add_argument("--edge-search-threads", type=int, default=1,
-                    help="EdgeStore(search_threads=...); 0: Qdrant's default (one per CPU, as before 2026-11-30)")
+    ap.add_argument(
+        "--edge-search-threads",
+        type=int,
+        default=1,
+        help="EdgeStore(search_threads=...); 0: Qdrant's default (one per CPU, as before 2026-11-30)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here (make bench's summary reads it)")
     args = ap.parse_args()
     rows = []
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
-    print(f"| backend | points | fill (points/s) | replace one page, ms: mean / median / p90 | ratio vs {sizes[0]:,} "
-          "(mean / median) | edge steps, median ms: count / delete / upsert |")
+    print(
+        f"| backend | points | fill (points/s) | replace one page, ms: mean / median / p90 | ratio vs {sizes[0]:,} "
+        "(mean / median) | edge steps, median ms: count / delete / upsert |"
+    )
     print("|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         got = run(backend, sizes, rng, args.replaces, args.edge_search_threads or None)
         base = got[0]
         for r in got:
-            rows.append({**r, "ratio_vs_first": r["replace_ms"] / base["replace_ms"],
-                         "median_ratio_vs_first": r["replace"]["median"] / base["replace"]["median"]})
+            rows.append(
+                {
+                    **r,
+                    "ratio_vs_first": r["replace_ms"] / base["replace_ms"],
+                    "median_ratio_vs_first": r["replace"]["median"] / base["replace"]["median"],
+                }
+            )
             q, st = r["replace"], r.get("steps_ms")
             steps = " / ".join(f"{st[k]['median']:.3f}" for k in ("count", "delete", "upsert")) if st else ""
-            print(f"| {backend} | {r['points']:,} | {r['fill_points_per_s']:,.0f} | {q['mean']:.2f} / {q['median']:.2f} / "
-                  f"{q['p90']:.2f} | {rows[-1]['ratio_vs_first']:.2f} / {rows[-1]['median_ratio_vs_first']:.2f} | {steps} |",
-                  flush=True)
+            print(
+                f"| {backend} | {r['points']:,} | {r['fill_points_per_s']:,.0f} | {q['mean']:.2f} / {q['median']:.2f} / "
+                f"{q['p90']:.2f} | {rows[-1]['ratio_vs_first']:.2f} / {rows[-1]['median_ratio_vs_first']:.2f} | {steps} |",
+                flush=True,
+            )
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))
 

@@ -34,8 +34,9 @@ EXTRACTOR_ID = "trafilatura-md-v7"
 _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contentinfo']", "//nav", "//footer"]
 # Heading permalinks: Sphinx's and MkDocs' `<a class="headerlink">¶</a>`, and any link whose
 # whole text is a pilcrow. Left in, every heading and title ends in "¶".
-_HEADERLINKS = ("//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]"
-                " | //a[normalize-space(.)='\u00b6']")
+_HEADERLINKS = (
+    "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')] | //a[normalize-space(.)='\u00b6']"
+)
 # The main content, when a page marks it: nothing outside it is content (a page-level
 # <header> with a build stamp is boilerplate, like <nav> and <footer>). <main> and
 # role="main" first: <article>s count only on a page without either (next to a main
@@ -270,8 +271,14 @@ def _prepared(body: bytes, select: str | None = None):
     return tree
 
 
-def extract_page(body: bytes, content_type: str = "text/html", url: str | None = None, *,
-                 charset: str | None = None, select: str | None = None) -> Extracted:
+def extract_page(
+    body: bytes,
+    content_type: str = "text/html",
+    url: str | None = None,
+    *,
+    charset: str | None = None,
+    select: str | None = None,
+) -> Extracted:
     """Extract (title, markdown). Markdown and plain-text bodies pass through untouched.
 
     `charset` is the one the Content-Type header declares (else read from `content_type`
@@ -298,21 +305,24 @@ def extract_page(body: bytes, content_type: str = "text/html", url: str | None =
 
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.
-    markdown = trafilatura.extract(
-        _prepared(body, select),
-        url=url,
-        output_format="markdown",
-        with_metadata=False,
-        include_comments=False,
-        include_tables=True,
-        include_formatting=True,
-        include_links=False,
-        include_images=False,
-        favor_recall=True,
-        deduplicate=False,
-        prune_xpath=_PRUNE,
-        config=_config(),
-    ) or ""
+    markdown = (
+        trafilatura.extract(
+            _prepared(body, select),
+            url=url,
+            output_format="markdown",
+            with_metadata=False,
+            include_comments=False,
+            include_tables=True,
+            include_formatting=True,
+            include_links=False,
+            include_images=False,
+            favor_recall=True,
+            deduplicate=False,
+            prune_xpath=_PRUNE,
+            config=_config(),
+        )
+        or ""
+    )
     title = _title(body, url)
     if not title:
         m = _TITLE_RE.search(_decode(body[:65536]))

@@ -126,8 +126,9 @@ def normalise_markdown(markdown: str) -> str:
             out.append(line.rstrip())
             last, i = "code", i + 1
             continue
-        if (last in ("blank", "heading", "rule", "code") and not in_list and s
-                and _INDENTED.match(line)):  # an indented code block (it cannot interrupt a paragraph)
+        if (
+            last in ("blank", "heading", "rule", "code") and not in_list and s and _INDENTED.match(line)
+        ):  # an indented code block (it cannot interrupt a paragraph)
             end = _indented_block(lines, i)
             block = lines[i:end]
             out.extend(_fenced(block) or [ln.rstrip() for ln in block])
@@ -157,6 +158,7 @@ _CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
 
 def _unescape_prose(text: str, line_start: bool) -> str:
     """`text` (prose, no code span) unescaped; `line_start`: it begins its line."""
+
     def one(m: re.Match[str]) -> str:
         run, ch = m.group(1), m.group(2)
         if len(run) % 2 == 0:  # not an escape: literal backslashes

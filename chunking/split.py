@@ -259,9 +259,14 @@ class Splitter:
         for i, (meta, groups) in enumerate(out):
             if all(_is_heading(g) for g in groups):
                 nxt = out[i + 1][0] if i + 1 < len(out) else None
-                if (not carry and len(groups) == 1 and nxt is not None and len(nxt) > len(meta)
-                        and all(nxt.get(k) == v for k, v in meta.items())
-                        and not all(_is_heading(g) for g in out[i + 1][1])):  # that section has text
+                if (
+                    not carry
+                    and len(groups) == 1
+                    and nxt is not None
+                    and len(nxt) > len(meta)
+                    and all(nxt.get(k) == v for k, v in meta.items())
+                    and not all(_is_heading(g) for g in out[i + 1][1])
+                ):  # that section has text
                     continue
                 carry += groups
                 continue

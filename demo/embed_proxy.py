@@ -20,8 +20,17 @@ import httpx
 __all__ = ["EmbedProxy", "Exchange"]
 
 # hop-by-hop headers (RFC 9110 7.6.1) and the ones httpx sets itself
-_SKIP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-         "proxy-connection", "accept-encoding"}
+_SKIP = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "upgrade",
+    "proxy-connection",
+    "accept-encoding",
+}
 
 
 @dataclass
@@ -57,15 +66,19 @@ class EmbedProxy:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self.root_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def url(self, path: str = "") -> str:
         return self.root_url + path
 
     # -- what tests ask ----------------------------------------------------------------------
-    def fail_next(self, n: int, status: int = 429, headers: dict[str, str] | None = None,
-                  match: Callable[[list[str]], bool] | None = None) -> None:
+    def fail_next(
+        self,
+        n: int,
+        status: int = 429,
+        headers: dict[str, str] | None = None,
+        match: Callable[[list[str]], bool] | None = None,
+    ) -> None:
         """Answer the next `n` embeddings requests (those whose inputs `match`, when given) with
         `status` and `headers` instead of forwarding them."""
         with self._lock:
@@ -139,15 +152,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _SKIP}
         try:
-            r = self.proxy._client.request(self.command, self.proxy.upstream + self.path, headers=headers,
-                                           content=body)
+            r = self.proxy._client.request(self.command, self.proxy.upstream + self.path, headers=headers, content=body)
         except httpx.HTTPError as e:
             self._reply(502, {"content-type": "text/plain"}, f"upstream: {e}".encode())
             return
         out = {k: v for k, v in r.headers.items() if k.lower() not in _SKIP | {"content-encoding"}}
         if is_embed:
-            self.proxy._record(Exchange(inputs, r.status_code, started, time.monotonic(),
-                                        tokens=_tokens(r) if r.status_code == 200 else 0))
+            self.proxy._record(
+                Exchange(
+                    inputs, r.status_code, started, time.monotonic(), tokens=_tokens(r) if r.status_code == 200 else 0
+                )
+            )
         self._reply(r.status_code, out, r.content)
 
     def _reply(self, status: int, headers: dict[str, str], payload: bytes) -> None:

@@ -75,8 +75,14 @@ class InfinityServer:
     output goes to `log_path` (a temp file by default), quoted when it fails to come up.
     """
 
-    def __init__(self, api_key: str, *, log_path: Path | None = None, ready_seconds: float = READY_SECONDS,
-                 extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        log_path: Path | None = None,
+        ready_seconds: float = READY_SECONDS,
+        extra_args: tuple[str, ...] = (),
+    ):
         reason = unavailable()
         if reason:
             raise RuntimeError(reason)
@@ -92,20 +98,50 @@ class InfinityServer:
         self.startup_seconds: float | None = None
 
     def command(self) -> list[str]:
-        return [str(_binary()), "v2", "--model-id", str(model_dir()), "--served-model-name", SERVED_NAME,
-                "--engine", "torch", "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port),
-                "--url-prefix", "/v1", "--api-key", self.api_key,
-                # usage counts tokens (not characters), like a hosted API bills them
-                "--lengths-via-tokenize", "--no-model-warmup", *self.extra_args]
+        return [
+            str(_binary()),
+            "v2",
+            "--model-id",
+            str(model_dir()),
+            "--served-model-name",
+            SERVED_NAME,
+            "--engine",
+            "torch",
+            "--device",
+            "cpu",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--url-prefix",
+            "/v1",
+            "--api-key",
+            self.api_key,
+            # usage counts tokens (not characters), like a hosted API bills them
+            "--lengths-via-tokenize",
+            "--no-model-warmup",
+            *self.extra_args,
+        ]
 
     def __enter__(self) -> "InfinityServer":
-        env = {**os.environ, "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "INFINITY_ANONYMOUS_USAGE_STATS": "0"}
+        env = {
+            **os.environ,
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+        }
         env.pop("PYTHONPATH", None)  # its own venv: nothing of pagesync's on its path
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         try:
             self._wait_ready()
         except BaseException:
@@ -127,8 +163,9 @@ class InfinityServer:
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"infinity_emb not ready on /health within {self.ready_seconds:.0f} s: "
-                                       f"{self._log_tail()}")
+                    raise RuntimeError(
+                        f"infinity_emb not ready on /health within {self.ready_seconds:.0f} s: {self._log_tail()}"
+                    )
                 time.sleep(0.25)  # a poll interval, not a wait for readiness
 
     def _log_tail(self, n: int = 8) -> str:

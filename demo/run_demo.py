@@ -25,9 +25,22 @@ sys.path.insert(0, str(HERE))
 from site_server import Site, SiteServer  # noqa: E402
 
 WORK = HERE / ".work"
-KEYS = ("pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged", "pages_changed",
-        "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_reused", "chunks_deleted", "chunks_written",
-        "bytes_downloaded", "seconds")
+KEYS = (
+    "pages_in_sitemaps",
+    "pages_fetched",
+    "pages_not_modified",
+    "pages_unchanged",
+    "pages_changed",
+    "pages_added",
+    "pages_removed",
+    "pages_failed",
+    "chunks_embedded",
+    "chunks_reused",
+    "chunks_deleted",
+    "chunks_written",
+    "bytes_downloaded",
+    "seconds",
+)
 
 
 def pagesync(*args: str) -> int:
@@ -39,8 +52,13 @@ def pagesync(*args: str) -> int:
 def exported(*args: str) -> dict[str, dict]:
     """`pagesync export --with-vectors` as {id: point}, fetched_at (the time of the fetch, also in
     the `metadata` object) left out."""
-    out = subprocess.run([sys.executable, "-m", "sync", "export", "--with-vectors", *args], cwd=HERE.parent,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "sync", "export", "--with-vectors", *args],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     points = {}
     for line in out.splitlines():
         p = json.loads(line)
@@ -87,8 +105,23 @@ def apply_edits(site: Site) -> None:
 def build_docs(out: Path) -> None:
     """This project's documentation site, built with MkDocs (--strict) into `out`."""
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), "NO_MKDOCS_2_WARNING": "1"}
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", str(HERE.parent / "mkdocs.yml"),
-                    "-d", str(out)], cwd=HERE.parent, env=env, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--quiet",
+            "-f",
+            str(HERE.parent / "mkdocs.yml"),
+            "-d",
+            str(out),
+        ],
+        cwd=HERE.parent,
+        env=env,
+        check=True,
+    )
 
 
 def docs_site(root: Path) -> Site:
@@ -126,8 +159,10 @@ def docs_demo(embedder: list[str], work: Path = WORK) -> int:
     steps = [
         ("pass 1: initial index of the docs site", None),
         ("pass 2: after a redeploy that moved every lastmod to one stamp (ignored as a deploy date)", redeploy),
-        ("pass 3: after one page was edited (the others' moved lastmods cost a 304 each; only new text is embedded)",
-         lambda s: edit_page(s, "/getting-started/index.html")),
+        (
+            "pass 3: after one page was edited (the others' moved lastmods cost a 304 each; only new text is embedded)",
+            lambda s: edit_page(s, "/getting-started/index.html"),
+        ),
     ]
     with SiteServer(site) as server:
         sitemap = server.url("/sitemap.xml")
@@ -142,8 +177,15 @@ def docs_demo(embedder: list[str], work: Path = WORK) -> int:
     if pagesync("audit", *common[:4]) != 0:
         return 1
     print()
-    return pagesync("search", "what stops a broken deploy from emptying the collection?", "--limit", "1",
-                    "--qdrant-path", str(work / "qdrant"), *embedder)
+    return pagesync(
+        "search",
+        "what stops a broken deploy from emptying the collection?",
+        "--limit",
+        "1",
+        "--qdrant-path",
+        str(work / "qdrant"),
+        *embedder,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         show(work / "report-1.json", "pass 1: initial index")
 
         apply_edits(site)
-        print("applied demo/edits/: config.html edited, faq.html shrunk, deploy.html deleted, "
-              "plugins.html added, cli.html nav/footer only\n")
+        print(
+            "applied demo/edits/: config.html edited, faq.html shrunk, deploy.html deleted, "
+            "plugins.html added, cli.html nav/footer only\n"
+        )
         if pagesync("run", "--sitemap", sitemap, *emb, *common, "--report", str(work / "report-2.json")) != 0:
             return 1
         show(work / "report-2.json", "pass 2: after the edits (only changed text is embedded)")
@@ -186,8 +230,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     incremental, full = exported(*common), exported(*fresh)
     why = same_as_fresh(incremental, full)
-    print(f"  {'yes' if why is None else 'NO: ' + why}: {len(incremental)} points against {len(full)} "
-          "(ids, payloads but fetched_at, vectors)\n", flush=True)
+    print(
+        f"  {'yes' if why is None else 'NO: ' + why}: {len(incremental)} points against {len(full)} "
+        "(ids, payloads but fetched_at, vectors)\n",
+        flush=True,
+    )
     if why is not None:
         return 1
     if pagesync("audit", *common) != 0:
@@ -195,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     pagesync("status", *common)
     print()
-    return pagesync("search", "how do I write a plugin for a new store?", "--limit", "1", "--qdrant-path", str(work / "qdrant"))
+    return pagesync(
+        "search", "how do I write a plugin for a new store?", "--limit", "1", "--qdrant-path", str(work / "qdrant")
+    )
 
 
 if __name__ == "__main__":

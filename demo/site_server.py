@@ -100,20 +100,25 @@ class Site:
 
     def gone(self, path: str) -> None:
         with self._lock:
-            self.resources[path] = Resource(b"gone", "text/plain", status=410, mtime=self.clock(),
-                                            in_sitemap=False)
+            self.resources[path] = Resource(b"gone", "text/plain", status=410, mtime=self.clock(), in_sitemap=False)
 
     def redirect(self, path: str, target: str, status: int = 301) -> None:
         with self._lock:
-            self.resources[path] = Resource(b"", "text/plain", status=status, location=target,
-                                            mtime=self.clock(), in_sitemap=False)
+            self.resources[path] = Resource(
+                b"", "text/plain", status=status, location=target, mtime=self.clock(), in_sitemap=False
+            )
 
     def error(self, path: str, status: int = 500, headers: dict[str, str] | None = None) -> None:
         with self._lock:
             r = self.resources.get(path)
-            self.resources[path] = Resource(r.body if r else b"", "text/plain", status=status,
-                                            mtime=r.mtime if r else self.clock(),  # its lastmod stays
-                                            in_sitemap=r.in_sitemap if r else True, headers=headers or {})
+            self.resources[path] = Resource(
+                r.body if r else b"",
+                "text/plain",
+                status=status,
+                mtime=r.mtime if r else self.clock(),  # its lastmod stays
+                in_sitemap=r.in_sitemap if r else True,
+                headers=headers or {},
+            )
 
     def slow(self, path: str, seconds: float) -> None:
         with self._lock:
@@ -135,7 +140,9 @@ class Site:
         for f in sorted(root.rglob("*")):
             if f.is_file():
                 ctype = "text/html; charset=utf-8" if f.suffix == ".html" else "text/plain"
-                site.resources["/" + f.relative_to(root).as_posix()] = Resource(f.read_bytes(), ctype, mtime=f.stat().st_mtime)
+                site.resources["/" + f.relative_to(root).as_posix()] = Resource(
+                    f.read_bytes(), ctype, mtime=f.stat().st_mtime
+                )
         return site
 
     # -- sitemap ----------------------------------------------------------------------
@@ -195,13 +202,17 @@ class Site:
             half = len(pages) // 2
             part = pages[:half] if path == "/sitemap-1.xml" else pages[half:]
             body = self._urlset(part, False)
-            return Resource(gzip.compress(body, mtime=0) if path.endswith(".gz") else body,
-                            "application/gzip" if path.endswith(".gz") else "application/xml")
+            return Resource(
+                gzip.compress(body, mtime=0) if path.endswith(".gz") else body,
+                "application/gzip" if path.endswith(".gz") else "application/xml",
+            )
         return None
 
     def count(self, status: int | None = None, path: str | None = None) -> int:
         with self._lock:
-            return sum(1 for _, p, s, _h in self.requests if (status is None or s == status) and (path is None or p == path))
+            return sum(
+                1 for _, p, s, _h in self.requests if (status is None or s == status) and (path is None or p == path)
+            )
 
     def clear_log(self) -> None:
         with self._lock:
@@ -285,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             for i in range(len(body)):
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
                 time.sleep(gap)
         except (BrokenPipeError, ConnectionResetError):
@@ -304,8 +315,7 @@ class SiteServer:
         site.base_url = self.base_url
         # serve_forever checks for shutdown every poll_interval (0.5 s by default): every
         # server a test starts would then take up to half a second to stop.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def url(self, path: str) -> str:
         return self.base_url + path

@@ -14,8 +14,18 @@ from .onnx_backend import OnnxMiniLMEmbedder
 from .openai_api import OpenAIEmbedder
 from .sentence import DEFAULT_MODEL_ID, MiniLMEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "MiniLMEmbedder", "OnnxMiniLMEmbedder", "OpenAIEmbedder", "DEFAULT_MODEL_ID",
-           "make_embedder", "EMBEDDER_NAMES", "name_for_model_id", "REMOTE_PREFIXES"]
+__all__ = [
+    "Embedder",
+    "HashEmbedder",
+    "MiniLMEmbedder",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "DEFAULT_MODEL_ID",
+    "make_embedder",
+    "EMBEDDER_NAMES",
+    "name_for_model_id",
+    "REMOTE_PREFIXES",
+]
 
 # The default and its model names pick the fastest backend that can run here (ONNX Runtime,
 # else torch); `minilm-onnx` and `minilm-torch` force one. Both give the same vectors under
@@ -72,6 +82,6 @@ def name_for_model_id(model_id: object) -> str | None:
     if model_id.startswith(REMOTE_PREFIXES):  # openai:MODEL[@N] is its own name
         return model_id
     prefix = "fake-hash-"  # HashEmbedder(dimension).model_id
-    if model_id.startswith(prefix) and model_id[len(prefix):].isdigit():
-        return f"fake-{int(model_id[len(prefix):])}"
+    if model_id.startswith(prefix) and model_id[len(prefix) :].isdigit():
+        return f"fake-{int(model_id[len(prefix) :])}"
     return None

@@ -13,9 +13,22 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-__all__ = ["token_bound", "TOKEN_OVERHEAD", "ModelLimits", "KNOWN_MODELS", "limits_for", "plan_requests",
-           "MAX_INPUTS_PER_REQUEST", "MAX_TOKENS_PER_REQUEST", "retry_wait", "answer_cap", "check_vectors",
-           "TimeoutBreaker", "MAX_DIMENSION", "FLOAT32_MAX"]
+__all__ = [
+    "token_bound",
+    "TOKEN_OVERHEAD",
+    "ModelLimits",
+    "KNOWN_MODELS",
+    "limits_for",
+    "plan_requests",
+    "MAX_INPUTS_PER_REQUEST",
+    "MAX_TOKENS_PER_REQUEST",
+    "retry_wait",
+    "answer_cap",
+    "check_vectors",
+    "TimeoutBreaker",
+    "MAX_DIMENSION",
+    "FLOAT32_MAX",
+]
 
 # Special tokens a tokenizer may add to one input ([CLS]/[SEP], BOS/EOS, a leading "▁").
 TOKEN_OVERHEAD = 4
@@ -56,8 +69,14 @@ def limits_for(model: str) -> ModelLimits:
     return KNOWN_MODELS.get(model, ModelLimits())
 
 
-def plan_requests(bounds: Sequence[int], *, parts: int, max_inputs: int = MAX_INPUTS_PER_REQUEST,
-                  max_tokens: int = MAX_TOKENS_PER_REQUEST, max_input_tokens: int | None = None) -> list[list[int]]:
+def plan_requests(
+    bounds: Sequence[int],
+    *,
+    parts: int,
+    max_inputs: int = MAX_INPUTS_PER_REQUEST,
+    max_tokens: int = MAX_TOKENS_PER_REQUEST,
+    max_input_tokens: int | None = None,
+) -> list[list[int]]:
     """The requests one call's texts go in, as lists of text indices (each index once, in
     order within a request).
 
@@ -83,8 +102,15 @@ def plan_requests(bounds: Sequence[int], *, parts: int, max_inputs: int = MAX_IN
     return out + alone
 
 
-def retry_wait(attempt: int, retry_after: float | None, *, base: float = 0.5, cap: float = 30.0,
-               max_wait: float = 60.0, jitter: float = 1.0) -> float | None:
+def retry_wait(
+    attempt: int,
+    retry_after: float | None,
+    *,
+    base: float = 0.5,
+    cap: float = 30.0,
+    max_wait: float = 60.0,
+    jitter: float = 1.0,
+) -> float | None:
     """Seconds to wait before retry number `attempt` (1, 2, ...) of a request the server
     answered 429 or 5xx, or None when it is not worth retrying in this pass.
 
@@ -134,8 +160,10 @@ def check_vectors(data: Any, n: int, dimension: int | None) -> tuple[list[list[f
     indices = [d.get("index") for d in data]
     if any(type(i) is not int for i in indices) or sorted(indices) != list(range(n)):
         shown = ", ".join(repr(i) for i in indices[:5]) + (", ..." if n > 5 else "")
-        return [], (f"its vectors are numbered ({shown}), not each of 0..{n - 1} once by 'index': which "
-                    f"text a vector is of is not known")
+        return [], (
+            f"its vectors are numbered ({shown}), not each of 0..{n - 1} once by 'index': which "
+            f"text a vector is of is not known"
+        )
     by_index = sorted(data, key=lambda d: d["index"])
     out: list[list[float]] = []
     size = dimension
@@ -155,8 +183,10 @@ def check_vectors(data: Any, n: int, dimension: int | None) -> tuple[list[list[f
             except OverflowError:
                 f = math.inf
             if not (math.isfinite(f) and abs(f) <= FLOAT32_MAX):
-                return [], (f"vector {d['index']} holds {x!r}, not a finite number (NaN, Infinity, or "
-                            f"beyond a 32-bit float's range)")
+                return [], (
+                    f"vector {d['index']} holds {x!r}, not a finite number (NaN, Infinity, or "
+                    f"beyond a 32-bit float's range)"
+                )
             vec.append(f)
         norm = math.sqrt(math.fsum(v * v for v in vec))  # each v <= FLOAT32_MAX: no overflow
         if norm == 0.0:
@@ -193,6 +223,8 @@ class TimeoutBreaker:
         """Why a request is not sent now (the message its texts fail with), or None."""
         if self.held_until is None or now >= self.held_until:
             return None
-        return (f"the embeddings server timed out {self.in_a_row} times in a row (last: {self.last}); it is not "
-                f"asked again for {self.held_until - now:.0f} s: these pages keep their points and are retried "
-                f"by the next pass")
+        return (
+            f"the embeddings server timed out {self.in_a_row} times in a row (last: {self.last}); it is not "
+            f"asked again for {self.held_until - now:.0f} s: these pages keep their points and are retried "
+            f"by the next pass"
+        )

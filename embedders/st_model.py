@@ -30,23 +30,34 @@ from sync.errors import EmbedderError, EmbedderUnavailableError
 
 from .sentence import DEFAULT_MODEL_ID, INSTALL_MODEL, TORCH_SUB_BATCH, MiniLMEmbedder, importable
 
-__all__ = ["SentenceTransformerEmbedder", "PREFIX", "resolve_model", "model_id_for", "config_dimension",
-           "cache_repo_id"]
+__all__ = [
+    "SentenceTransformerEmbedder",
+    "PREFIX",
+    "resolve_model",
+    "model_id_for",
+    "config_dimension",
+    "cache_repo_id",
+]
 
 PREFIX = "st:"
 _CACHE_MARK = "models--"  # a Hugging Face cache folder: <cache>/models--org--name/snapshots/<rev>
 # Layers that keep the vector size of what comes before them.
 _SAME_SIZE = {"Transformer", "Normalize", "Dropout", "LayerNorm"}
-_OLD_POOLING_FLAGS = ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_tokens",
-                      "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens",
-                      "pooling_mode_lasttoken")
+_OLD_POOLING_FLAGS = (
+    "pooling_mode_cls_token",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
 
 
 def cache_repo_id(folder: Path) -> str | None:
     """`org/name` when `folder` is a snapshot in a Hugging Face cache layout, else None."""
     parts = folder.parts
     if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith(_CACHE_MARK):
-        return parts[-3][len(_CACHE_MARK):].replace("--", "/")
+        return parts[-3][len(_CACHE_MARK) :].replace("--", "/")
     return None
 
 
@@ -71,7 +82,8 @@ def model_id_for(folder: Path, name: str | None = None) -> str:
 def _not_here(spec: str, why: str) -> EmbedderUnavailableError:
     return EmbedderUnavailableError(
         f"{PREFIX}{spec} is not on this machine ({why}): give the model's folder, or download it beforehand "
-        f"(e.g. `hf download {spec}`); pagesync never downloads a model")
+        f"(e.g. `hf download {spec}`); pagesync never downloads a model"
+    )
 
 
 def resolve_model(spec: str, *, cache_dir: str | Path | None = None) -> tuple[Path, str | None]:
@@ -79,7 +91,9 @@ def resolve_model(spec: str, *, cache_dir: str | Path | None = None) -> tuple[Pa
     existing folder as it is, else a hub name in the local cache (`EmbedderUnavailableError`
     when not there)."""
     if not spec:
-        raise EmbedderUnavailableError(f"{PREFIX} needs a model: {PREFIX}NAME (in the local cache) or {PREFIX}PATH (a folder)")
+        raise EmbedderUnavailableError(
+            f"{PREFIX} needs a model: {PREFIX}NAME (in the local cache) or {PREFIX}PATH (a folder)"
+        )
     folder = Path(spec).expanduser()
     if folder.is_dir():
         if not ((folder / "modules.json").is_file() or (folder / "config.json").is_file()):
@@ -97,7 +111,9 @@ def resolve_model(spec: str, *, cache_dir: str | Path | None = None) -> tuple[Pa
         # local_files_only: the cache answers, the network is never asked.
         found = snapshot_download(spec, cache_dir=where, local_files_only=True)
     except Exception:  # not cached, or a name the hub would refuse: either way not here
-        raise _not_here(spec, f"no such folder, and not in the local model cache{f' at {where}' if where else ''}") from None
+        raise _not_here(
+            spec, f"no such folder, and not in the local model cache{f' at {where}' if where else ''}"
+        ) from None
     return Path(found), spec
 
 
@@ -151,8 +167,9 @@ class SentenceTransformerEmbedder(MiniLMEmbedder):
     `embed` (or the first read of `dimension`, for a model whose configs do not state it).
     """
 
-    def __init__(self, spec: str, *, cache_dir: str | Path | None = None, device: str = "cpu",
-                 batch_size: int = TORCH_SUB_BATCH):
+    def __init__(
+        self, spec: str, *, cache_dir: str | Path | None = None, device: str = "cpu", batch_size: int = TORCH_SUB_BATCH
+    ):
         folder, name = resolve_model(spec, cache_dir=cache_dir)
         super().__init__(batch_size=batch_size, device=device, model_path=folder)
         self.spec = PREFIX + spec  # what --embedder said: the name to give again (error messages)
@@ -199,5 +216,7 @@ class SentenceTransformerEmbedder(MiniLMEmbedder):
         model = self._load_model()
         dim = self._model_dimension(model)
         if dim != self.dimension:
-            raise EmbedderError(f"model at {self._path} makes {dim}-dimensional vectors, its config files say {self.dimension}")
+            raise EmbedderError(
+                f"model at {self._path} makes {dim}-dimensional vectors, its config files say {self.dimension}"
+            )
         return model

@@ -18,8 +18,14 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .limits import token_bound
 
-__all__ = ["TokenCounter", "FunctionCounter", "TokenizerJsonCounter", "folder_counter", "max_seq_length",
-           "UNKNOWN_REMOTE_INPUT"]
+__all__ = [
+    "TokenCounter",
+    "FunctionCounter",
+    "TokenizerJsonCounter",
+    "folder_counter",
+    "max_seq_length",
+    "UNKNOWN_REMOTE_INPUT",
+]
 
 # The input assumed of a remote model pagesync knows no limit of: 512 tokens, what the
 # BERT-family models OpenAI-compatible servers commonly serve read (bge, e5, gte). Counted

@@ -83,6 +83,7 @@ log = logging.getLogger("pagesync")
 @dataclass
 class PassConfig:
     """Everything one pass is told: where the pages are, how to read them, and its limits."""
+
     sitemaps: Sequence[str] = ()
     urls: Sequence[str] = ()
     crawl: Sequence[str] = ()  # start pages of a link crawl (`sync.stages.crawl`)
@@ -101,7 +102,9 @@ class PassConfig:
     mass_delete_min: int = 5  # ...and at least this many, purges nothing (unless allowed)
     policy: str = DEFAULT_POLICY  # revisit policy: "deploys" (static sites at their deploys, else change-rate), "change-rate" (learned), "halve-double", "uniform"
     revisit_interval: timedelta | None = None  # uniform's one interval (default 3 d); only with policy "uniform"
-    max_fetches: int | None = None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
+    max_fetches: int | None = (
+        None  # page visits per pass at most (repairs, trusted lastmod, --full and 60 d pages may exceed it)
+    )
     bulk_edits: bool = False  # notice bulk edits (many pages changed at once) and look for the rest sooner
     repair: Sequence[str] = ()  # a repair pass: visit exactly these URLs, unconditionally, and rewrite them
     # The collection is missing or empty while the state records indexed pages: rebuild it
@@ -135,8 +138,9 @@ class PassConfig:
         no source at all (the scope is the sources': every tracked page would be out of
         it), a source that is not an http(s) URL, no worker or a share out of [0, 1]."""
         if not (self.sitemaps or self.urls or self.crawl or self.repair):
-            raise ConfigError("a pass needs at least one sitemap, URL or crawl start page "
-                              "(PassConfig.sitemaps / urls / crawl)")
+            raise ConfigError(
+                "a pass needs at least one sitemap, URL or crawl start page (PassConfig.sitemaps / urls / crawl)"
+            )
         if self.max_pages < 1:
             raise ConfigError("max_pages must be at least 1")
         for u in (*self.sitemaps, *self.urls, *self.crawl):
@@ -177,8 +181,9 @@ class PassConfig:
                 raise ConfigError(str(exc)) from None
 
 
-def _pass_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleSet, *, now: datetime,
-                  dry_run: bool) -> Fetcher:
+def _pass_fetcher(
+    fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleSet, *, now: datetime, dry_run: bool
+) -> Fetcher:
     """The caller's Fetcher made this pass's (`Fetcher.for_pass`): the scope, headers and
     cache the caller gave it, else the pass's own; the site rules and the clock.
 
@@ -191,11 +196,14 @@ def _pass_fetcher(fetcher: Fetcher, state: State, scope: Scope, rules: SiteRuleS
     cache = fetcher.cache if fetcher.cache is not None else (state if isinstance(state, FetchCache) else None)
     if cache is not None and dry_run:
         cache = ReadOnlyCache(cache)
-    return fetcher.for_pass(scope=fetcher.scope or scope.check,
-                            site_headers=fetcher.site_headers or (
-                                lambda url: headers_in_scope(rules, url, scope.check, scope.plain_http_ok)),
-                            unwanted=lambda url: unwanted_reason(url, rules.rules_for(url)),
-                            cache=cache, now=now)
+    return fetcher.for_pass(
+        scope=fetcher.scope or scope.check,
+        site_headers=fetcher.site_headers
+        or (lambda url: headers_in_scope(rules, url, scope.check, scope.plain_http_ok)),
+        unwanted=lambda url: unwanted_reason(url, rules.rules_for(url)),
+        cache=cache,
+        now=now,
+    )
 
 
 Checkpoint = Callable[[str, "str | None"], None]
@@ -209,9 +217,16 @@ def _no_checkpoint(point: str, url: str | None) -> None:
     return None
 
 
-async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-                   splitter: Splitter, on_progress: Callable[[str, str], None] | None,
-                   checkpoint: Checkpoint = _no_checkpoint) -> Report:
+async def _conduct(
+    cfg: PassConfig,
+    fetcher: Fetcher,
+    store: Store,
+    state: State,
+    embedder: Embedder,
+    splitter: Splitter,
+    on_progress: Callable[[str, str], None] | None,
+    checkpoint: Checkpoint = _no_checkpoint,
+) -> Report:
     """One pass: the stages built from the config, then called in the order a page's data flows."""
     t0 = time.monotonic()
     now, rules, dry_run, repair = cfg.now, cfg.site_rules, cfg.dry_run, bool(cfg.repair)
@@ -227,47 +242,101 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
         """Why the site rules (--include, --exclude, the default excludes) keep `url` out, or None."""
         return unwanted_reason(url, rules.rules_for(url))
 
-    report = Report(dry_run=dry_run, now=now.isoformat(), collection=store.collection, embedder=embedder.model_id,
-                    policy=cfg.policy)
+    report = Report(
+        dry_run=dry_run, now=now.isoformat(), collection=store.collection, embedder=embedder.model_id, policy=cfg.policy
+    )
     report.started_at = datetime.now(timezone.utc).isoformat()
     fetcher = _pass_fetcher(fetcher, state, scope, rules, now=now, dry_run=dry_run)
     outcomes = Outcomes(state, report, now=now, dry_run=dry_run, on_progress=on_progress)
 
     # 1. Preflight: the model and the collection against the state, before any request.
-    preflight = Preflight(store, state, embedder, outcomes, rebuild=cfg.rebuild, repair=repair,
-                          last_report=last_report)
+    preflight = Preflight(store, state, embedder, outcomes, rebuild=cfg.rebuild, repair=repair, last_report=last_report)
     check = preflight.run()
 
     # The services the stages share: the schedule and the pipeline fingerprints.
     policy = pass_policy(cfg.policy, cfg.revisit_interval, repair=repair, last_report=last_report)
     report.policy, report.revisit_interval_s = policy.name, uniform_interval_s(policy)
     bulk = BulkEdits(last_report.get("bulk_edits") if cfg.bulk_edits else None, now=now, repair=repair)
-    deploys = Deploys(fetcher, state, outcomes, on=cfg.policy == "deploys" and not repair,
-                      last_schedules=last_report.get("host_schedule"), changed=cfg.changed, sitemaps=cfg.sitemaps,
-                      crawl_starts=cfg.crawl, max_fetches=cfg.max_fetches, now=now)
-    scheduler = Scheduler(policy, state.host_trust_counts(), now=now, bulk=bulk if cfg.bulk_edits else None,
-                          hook=deploys)
-    fingerprints = Fingerprints(rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
-                                splitter_settings=splitter.settings)
+    deploys = Deploys(
+        fetcher,
+        state,
+        outcomes,
+        on=cfg.policy == "deploys" and not repair,
+        last_schedules=last_report.get("host_schedule"),
+        changed=cfg.changed,
+        sitemaps=cfg.sitemaps,
+        crawl_starts=cfg.crawl,
+        max_fetches=cfg.max_fetches,
+        now=now,
+    )
+    scheduler = Scheduler(
+        policy, state.host_trust_counts(), now=now, bulk=bulk if cfg.bulk_edits else None, hook=deploys
+    )
+    fingerprints = Fingerprints(
+        rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID, splitter_settings=splitter.settings
+    )
 
     # The hand-offs, downstream first: writer <- embed queue <- visitor; the ledger for settle.
-    writer = Writer(store, state, outcomes, embedder_id=embedder.model_id, fetched_at=now.isoformat(),
-                    ready_collection=preflight.ready_collection, reschedule=scheduler.reschedule,
-                    fingerprint_for=fingerprints.for_url, keep_texts=not dry_run)
-    queue = EmbedQueue(store, embedder, writer, outcomes, batch=cfg.embed_batch, write_batch=cfg.write_batch,
-                       reuse_vectors=cfg.reuse_vectors, reuse_cache=cfg.reuse_cache,
-                       reuse_leaving_chunks=cfg.reuse_leaving_chunks, read_stored=not repair,
-                       max_embed_tokens=cfg.max_embed_tokens, dry_run=dry_run,
-                       store_was_empty=check.store_was_empty, rebuilding=check.rebuilding)
+    writer = Writer(
+        store,
+        state,
+        outcomes,
+        embedder_id=embedder.model_id,
+        fetched_at=now.isoformat(),
+        ready_collection=preflight.ready_collection,
+        reschedule=scheduler.reschedule,
+        fingerprint_for=fingerprints.for_url,
+        keep_texts=not dry_run,
+    )
+    queue = EmbedQueue(
+        store,
+        embedder,
+        writer,
+        outcomes,
+        batch=cfg.embed_batch,
+        write_batch=cfg.write_batch,
+        reuse_vectors=cfg.reuse_vectors,
+        reuse_cache=cfg.reuse_cache,
+        reuse_leaving_chunks=cfg.reuse_leaving_chunks,
+        read_stored=not repair,
+        max_embed_tokens=cfg.max_embed_tokens,
+        dry_run=dry_run,
+        store_was_empty=check.store_was_empty,
+        rebuilding=check.rebuilding,
+    )
     ledger = Ledger(on_leaving=queue.add_leaving)
-    visitor = Visitor(fetcher, state, outcomes, scheduler, ledger, queue, splitter, fingerprints, check,
-                      site_rules=rules, unwanted=unwanted, workers=cfg.workers, repair=repair,
-                      max_chunks_per_page=cfg.max_chunks_per_page, now=now, on_generator=deploys.generator,
-                      on_change=deploys.changed,
-                      checkpoint=checkpoint)
-    settler = Settler(ledger, queue, outcomes, store, state, now=now, dry_run=dry_run,
-                      allow_mass_delete=cfg.allow_mass_delete, mass_delete_min=cfg.mass_delete_min,
-                      max_delete_share=cfg.max_delete_share)
+    visitor = Visitor(
+        fetcher,
+        state,
+        outcomes,
+        scheduler,
+        ledger,
+        queue,
+        splitter,
+        fingerprints,
+        check,
+        site_rules=rules,
+        unwanted=unwanted,
+        workers=cfg.workers,
+        repair=repair,
+        max_chunks_per_page=cfg.max_chunks_per_page,
+        now=now,
+        on_generator=deploys.generator,
+        on_change=deploys.changed,
+        checkpoint=checkpoint,
+    )
+    settler = Settler(
+        ledger,
+        queue,
+        outcomes,
+        store,
+        state,
+        now=now,
+        dry_run=dry_run,
+        allow_mass_delete=cfg.allow_mass_delete,
+        mass_delete_min=cfg.mass_delete_min,
+        max_delete_share=cfg.max_delete_share,
+    )
 
     crawl: Crawl | None = None
     if repair:
@@ -281,15 +350,42 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     else:
         # 2. Plan: the sitemaps, the change feed and the deploy signal, then the visits.
         if cfg.crawl:
-            crawl = Crawl(state, outcomes, ledger, links=state if isinstance(state, LinkKeeper) else None,
-                          starts=cfg.crawl, scope=scope, unwanted=unwanted,
-                          crawl_filter=cfg.crawl_filter, limits=cfg.crawl_limits, max_pages=cfg.max_pages, now=now,
-                          last_report=last_report, full=cfg.full)
+            crawl = Crawl(
+                state,
+                outcomes,
+                ledger,
+                links=state if isinstance(state, LinkKeeper) else None,
+                starts=cfg.crawl,
+                scope=scope,
+                unwanted=unwanted,
+                crawl_filter=cfg.crawl_filter,
+                limits=cfg.crawl_limits,
+                max_pages=cfg.max_pages,
+                now=now,
+                last_report=last_report,
+                full=cfg.full,
+            )
             visitor.watch_crawl(crawl)
-        planner = Planner(fetcher, state, scheduler, deploys, bulk, outcomes, check, scope=scope, unwanted=unwanted,
-                          sitemaps=cfg.sitemaps, urls=cfg.urls, full=cfg.full, max_fetches=cfg.max_fetches,
-                          max_sitemap_urls=cfg.max_sitemap_urls, allow_mass_delete=cfg.allow_mass_delete, now=now,
-                          stamp_clock=stamp_clock, last_report=last_report)
+        planner = Planner(
+            fetcher,
+            state,
+            scheduler,
+            deploys,
+            bulk,
+            outcomes,
+            check,
+            scope=scope,
+            unwanted=unwanted,
+            sitemaps=cfg.sitemaps,
+            urls=cfg.urls,
+            full=cfg.full,
+            max_fetches=cfg.max_fetches,
+            max_sitemap_urls=cfg.max_sitemap_urls,
+            allow_mass_delete=cfg.allow_mass_delete,
+            now=now,
+            stamp_clock=stamp_clock,
+            last_report=last_report,
+        )
         read = await planner.read_sitemaps()
         await deploys.read(read)  # the change feed and the deploy signal, before the plan
         tracked_before = state.tracked_count()  # the guard's base: before the plan writes new rows
@@ -322,8 +418,11 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     report.finished_at = datetime.now(timezone.utc).isoformat()
     report.seconds = round(time.monotonic() - t0, 3)
     chunk_tokens = splitter.chunk_size / (1 if splitter.counter is not None else 4)  # about 4 characters a token
-    queue.tokens.count_tokens(chunks_skipped=outcomes.chunks_skipped, last_per_chunk=last_report.get("tokens_per_chunk"),
-                       chunk_tokens=chunk_tokens)
+    queue.tokens.count_tokens(
+        chunks_skipped=outcomes.chunks_skipped,
+        last_per_chunk=last_report.get("tokens_per_chunk"),
+        chunk_tokens=chunk_tokens,
+    )
     if crawl is None:  # no crawl this pass: its overflow count goes on as it was
         report.crawl_overflow_passes = overflow_passes(last_report, crawled=False, overflowed=False)
     if cfg.bulk_edits:
@@ -335,9 +434,17 @@ async def _conduct(cfg: PassConfig, fetcher: Fetcher, store: Store, state: State
     return report
 
 
-async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-                    splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None,
-                    checkpoint: Checkpoint | None = None) -> Report:
+async def arun_pass(
+    cfg: PassConfig,
+    *,
+    fetcher: Fetcher,
+    store: Store,
+    state: State,
+    embedder: Embedder,
+    splitter: Splitter | None = None,
+    on_progress: Callable[[str, str], None] | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Report:
     """Async form of `run_pass` (for callers already in an event loop)."""
     cfg.check()
     state.lock(wait=cfg.wait_lock)
@@ -346,17 +453,34 @@ async def arun_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: S
             from .stages.chunks import splitter_for
 
             splitter = splitter_for(embedder)  # the embedder's own tokens, up to what it reads
-        return await _conduct(cfg, fetcher, store, state, embedder, splitter, on_progress,
-                              checkpoint or _no_checkpoint)
+        return await _conduct(cfg, fetcher, store, state, embedder, splitter, on_progress, checkpoint or _no_checkpoint)
     finally:
         state.unlock()
 
 
-def run_pass(cfg: PassConfig, *, fetcher: Fetcher, store: Store, state: State, embedder: Embedder,
-             splitter: Splitter | None = None, on_progress: Callable[[str, str], None] | None = None,
-             checkpoint: Checkpoint | None = None) -> Report:
+def run_pass(
+    cfg: PassConfig,
+    *,
+    fetcher: Fetcher,
+    store: Store,
+    state: State,
+    embedder: Embedder,
+    splitter: Splitter | None = None,
+    on_progress: Callable[[str, str], None] | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> Report:
     """Run one sync pass and return its report. Takes the state lock for the pass's duration
     (waiting up to `cfg.wait_lock` seconds for another pass to finish). `on_progress(url,
     action)` hears each page's outcome; `checkpoint` each crash point (`Checkpoint`)."""
-    return asyncio.run(arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder,
-                                 splitter=splitter, on_progress=on_progress, checkpoint=checkpoint))
+    return asyncio.run(
+        arun_pass(
+            cfg,
+            fetcher=fetcher,
+            store=store,
+            state=state,
+            embedder=embedder,
+            splitter=splitter,
+            on_progress=on_progress,
+            checkpoint=checkpoint,
+        )
+    )

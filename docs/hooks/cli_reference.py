@@ -86,8 +86,7 @@ def render(path: str) -> str:
         if env and env not in help_text:
             help_text += f" Environment variable: `{env}`."
         rows.append(f"| {_names(p)} | {_type(p)} | {_cell(_default(p))} | {_cell(help_text)} |")
-    args = [p.name.upper() if p.required else f"[{p.name.upper()}]"
-            for p in cmd.params if _is_argument(p)]
+    args = [p.name.upper() if p.required else f"[{p.name.upper()}]" for p in cmd.params if _is_argument(p)]
     usage = " ".join(["pagesync", path, "[OPTIONS]", *args])
     return f"```text\n{usage}\n```\n\n" + "\n".join(rows) + "\n"
 

@@ -61,8 +61,19 @@ class _Pages(Protocol):
 class _UrlSummary:
     """What the scan saw of one live url's points."""
 
-    __slots__ = ("content_hash", "title", "chunk_prefix", "indexes", "bad_ids", "stale_ids", "old_titles",
-                 "stored_title", "no_metadata", "too_long", "model_input")
+    __slots__ = (
+        "content_hash",
+        "title",
+        "chunk_prefix",
+        "indexes",
+        "bad_ids",
+        "stale_ids",
+        "old_titles",
+        "stored_title",
+        "no_metadata",
+        "too_long",
+        "model_input",
+    )
 
     def __init__(self, url: str, content_hash: str | None, title: str | None):
         self.content_hash = content_hash
@@ -83,6 +94,7 @@ class _UrlSummary:
 @dataclass
 class AuditReport:
     """What `audit` found in the collection against the state, and what `--fix` repaired."""
+
     points_scanned: int = 0
     pages_live: int = 0
     counts: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CATEGORIES})
@@ -145,8 +157,9 @@ def _describe(category: str, ex: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in ex.items())
 
 
-def audit_collection(store: Store, state: _Pages, *, examples: int = 5, batch: int = 1024,
-                     counter_of: Callable[[str], Any] | None = None) -> AuditReport:
+def audit_collection(
+    store: Store, state: _Pages, *, examples: int = 5, batch: int = 1024, counter_of: Callable[[str], Any] | None = None
+) -> AuditReport:
     """Scan the collection once and compare it with the state (read-only). `counter_of`:
     a point's embedder id -> its token counter (`embedders.tokens`) or None; with it the
     texts are read too, and current points whose embedded text is longer than their model
@@ -191,8 +204,12 @@ def audit_collection(store: Store, state: _Pages, *, examples: int = 5, batch: i
                 summary.stale_ids.append(pid)
                 continue
             idx = pl.get("chunk_index")
-            if (not isinstance(idx, int) or idx < 0 or pl.get("chunk_id") != f"{summary.chunk_prefix}{idx}"
-                    or pid != point_id(pl["chunk_id"])):
+            if (
+                not isinstance(idx, int)
+                or idx < 0
+                or pl.get("chunk_id") != f"{summary.chunk_prefix}{idx}"
+                or pid != point_id(pl["chunk_id"])
+            ):
                 summary.bad_ids.append(pid)
                 continue
             indexes = summary.indexes
@@ -222,12 +239,20 @@ def audit_collection(store: Store, state: _Pages, *, examples: int = 5, batch: i
             rep.note("missing", 1, {"url": url, "points": current, "expected": page.chunk_count}, examples)
             rep.reindex_urls.append(url)
         elif s is not None and (s.bad_ids or _has_gaps_or_dupes(s.indexes) or current > page.chunk_count):
-            rep.note("broken", 1, {"url": url, "points": current, "expected": page.chunk_count,
-                                   "bad_ids": len(s.bad_ids)}, examples)
+            rep.note(
+                "broken",
+                1,
+                {"url": url, "points": current, "expected": page.chunk_count, "bad_ids": len(s.bad_ids)},
+                examples,
+            )
             rep.reindex_urls.append(url)
         if s is not None and s.old_titles:
-            rep.note("stale", s.old_titles, {"url": url, "points": s.old_titles, "title": s.title,
-                                             "stored_title": s.stored_title}, examples)
+            rep.note(
+                "stale",
+                s.old_titles,
+                {"url": url, "points": s.old_titles, "title": s.title, "stored_title": s.stored_title},
+                examples,
+            )
             if not rep.reindex_urls or rep.reindex_urls[-1] != url:  # once, if not broken or missing already
                 rep.reindex_urls.append(url)
         if s is not None and s.no_metadata:
@@ -286,7 +311,9 @@ def model_counters() -> Callable[[str], Any]:
     return counter_of
 
 
-def _payload_pages(store: Store, batch: int, fields: Sequence[str] = _FIELDS) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+def _payload_pages(
+    store: Store, batch: int, fields: Sequence[str] = _FIELDS
+) -> Iterator[list[tuple[str, dict[str, Any]]]]:
     """Pages of (point id, payload `fields`: the audit's by default): the store's lean scan,
     or its plain scroll for a Store written before `scroll_payloads` existed."""
     lean = getattr(store, "scroll_payloads", None)
@@ -326,9 +353,19 @@ def restore_metadata(store: Store, urls: Sequence[str], *, batch: int = 1024) ->
     return done
 
 
-async def fix_collection(store: Store, state: State, report: AuditReport, *, fetcher: Any, embedder: Any,
-                         include_foreign: bool = False, now: Any = None, wait_lock: float = 0.0,
-                         max_embed_tokens: int | None = None, site_rules: Any = None) -> Any:
+async def fix_collection(
+    store: Store,
+    state: State,
+    report: AuditReport,
+    *,
+    fetcher: Any,
+    embedder: Any,
+    include_foreign: bool = False,
+    now: Any = None,
+    wait_lock: float = 0.0,
+    max_embed_tokens: int | None = None,
+    site_rules: Any = None,
+) -> Any:
     """Repair what `report` found: delete orphan and stale points (and foreign ones when
     asked), set the `metadata` of points lacking it and the keyword vector of points
     lacking one in place, then re-index broken and
@@ -349,17 +386,33 @@ async def fix_collection(store: Store, state: State, report: AuditReport, *, fet
     if not report.reindex_urls:
         return None
     rules = {"site_rules": site_rules} if site_rules is not None else {}
-    cfg = PassConfig(repair=list(report.reindex_urls), urls=list(report.reindex_urls),
-                     now=now or datetime.now(timezone.utc), wait_lock=wait_lock, max_embed_tokens=max_embed_tokens,
-                     **rules)
+    cfg = PassConfig(
+        repair=list(report.reindex_urls),
+        urls=list(report.reindex_urls),
+        now=now or datetime.now(timezone.utc),
+        wait_lock=wait_lock,
+        max_embed_tokens=max_embed_tokens,
+        **rules,
+    )
     return await arun_pass(cfg, fetcher=fetcher, store=store, state=state, embedder=embedder)
 
 
-def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign: bool = False,
-              embedder_name: str | None = None, timeout: float = 30.0, examples: int = 5,
-              wait_lock: float = 0.0, now: Any = None, embed_dimensions: int | None = None,
-              embed_concurrency: int | None = None, max_embed_tokens: int | None = None,
-              site_rules: Any = None) -> tuple[dict, bool, str]:
+def run_audit(
+    store: Store,
+    state: State,
+    *,
+    fix: bool = False,
+    include_foreign: bool = False,
+    embedder_name: str | None = None,
+    timeout: float = 30.0,
+    examples: int = 5,
+    wait_lock: float = 0.0,
+    now: Any = None,
+    embed_dimensions: int | None = None,
+    embed_concurrency: int | None = None,
+    max_embed_tokens: int | None = None,
+    site_rules: Any = None,
+) -> tuple[dict, bool, str]:
     """What `pagesync audit` does: audit; with `fix`, repair and audit again.
 
     Holds the state lock throughout (a fix writes, and even a read-only audit must not
@@ -385,27 +438,46 @@ def run_audit(store: Store, state: State, *, fix: bool = False, include_foreign:
         # with nothing written. Without --embedder: the one the points name, when known.
         # Only a re-index embeds: deletes and metadata set in place need no model (nor a
         # remote embedder's key).
-        embedder = (choose_embedder(embedder_name, store, why="audit --fix", dimensions=embed_dimensions,
-                                    concurrency=embed_concurrency) if first.reindex_urls else None)
+        embedder = (
+            choose_embedder(
+                embedder_name, store, why="audit --fix", dimensions=embed_dimensions, concurrency=embed_concurrency
+            )
+            if first.reindex_urls
+            else None
+        )
 
         async def repair() -> Any:
             async with make_client(timeout=timeout) as client:
-                return await fix_collection(store, state, first, fetcher=Fetcher(client),
-                                            embedder=embedder, include_foreign=include_foreign,
-                                            now=now, wait_lock=wait_lock, max_embed_tokens=max_embed_tokens,
-                                            site_rules=site_rules)
+                return await fix_collection(
+                    store,
+                    state,
+                    first,
+                    fetcher=Fetcher(client),
+                    embedder=embedder,
+                    include_foreign=include_foreign,
+                    now=now,
+                    wait_lock=wait_lock,
+                    max_embed_tokens=max_embed_tokens,
+                    site_rules=site_rules,
+                )
 
         state.unlock()  # the repair pass takes the lock itself
         rep = asyncio.run(repair())
         state.lock(wait=wait_lock)
         final = audit_collection(store, state, examples=examples, counter_of=counters)
         deleted = len(first.delete_ids) + (len(first.foreign_ids) if include_foreign else 0)
-        out["fix"] = {"deleted_points": deleted, "reindexed_pages": len(first.reindex_urls),
-                      "metadata_pages": len(first.metadata_urls), "keyword_points": first.counts["keywords"],
-                      "pass": rep.to_dict() if rep else None}
+        out["fix"] = {
+            "deleted_points": deleted,
+            "reindexed_pages": len(first.reindex_urls),
+            "metadata_pages": len(first.metadata_urls),
+            "keyword_points": first.counts["keywords"],
+            "pass": rep.to_dict() if rep else None,
+        }
         out["after_fix"] = final.to_dict()
-        text += (f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}, "
-                 f"set metadata in place on {plural(len(first.metadata_urls), 'page')}, "
-                 f"keyword vectors on {plural(first.counts['keywords'], 'point')}; "
-                 f"audit again:\n{final.render()}")
+        text += (
+            f"\n\nfix: deleted {plural(deleted, 'point')}, re-indexed {plural(len(first.reindex_urls), 'page')}, "
+            f"set metadata in place on {plural(len(first.metadata_urls), 'page')}, "
+            f"keyword vectors on {plural(first.counts['keywords'], 'point')}; "
+            f"audit again:\n{final.render()}"
+        )
     return out, final.ok, text

@@ -24,8 +24,14 @@ from ..edges.state_protocol import State
 from ..edges.store import Store
 from ..edges.stored_model import stored_embedder, stored_size
 
-__all__ = ["require_collection", "stored_embedder", "choose_embedder", "check_embedder_fits", "check_runs",
-           "collection_embedder"]
+__all__ = [
+    "require_collection",
+    "stored_embedder",
+    "choose_embedder",
+    "check_embedder_fits",
+    "check_runs",
+    "collection_embedder",
+]
 
 log = logging.getLogger("pagesync")
 
@@ -40,8 +46,10 @@ def require_collection(store: Store, state: State | None = None) -> None:
         return
     if state is not None and not any(p.indexed for p in state.all_pages()):
         return  # nothing indexed yet: an empty collection is the truth
-    raise CollectionNotFoundError(f"collection {store.collection!r} not found in {_where(store)} "
-                                  f"(check --collection and --qdrant-path / --qdrant-url)")
+    raise CollectionNotFoundError(
+        f"collection {store.collection!r} not found in {_where(store)} "
+        f"(check --collection and --qdrant-path / --qdrant-url)"
+    )
 
 
 def check_embedder_fits(store: Store, embedder: Any, *, model_id: str | None = None) -> None:
@@ -52,15 +60,15 @@ def check_embedder_fits(store: Store, embedder: Any, *, model_id: str | None = N
     size = stored_size(store)
     of = f" of {model_id!r}" if model_id else ""
     if size is not None and size != embedder.dimension:
-        what = (f"holds {size}-dimensional vectors{of} but the embedder {embedder.model_id!r} makes "
-                f"{embedder.dimension}")
+        what = f"holds {size}-dimensional vectors{of} but the embedder {embedder.model_id!r} makes {embedder.dimension}"
     elif model_id is not None and model_id != embedder.model_id:
         what = f"holds vectors{of} but the embedder {embedder.model_id!r} is another model"
     else:
         return
     hint = name_for_model_id(model_id)
-    raise CollectionMismatchError(f"collection {store.collection!r} {what}; give --embedder "
-                                  f"{hint or 'with the one it was built with'}")
+    raise CollectionMismatchError(
+        f"collection {store.collection!r} {what}; give --embedder {hint or 'with the one it was built with'}"
+    )
 
 
 def check_runs(embedder: Any) -> None:
@@ -71,8 +79,9 @@ def check_runs(embedder: Any) -> None:
         check()
 
 
-def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int | None = None,
-                    concurrency: int | None = None) -> Any:
+def choose_embedder(
+    name: str | None, store: Store, *, why: str, dimensions: int | None = None, concurrency: int | None = None
+) -> Any:
     """The embedder for a command that embeds for this existing collection (see module doc),
     checked to run here (`check()`: a remote server's key) and to fit it (vector size, and the
     model the points name). `why` names the command in the info line; `dimensions` and
@@ -85,10 +94,12 @@ def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int
         if guessed is None:  # e.g. a model from a folder: its id does not say where the folder is
             raise CollectionMismatchError(
                 f"collection {store.collection!r} holds vectors of {model_id!r}, which pagesync cannot find by that "
-                f"name: give --embedder (st:PATH for a model in a folder)")
+                f"name: give --embedder (st:PATH for a model in a folder)"
+            )
         if guessed not in DEFAULT_NAMES:  # the default needs no word
-            log.info("%s: using embedder %r, the one the collection's points name (--embedder to choose)",
-                     why, model_id)
+            log.info(
+                "%s: using embedder %r, the one the collection's points name (--embedder to choose)", why, model_id
+            )
             name = guessed
     emb = make_embedder(name, dimensions=dimensions, concurrency=concurrency)
     try:
@@ -102,8 +113,9 @@ def choose_embedder(name: str | None, store: Store, *, why: str, dimensions: int
     return emb
 
 
-def collection_embedder(store: Store, last_run: dict | None, *, dimensions: int | None = None,
-                        concurrency: int | None = None) -> Any:
+def collection_embedder(
+    store: Store, last_run: dict | None, *, dimensions: int | None = None, concurrency: int | None = None
+) -> Any:
     """The embedder of a `run` given no --embedder (nor the `embedder` key), checked to run:
     the model of the last pass recorded into this collection (`last_run`, the state's; a
     reindex records its new one), else the one its points name (an embedded shard is loaded
@@ -119,9 +131,11 @@ def collection_embedder(store: Store, last_run: dict | None, *, dimensions: int 
     if model_id is not None:
         name = name_for_model_id(model_id)
         if name is None:  # e.g. a model from a folder: its id does not say where the folder is
-            raise ConfigError(f"collection {store.collection!r} holds vectors of {model_id!r}, which pagesync cannot "
-                              f"find by that name: give --embedder (st:PATH for a model in a folder), or set "
-                              f"`embedder` in pagesync.toml")
+            raise ConfigError(
+                f"collection {store.collection!r} holds vectors of {model_id!r}, which pagesync cannot "
+                f"find by that name: give --embedder (st:PATH for a model in a folder), or set "
+                f"`embedder` in pagesync.toml"
+            )
         if name not in DEFAULT_NAMES:  # the default needs no word
             log.info("run: using embedder %r, the collection's (--embedder to choose)", model_id)
     try:
@@ -130,7 +144,9 @@ def collection_embedder(store: Store, last_run: dict | None, *, dimensions: int 
     except (ConfigError, EmbedderError) as exc:
         if model_id is None:
             raise
-        raise ConfigError(f"collection {store.collection!r} holds vectors of {model_id!r}, which cannot run here "
-                          f"({exc}): give --embedder {name} once it can, or set `embedder` in pagesync.toml; "
-                          f"another model goes through `pagesync reindex --embedder NEW`") from None
+        raise ConfigError(
+            f"collection {store.collection!r} holds vectors of {model_id!r}, which cannot run here "
+            f"({exc}): give --embedder {name} once it can, or set `embedder` in pagesync.toml; "
+            f"another model goes through `pagesync reindex --embedder NEW`"
+        ) from None
     return emb

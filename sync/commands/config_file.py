@@ -130,8 +130,9 @@ def load_config(ctx: typer.Context, given: str | os.PathLike | None) -> None:
     ctx.meta[_FILE] = path
     # The site rules as run would read them (file over environment), kept for audit --fix
     # and reindex, which re-read pages and have no flags of their own for them.
-    ctx.meta[_RULES] = {k: v for k, (v, _where) in merge(file, parse_env(os.environ, rule_options()),
-                                                         rule_options(), str(path)).items()}
+    ctx.meta[_RULES] = {
+        k: v for k, (v, _where) in merge(file, parse_env(os.environ, rule_options()), rule_options(), str(path)).items()
+    }
 
 
 def sites_of(ctx: typer.Context) -> list:

@@ -14,8 +14,15 @@ import typer
 
 from ..errors import PagesyncError
 
-__all__ = ["fail", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE", "PROCESS", "exit_now", "interrupted_outside_a_body",
-           "guarded"]
+__all__ = [
+    "fail",
+    "EXIT_INTERRUPTED",
+    "EXIT_BROKEN_PIPE",
+    "PROCESS",
+    "exit_now",
+    "interrupted_outside_a_body",
+    "guarded",
+]
 
 
 def fail(exc: BaseException, code: int) -> None:

@@ -13,8 +13,17 @@ from typing import Any, Iterator
 
 from ..errors import ConfigError, StateUnusableError
 
-__all__ = ["QDRANT_STATE", "NO_STATE", "STORE_WAIT_ENV", "STORE_WAIT_S", "store_wait", "open_store", "open_state",
-           "store_and_state", "is_fresh"]
+__all__ = [
+    "QDRANT_STATE",
+    "NO_STATE",
+    "STORE_WAIT_ENV",
+    "STORE_WAIT_S",
+    "store_wait",
+    "open_store",
+    "open_state",
+    "store_and_state",
+    "is_fresh",
+]
 
 log = logging.getLogger("pagesync")
 
@@ -41,8 +50,14 @@ def store_wait() -> float:
     return wait
 
 
-def open_store(collection: str, qdrant_url: str | None, api_key: str | None, qdrant_path: Path,
-                lock_wait: float | None = None, reading: bool = False):
+def open_store(
+    collection: str,
+    qdrant_url: str | None,
+    api_key: str | None,
+    qdrant_path: Path,
+    lock_wait: float | None = None,
+    reading: bool = False,
+):
     """The store the options name. `reading`: the command only reads it, so an embedded
     shard a pass is writing is refused at once (`EdgeStore`), not waited for."""
     from ..edges.client_store import ClientStore
@@ -50,12 +65,20 @@ def open_store(collection: str, qdrant_url: str | None, api_key: str | None, qdr
 
     if qdrant_url:
         return ClientStore.connect(qdrant_url, collection, api_key=api_key)
-    return EdgeStore(qdrant_path, collection, lock_wait=store_wait() if lock_wait is None else lock_wait,
-                     reading=reading)
+    return EdgeStore(
+        qdrant_path, collection, lock_wait=store_wait() if lock_wait is None else lock_wait, reading=reading
+    )
 
 
-def open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = False, optional: bool = False,
-                reading: bool = False):
+def open_state(
+    spec: str,
+    store,
+    *,
+    missing: str | None = None,
+    dry_run: bool = False,
+    optional: bool = False,
+    reading: bool = False,
+):
     """The page state --state names: a SQLite file, or (the literal `qdrant`) the Qdrant state
     beside the store's collection, which needs a qdrant-client store (--qdrant-url).
 
@@ -101,9 +124,18 @@ def open_state(spec: str, store, *, missing: str | None = None, dry_run: bool = 
 
 
 @contextmanager
-def store_and_state(collection: str, qdrant_url: str | None, api_key: str | None, qdrant_path: Path, state: str, *,
-                    lock_wait: float | None = None, reading: bool = False, state_reading: bool = False,
-                    missing: str | None = None) -> Iterator[tuple[Any, Any]]:
+def store_and_state(
+    collection: str,
+    qdrant_url: str | None,
+    api_key: str | None,
+    qdrant_path: Path,
+    state: str,
+    *,
+    lock_wait: float | None = None,
+    reading: bool = False,
+    state_reading: bool = False,
+    missing: str | None = None,
+) -> Iterator[tuple[Any, Any]]:
     """`(store, state)` for one command's body: the store the options name (`open_store`, with
     `lock_wait` and `reading`), then the page state beside it (`open_state`, with `missing`
     and `state_reading` as its `reading`). The state is closed before the store, and the store

@@ -16,11 +16,34 @@ import typer
 from ..errors import ConfigError
 from .exits import fail
 
-__all__ = ["CollectionOpt", "QdrantUrlOpt", "ApiKeyOpt", "QdrantPathOpt", "StateOpt", "WaitLockOpt", "EMBEDDER_HELP",
-           "EmbedDimensionsOpt", "EmbedConcurrencyOpt", "MaxEmbedTokensOpt", "ChunkTokensOpt", "ChunkOverlapOpt",
-           "MaxChunkTokensOpt", "ConfigOpt", "config_callback", "query_embedder", "NOW_MIN", "NOW_MAX", "parse_now",
-           "check_clock", "parse_duration", "check_output", "check_url", "read_changed", "check_selectors",
-           "file_sites"]
+__all__ = [
+    "CollectionOpt",
+    "QdrantUrlOpt",
+    "ApiKeyOpt",
+    "QdrantPathOpt",
+    "StateOpt",
+    "WaitLockOpt",
+    "EMBEDDER_HELP",
+    "EmbedDimensionsOpt",
+    "EmbedConcurrencyOpt",
+    "MaxEmbedTokensOpt",
+    "ChunkTokensOpt",
+    "ChunkOverlapOpt",
+    "MaxChunkTokensOpt",
+    "ConfigOpt",
+    "config_callback",
+    "query_embedder",
+    "NOW_MIN",
+    "NOW_MAX",
+    "parse_now",
+    "check_clock",
+    "parse_duration",
+    "check_output",
+    "check_url",
+    "read_changed",
+    "check_selectors",
+    "file_sites",
+]
 
 log = logging.getLogger("pagesync")
 
@@ -30,20 +53,32 @@ CollectionOpt = typer.Option("pages", "--collection", help="Qdrant collection.")
 # the configuration file: click's own envvar would rank them above it.
 QdrantUrlOpt = typer.Option(None, "--qdrant-url", help="A Qdrant server URL (env QDRANT_URL).")
 ApiKeyOpt = typer.Option(None, "--api-key", help="Qdrant API key (env QDRANT_API_KEY).")
-QdrantPathOpt = typer.Option(Path(".pagesync/qdrant"), "--qdrant-path", help="Embedded Qdrant directory, used when no server is named.")
+QdrantPathOpt = typer.Option(
+    Path(".pagesync/qdrant"), "--qdrant-path", help="Embedded Qdrant directory, used when no server is named."
+)
 StateOpt = typer.Option(
-    ".pagesync/state.db", "--state",
+    ".pagesync/state.db",
+    "--state",
     help="The page state: a SQLite file, or the literal 'qdrant' to keep it in Qdrant beside the collection "
-         "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.")
-WaitLockOpt = typer.Option(0.0, "--wait-lock", min=0.0,
-                           help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).")
-EMBEDDER_HELP = ("Embedder (default: the collection's own model, as the last pass into it or its points name it; "
-                 "for a new collection the bundled all-MiniLM-L6-v2): the bundled all-MiniLM-L6-v2 (offline; ONNX "
-                 "Runtime when installed, else torch; "
-                 "force one with 'minilm-onnx' or 'minilm-torch'), 'st:NAME_OR_PATH' (a sentence-transformers model "
-                 "in a folder or the local cache; never downloaded), 'openai:MODEL' (OpenAI's embeddings API or any "
-                 "server speaking it, at env OPENAI_BASE_URL, key from env OPENAI_API_KEY) or 'fake' (tests). Another "
-                 "model than the collection's is exit 2, --full or not: change models with 'pagesync reindex'.")
+    "(<collection>__pagesync_state; needs --qdrant-url). A file named 'qdrant' is ./qdrant.",
+)
+WaitLockOpt = typer.Option(
+    0.0,
+    "--wait-lock",
+    min=0.0,
+    help="Seconds to wait for another pass holding the state lock (default 0: exit 2 at once).",
+)
+EMBEDDER_HELP = (
+    "Embedder (default: the collection's own model, as the last pass into it or its points name it; "
+    "for a new collection the bundled all-MiniLM-L6-v2): the bundled all-MiniLM-L6-v2 (offline; ONNX "
+    "Runtime when installed, else torch; "
+    "force one with 'minilm-onnx' or 'minilm-torch'), 'st:NAME_OR_PATH' (a sentence-transformers model "
+    "in a folder or the local cache; never downloaded), 'openai:MODEL' (OpenAI's embeddings API or any "
+    "server speaking it, at env OPENAI_BASE_URL, key from env OPENAI_API_KEY) or 'fake' (tests). Another "
+    "model than the collection's is exit 2, --full or not: change models with 'pagesync reindex'."
+)
+
+
 def query_embedder(name: str | None, dimensions: int | None, concurrency: int | None):
     """The embedder `search` was given: its name (the read API picks and checks it), or, with a
     remote embedder's options, the embedder itself, checked to run."""
@@ -58,27 +93,48 @@ def query_embedder(name: str | None, dimensions: int | None, concurrency: int | 
     return emb
 
 
-EmbedDimensionsOpt = typer.Option(None, "--embed-dimensions", min=1,
-                                  help="Remote embedders: the vector size to ask for (sent as `dimensions`; "
-                                       "text-embedding-3 models take it). Part of the model id.")
-EmbedConcurrencyOpt = typer.Option(None, "--embed-concurrency", min=1,
-                                   help="Remote embedders: embedding requests in flight at once (default 4).")
-MaxEmbedTokensOpt = typer.Option(None, "--max-embed-tokens", min=0,
-                                 help="Spending guard: send no batch that could take this pass past N tokens "
-                                      "(counted offline as an upper bound before sending); the pages not embedded "
-                                      "keep their points and are embedded by the next pass (exit 1).")
+EmbedDimensionsOpt = typer.Option(
+    None,
+    "--embed-dimensions",
+    min=1,
+    help="Remote embedders: the vector size to ask for (sent as `dimensions`; "
+    "text-embedding-3 models take it). Part of the model id.",
+)
+EmbedConcurrencyOpt = typer.Option(
+    None, "--embed-concurrency", min=1, help="Remote embedders: embedding requests in flight at once (default 4)."
+)
+MaxEmbedTokensOpt = typer.Option(
+    None,
+    "--max-embed-tokens",
+    min=0,
+    help="Spending guard: send no batch that could take this pass past N tokens "
+    "(counted offline as an upper bound before sending); the pages not embedded "
+    "keep their points and are embedded by the next pass (exit 1).",
+)
 
-ChunkTokensOpt = typer.Option(None, "--chunk-tokens", min=8,
-                              help="Chunk size in the embedder's own tokens (default: what the model reads, at "
-                                   "most 1024; the bundled model 256). Characters for an embedder without a "
-                                   "tokenizer. A new size re-chunks every page once.")
-ChunkOverlapOpt = typer.Option(None, "--chunk-overlap", min=0,
-                               help="Tokens a chunk shares with the one before it when a section is cut by size "
-                                    "(default: a tenth of --chunk-tokens).")
-MaxChunkTokensOpt = typer.Option(None, "--max-chunk-tokens", min=16,
-                                 help="The most tokens one embedded text (heading path and chunk) may take "
-                                      "(default: the model's input; needed for an openai: model pagesync does not "
-                                      "know; cannot exceed a known model's input).")
+ChunkTokensOpt = typer.Option(
+    None,
+    "--chunk-tokens",
+    min=8,
+    help="Chunk size in the embedder's own tokens (default: what the model reads, at "
+    "most 1024; the bundled model 256). Characters for an embedder without a "
+    "tokenizer. A new size re-chunks every page once.",
+)
+ChunkOverlapOpt = typer.Option(
+    None,
+    "--chunk-overlap",
+    min=0,
+    help="Tokens a chunk shares with the one before it when a section is cut by size "
+    "(default: a tenth of --chunk-tokens).",
+)
+MaxChunkTokensOpt = typer.Option(
+    None,
+    "--max-chunk-tokens",
+    min=16,
+    help="The most tokens one embedded text (heading path and chunk) may take "
+    "(default: the model's input; needed for an openai: model pagesync does not "
+    "know; cannot exceed a known model's input).",
+)
 
 
 def config_callback(ctx: typer.Context, value: Path | None) -> Path | None:
@@ -94,10 +150,16 @@ def config_callback(ctx: typer.Context, value: Path | None) -> Path | None:
 
 
 ConfigOpt = typer.Option(
-    None, "--config", envvar="PAGESYNC_CONFIG", is_eager=True, callback=config_callback, dir_okay=False,
+    None,
+    "--config",
+    envvar="PAGESYNC_CONFIG",
+    is_eager=True,
+    callback=config_callback,
+    dir_okay=False,
     # No square brackets in the text: rich reads them as markup.
     help="A TOML file of options (keys: long options, dashes as underscores; per-site ones in 'site' tables). "
-         "Default: ./pagesync.toml when it exists. Flags override it; it overrides PAGESYNC_* variables.")
+    "Default: ./pagesync.toml when it exists. Flags override it; it overrides PAGESYNC_* variables.",
+)
 
 
 # The clocks a --now may give: replays and backfills reach back to the web's early years;
@@ -116,8 +178,9 @@ def parse_now(value: str | None) -> datetime:
         raise ConfigError(f"--now {value!r} is not ISO 8601 (e.g. 2026-11-30T06:00:00Z)") from None
     dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
     if not NOW_MIN <= dt < NOW_MAX:
-        raise ConfigError(f"--now {value!r} is out of range: a pass's clock is from {NOW_MIN:%Y-%m-%d} "
-                          f"to before {NOW_MAX:%Y-%m-%d}")
+        raise ConfigError(
+            f"--now {value!r} is out of range: a pass's clock is from {NOW_MIN:%Y-%m-%d} to before {NOW_MAX:%Y-%m-%d}"
+        )
     return dt
 
 
@@ -134,8 +197,12 @@ def check_clock(st, clock: datetime, given: str) -> None:
     except ConfigError:
         return
     if clock < before:
-        log.warning("warning: --now %s is before the last pass's clock %s: visits count as no time elapsed "
-                    "since the last one, and due times start from this earlier clock", given, before.isoformat())
+        log.warning(
+            "warning: --now %s is before the last pass's clock %s: visits count as no time elapsed "
+            "since the last one, and due times start from this earlier clock",
+            given,
+            before.isoformat(),
+        )
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([wdhm])")

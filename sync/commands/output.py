@@ -9,16 +9,32 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
-__all__ = ["DRY_VERBS", "SKIPS", "DRY_FAILED", "action_text", "error_line", "Progress", "EXTRACTION_LOGGERS",
-           "configure_logging", "set_verbose", "write_pass_metrics"]
+__all__ = [
+    "DRY_VERBS",
+    "SKIPS",
+    "DRY_FAILED",
+    "action_text",
+    "error_line",
+    "Progress",
+    "EXTRACTION_LOGGERS",
+    "configure_logging",
+    "set_verbose",
+    "write_pass_metrics",
+]
 
 log = logging.getLogger("pagesync")
 
 # A dry run's lines say what a pass would do: "would add URL", never "added URL". Not for
 # "failed": a dry run fails a page only on what it met itself (the fetch answered 500, timed
 # out, the page could not be extracted), never on a write, so that failure happened: "failed".
-DRY_VERBS = {"added": "add", "changed": "change", "removed": "remove", "skipped": "skip",
-              "unchanged": "keep", "not_modified": "keep"}
+DRY_VERBS = {
+    "added": "add",
+    "changed": "change",
+    "removed": "remove",
+    "skipped": "skip",
+    "unchanged": "keep",
+    "not_modified": "keep",
+}
 SKIPS = ("not_modified", "unchanged")
 DRY_FAILED = "a pass would keep its points and retry later"  # what a real pass does with it (decision.py)
 
@@ -53,8 +69,14 @@ class Progress:
         if self.tty:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._bar = Progress(TextColumn("syncing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("{task.fields[last]}"), transient=True)
+            self._bar = Progress(
+                TextColumn("syncing"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[last]}"),
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task("pages", total=None, last="")
         return self

@@ -67,19 +67,59 @@ class RunOutcome:
     status: dict = field(default_factory=dict)
 
 
-def prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl: list[str], max_pages: int,
-                 collection: str, qdrant_url: str | None, api_key: str | None, qdrant_path: Path, state: str,
-                 wait_lock: float, embedder: str | None, embed_dimensions: int | None,
-                 embed_concurrency: int | None, max_embed_tokens: int | None, chunk_tokens: int | None,
-                 chunk_overlap: int | None, max_chunk_tokens: int | None, full: bool, rebuild: bool,
-                 now: str | None, report: Path | None, dry_run: bool, workers: int, per_host: int,
-                 embed_batch: int, no_reuse: bool, user_agent: str | None, timeout: float, allow_host: list[str],
-                 allow_mass_delete: bool, max_delete_share: float, ignore_robots: bool, max_crawl_delay: float,
-                 policy: str, revisit_interval: str | None, max_fetches: int | None,
-                 max_chunks_per_page: int, bulk_edits: bool, include: list[str], exclude: list[str],
-                 no_default_excludes: bool, select: str | None, header: list[str], quiet: bool,
-                 max_failed_share: float, metrics: Path | None, changed: list[str], changed_from: str | None,
-                 **_: object) -> RunSetup:
+def prepare_run(
+    ctx: typer.Context,
+    *,
+    sitemap: list[str],
+    url: list[str],
+    crawl: list[str],
+    max_pages: int,
+    collection: str,
+    qdrant_url: str | None,
+    api_key: str | None,
+    qdrant_path: Path,
+    state: str,
+    wait_lock: float,
+    embedder: str | None,
+    embed_dimensions: int | None,
+    embed_concurrency: int | None,
+    max_embed_tokens: int | None,
+    chunk_tokens: int | None,
+    chunk_overlap: int | None,
+    max_chunk_tokens: int | None,
+    full: bool,
+    rebuild: bool,
+    now: str | None,
+    report: Path | None,
+    dry_run: bool,
+    workers: int,
+    per_host: int,
+    embed_batch: int,
+    no_reuse: bool,
+    user_agent: str | None,
+    timeout: float,
+    allow_host: list[str],
+    allow_mass_delete: bool,
+    max_delete_share: float,
+    ignore_robots: bool,
+    max_crawl_delay: float,
+    policy: str,
+    revisit_interval: str | None,
+    max_fetches: int | None,
+    max_chunks_per_page: int,
+    bulk_edits: bool,
+    include: list[str],
+    exclude: list[str],
+    no_default_excludes: bool,
+    select: str | None,
+    header: list[str],
+    quiet: bool,
+    max_failed_share: float,
+    metrics: Path | None,
+    changed: list[str],
+    changed_from: str | None,
+    **_: object,
+) -> RunSetup:
     """`run`'s options (as `ctx.params` holds them; `watch` has the same and more) checked and
     built into a pass configuration and an embedder: a bad one is exit 2, nothing opened."""
     from embedders import make_embedder
@@ -97,16 +137,42 @@ def prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl
     for u in src.crawl:
         check_url(u, "--crawl")
     # Flags over the file over the environment: click merged them (`load_config`).
-    rules = rule_set({"include": include, "exclude": exclude, "select": select, "header": header,
-                      "no_default_excludes": no_default_excludes}, sites, os.environ)
-    cfg = PassConfig(sitemaps=src.sitemaps, urls=src.urls, crawl=src.crawl, max_pages=max_pages,
-                     now=parse_now(now), full=full, dry_run=dry_run, rebuild=rebuild,
-                     embed_batch=embed_batch, workers=workers, allow_hosts=src.allow_hosts,
-                     allow_mass_delete=allow_mass_delete, max_delete_share=max_delete_share,
-                     policy=policy, max_fetches=max_fetches, bulk_edits=bulk_edits, wait_lock=wait_lock,
-                     reuse_vectors=not no_reuse, max_chunks_per_page=max_chunks_per_page, site_rules=rules,
-                     max_embed_tokens=max_embed_tokens, changed=[*changed, *read_changed(changed_from)],
-                     revisit_interval=parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None)
+    rules = rule_set(
+        {
+            "include": include,
+            "exclude": exclude,
+            "select": select,
+            "header": header,
+            "no_default_excludes": no_default_excludes,
+        },
+        sites,
+        os.environ,
+    )
+    cfg = PassConfig(
+        sitemaps=src.sitemaps,
+        urls=src.urls,
+        crawl=src.crawl,
+        max_pages=max_pages,
+        now=parse_now(now),
+        full=full,
+        dry_run=dry_run,
+        rebuild=rebuild,
+        embed_batch=embed_batch,
+        workers=workers,
+        allow_hosts=src.allow_hosts,
+        allow_mass_delete=allow_mass_delete,
+        max_delete_share=max_delete_share,
+        policy=policy,
+        max_fetches=max_fetches,
+        bulk_edits=bulk_edits,
+        wait_lock=wait_lock,
+        reuse_vectors=not no_reuse,
+        max_chunks_per_page=max_chunks_per_page,
+        site_rules=rules,
+        max_embed_tokens=max_embed_tokens,
+        changed=[*changed, *read_changed(changed_from)],
+        revisit_interval=parse_duration(revisit_interval, "--revisit-interval") if revisit_interval else None,
+    )
     from ..core.policies import make_policy
 
     make_policy(policy, interval=cfg.revisit_interval)  # a bad policy or interval is exit 2 before anything opens
@@ -115,12 +181,18 @@ def prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl
     check_output(report, "--report")
     check_output(metrics, "--metrics")
     # Without --embedder (nor the file's key) the collection's own model, once the store is open.
-    emb = make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency) if embedder is not None else None
+    emb = (
+        make_embedder(embedder, dimensions=embed_dimensions, concurrency=embed_concurrency)
+        if embedder is not None
+        else None
+    )
     if not (src.sitemaps or src.urls or src.crawl):
         # The state does not keep them, and the scope (which hosts may be fetched) is
         # theirs: without one, every due page would be skipped as out of scope.
-        raise ConfigError("nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
-                          "pagesync.toml; the page state does not keep them)")
+        raise ConfigError(
+            "nothing to sync: give --sitemap or --url (or --crawl, or a [[site]] in "
+            "pagesync.toml; the page state does not keep them)"
+        )
     from .checks import check_runs
 
     chunking = {"chunk_tokens": chunk_tokens, "chunk_overlap": chunk_overlap, "max_chunk_tokens": max_chunk_tokens}
@@ -129,11 +201,28 @@ def prepare_run(ctx: typer.Context, *, sitemap: list[str], url: list[str], crawl
 
         check_runs(emb)  # a model not installed, a remote key refused: exit 2 before the state is created
         splitter_for(emb, **chunking)  # sizes that cannot hold: exit 2 before anything opens
-    return RunSetup(cfg=cfg, embedder=emb, embed_dimensions=embed_dimensions,
-                     embed_concurrency=embed_concurrency, chunking=chunking, collection=collection, qdrant_url=qdrant_url, api_key=api_key,
-                     qdrant_path=qdrant_path, state=state, now_given=now, report=report, metrics=metrics,
-                     user_agent=user_agent, timeout=timeout, per_host=per_host, ignore_robots=ignore_robots,
-                     max_crawl_delay=max_crawl_delay, quiet=quiet, max_failed_share=max_failed_share)
+    return RunSetup(
+        cfg=cfg,
+        embedder=emb,
+        embed_dimensions=embed_dimensions,
+        embed_concurrency=embed_concurrency,
+        chunking=chunking,
+        collection=collection,
+        qdrant_url=qdrant_url,
+        api_key=api_key,
+        qdrant_path=qdrant_path,
+        state=state,
+        now_given=now,
+        report=report,
+        metrics=metrics,
+        user_agent=user_agent,
+        timeout=timeout,
+        per_host=per_host,
+        ignore_robots=ignore_robots,
+        max_crawl_delay=max_crawl_delay,
+        quiet=quiet,
+        max_failed_share=max_failed_share,
+    )
 
 
 def execute_run(setup: RunSetup, now: datetime, *, watching: bool = False) -> RunOutcome:
@@ -172,10 +261,15 @@ def execute_run(setup: RunSetup, now: datetime, *, watching: bool = False) -> Ru
         async def go():
             # The client lives and dies inside the pass's event loop.
             async with make_client(user_agent=setup.user_agent or DEFAULT_USER_AGENT, timeout=setup.timeout) as client:
-                fetcher = Fetcher(client, per_host=setup.per_host, respect_robots=not setup.ignore_robots,
-                                  max_crawl_delay=setup.max_crawl_delay)
-                return await arun_pass(cfg, fetcher=fetcher, store=store, state=st,
-                                       embedder=emb, splitter=splitter, on_progress=progress)
+                fetcher = Fetcher(
+                    client,
+                    per_host=setup.per_host,
+                    respect_robots=not setup.ignore_robots,
+                    max_crawl_delay=setup.max_crawl_delay,
+                )
+                return await arun_pass(
+                    cfg, fetcher=fetcher, store=store, state=st, embedder=emb, splitter=splitter, on_progress=progress
+                )
 
         rep = asyncio.run(go())
         data = rep.to_dict()
@@ -184,8 +278,9 @@ def execute_run(setup: RunSetup, now: datetime, *, watching: bool = False) -> Ru
 
             pages = st.all_pages()
             still_due = st.due_urls(cfg.now)
-            outcome.next_due = min((p.due_at for p in pages if p.due_at is not None and p.due_at > cfg.now),
-                                   default=None)
+            outcome.next_due = min(
+                (p.due_at for p in pages if p.due_at is not None and p.due_at > cfg.now), default=None
+            )
             outcome.still_due = len(still_due)
             outcome.status = freshness(pages, len(still_due), cfg.now)
         elif metrics:  # while the state is open: the freshness figures are read from it
@@ -202,8 +297,14 @@ def execute_run(setup: RunSetup, now: datetime, *, watching: bool = False) -> Ru
     for e in rep.errors:
         log.warning("%s", error_line(e, failed))
     ok = rep.ok_within(setup.max_failed_share)
-    budget = (f" (within --max-failed-share {setup.max_failed_share:g}: {rep.pages_failed_share:.1%} of "
-              f"{plural(rep.pages_visited, 'visited page')})") if ok and rep.pages_failed else ""
+    budget = (
+        (
+            f" (within --max-failed-share {setup.max_failed_share:g}: {rep.pages_failed_share:.1%} of "
+            f"{plural(rep.pages_visited, 'visited page')})"
+        )
+        if ok and rep.pages_failed
+        else ""
+    )
     outcome.summary = ("dry run: " if dry_run else "") + rep.summary() + budget
     if not watching:  # the watcher says it in its own line
         typer.echo(outcome.summary, err=True)

@@ -31,8 +31,16 @@ from ..edges.client_store import ClientStore
 from ..edges.edge_store import EdgeStore
 from .checks import check_embedder_fits, choose_embedder, require_collection
 
-__all__ = ["Hit", "Collection", "open_collection", "READ_LOCK_WAIT", "SEARCH_MODES", "check_mode", "page_ranked",
-           "PAGE_WEIGHT"]
+__all__ = [
+    "Hit",
+    "Collection",
+    "open_collection",
+    "READ_LOCK_WAIT",
+    "SEARCH_MODES",
+    "check_mode",
+    "page_ranked",
+    "PAGE_WEIGHT",
+]
 
 log = logging.getLogger("pagesync")
 
@@ -48,8 +56,12 @@ _METADATA = ("url", "title", "chunk_id", "chunk_index", "fetched_at")
 PAGE_WEIGHT = 0.5
 
 
-def page_ranked(found: Sequence[tuple[float, Mapping[str, Any]]], limit: int,
-                weight: float = PAGE_WEIGHT, agreed: float = BOTH_FIRST) -> list[tuple[float, Mapping[str, Any]]]:
+def page_ranked(
+    found: Sequence[tuple[float, Mapping[str, Any]]],
+    limit: int,
+    weight: float = PAGE_WEIGHT,
+    agreed: float = BOTH_FIRST,
+) -> list[tuple[float, Mapping[str, Any]]]:
     """The `limit` best of `found` (score, payload; best first), each page's best chunk scored
     by its own score plus `weight` times that of the page's second best in `found`, every other
     chunk by its own; a first hit scored `agreed` (both searches rank it first) stays first."""
@@ -89,9 +101,15 @@ class Hit:
     @classmethod
     def from_point(cls, score: float, payload: Mapping[str, Any]) -> "Hit":
         index = payload.get("chunk_index")
-        return cls(url=str(payload.get("url", "")), title=str(payload.get("title") or ""),
-                   text=str(payload.get("text", "")), score=float(score), chunk_id=str(payload.get("chunk_id", "")),
-                   chunk_index=index if isinstance(index, int) else -1, payload=payload)
+        return cls(
+            url=str(payload.get("url", "")),
+            title=str(payload.get("title") or ""),
+            text=str(payload.get("text", "")),
+            score=float(score),
+            chunk_id=str(payload.get("chunk_id", "")),
+            chunk_index=index if isinstance(index, int) else -1,
+            payload=payload,
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -113,8 +131,15 @@ def check_mode(mode: str) -> str:
 class Collection:
     """A synced collection opened for reading (make one with `open_collection`)."""
 
-    def __init__(self, store: Store, embedder: Any, *, keep_open: bool = False, owns_store: bool = True,
-                 owns_embedder: bool = False):
+    def __init__(
+        self,
+        store: Store,
+        embedder: Any,
+        *,
+        keep_open: bool = False,
+        owns_store: bool = True,
+        owns_embedder: bool = False,
+    ):
         self.store = store
         self.embedder = embedder
         self.keep_open = keep_open
@@ -140,15 +165,21 @@ class Collection:
         try:
             if mode != "dense" and not self.store.has_keywords():
                 if mode == "keyword":
-                    raise ConfigError(f"collection {self.name!r} has no keyword vectors (it was built before "
-                                      f"them): `pagesync audit --fix` adds them from the stored texts")
-                log.warning("collection %r has no keyword vectors: searching dense only "
-                            "(`pagesync audit --fix` adds them from the stored texts)", self.name)
+                    raise ConfigError(
+                        f"collection {self.name!r} has no keyword vectors (it was built before "
+                        f"them): `pagesync audit --fix` adds them from the stored texts"
+                    )
+                log.warning(
+                    "collection %r has no keyword vectors: searching dense only "
+                    "(`pagesync audit --fix` adds them from the stored texts)",
+                    self.name,
+                )
                 mode = "dense"
             found: Sequence[tuple[float, Mapping[str, Any]]]
             if mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
-                found = page_ranked(self.store.search(vector, limit=prefetch_size(limit), keywords=keywords,
-                                                      mode=mode), limit)
+                found = page_ranked(
+                    self.store.search(vector, limit=prefetch_size(limit), keywords=keywords, mode=mode), limit
+                )
             else:
                 found = self.store.search(vector, limit=limit, keywords=keywords, mode=mode)
         finally:
@@ -181,9 +212,16 @@ def _is_url(where: str) -> bool:
     return "://" in where
 
 
-def open_collection(path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *,
-                    api_key: str | None = None, embedder: Any = None, client: Any = None,
-                    keep_open: bool = False, lock_wait: float = READ_LOCK_WAIT) -> Collection:
+def open_collection(
+    path_or_url: str | Path = ".pagesync/qdrant",
+    collection: str = "pages",
+    *,
+    api_key: str | None = None,
+    embedder: Any = None,
+    client: Any = None,
+    keep_open: bool = False,
+    lock_wait: float = READ_LOCK_WAIT,
+) -> Collection:
     """Open a synced collection for searching.
 
     - `path_or_url`: the embedded store's directory (`pagesync run --qdrant-path`, default

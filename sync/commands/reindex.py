@@ -70,8 +70,16 @@ from ..edges.store import Store
 from ..edges.vector_memo import VectorMemo
 from .reindex_texts import TEXT_SOURCES, Harvest, PageTexts, TextItem
 
-__all__ = ["ReindexConfig", "ReindexReport", "ReindexFailed", "run_reindex", "arun_reindex", "TEXT_SOURCES",
-           "new_collection_name", "verify_built"]
+__all__ = [
+    "ReindexConfig",
+    "ReindexReport",
+    "ReindexFailed",
+    "run_reindex",
+    "arun_reindex",
+    "TEXT_SOURCES",
+    "new_collection_name",
+    "verify_built",
+]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
@@ -143,12 +151,23 @@ class ReindexReport:
 
     def to_dict(self) -> dict[str, Any]:
         # The run report's keys too: the run history (status, CI) reads every entry alike.
-        base = Report(dry_run=self.dry_run, now=self.now, collection=self.collection, embedder=self.embedder,
-                      started_at=self.started_at, finished_at=self.finished_at, pages_fetched=self.pages_fetched,
-                      pages_changed=self.pages_changed, pages_failed=self.pages_failed,
-                      chunks_embedded=self.chunks_embedded, chunks_reused=self.chunks_reused,
-                      chunks_written=self.chunks_written, bytes_downloaded=self.bytes_downloaded,
-                      tokens_embedded=self.tokens_embedded, seconds=self.seconds).to_dict()
+        base = Report(
+            dry_run=self.dry_run,
+            now=self.now,
+            collection=self.collection,
+            embedder=self.embedder,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            pages_fetched=self.pages_fetched,
+            pages_changed=self.pages_changed,
+            pages_failed=self.pages_failed,
+            chunks_embedded=self.chunks_embedded,
+            chunks_reused=self.chunks_reused,
+            chunks_written=self.chunks_written,
+            bytes_downloaded=self.bytes_downloaded,
+            tokens_embedded=self.tokens_embedded,
+            seconds=self.seconds,
+        ).to_dict()
         base.update(dataclasses.asdict(self))
         base["kind"] = "reindex"
         return base
@@ -157,14 +176,18 @@ class ReindexReport:
         src = ", ".join(f"{self.text_sources[s]} {_SOURCE_WORDS[s]}" for s in TEXT_SOURCES)
         if self.dry_run:
             approx = "about " if self.chunks_estimated else ""
-            line = (f"dry run: would build {self.target!r} from {self.source!r} with {self.embedder} "
-                    f"({self.dimension}-d): {plural(self.pages, 'page')}, {approx}{plural(self.chunks, 'chunk')} (text: {src}); "
-                    f"then point alias {self.alias!r} at it")
+            line = (
+                f"dry run: would build {self.target!r} from {self.source!r} with {self.embedder} "
+                f"({self.dimension}-d): {plural(self.pages, 'page')}, {approx}{plural(self.chunks, 'chunk')} (text: {src}); "
+                f"then point alias {self.alias!r} at it"
+            )
             if self.drop_old:
                 line += f" and delete {self.source!r}"
             return line
-        line = (f"reindexed {plural(self.pages, 'page')}, {plural(self.chunks, 'chunk')} into {self.target!r} with {self.embedder} "
-                f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}")
+        line = (
+            f"reindexed {plural(self.pages, 'page')}, {plural(self.chunks, 'chunk')} into {self.target!r} with {self.embedder} "
+            f"({self.dimension}-d; text: {src}); verified; alias {self.alias!r} -> {self.target!r}"
+        )
         if self.replaced_collection:
             line += f" (collection {self.source!r} deleted first to free the name: {self.gap_seconds:.3f}s without it)"
         if self.chunks_reused:
@@ -204,8 +227,9 @@ class _Planned:
         return [self._pages[u] for u in sorted(self._pages)]
 
 
-def verify_built(store: Store, size: int | None, pages: dict[str, PageState], dimension: int,
-                 sample: tuple[str, list[float]] | None) -> tuple[dict[str, Any], list[str]]:
+def verify_built(
+    store: Store, size: int | None, pages: dict[str, PageState], dimension: int, sample: tuple[str, list[float]] | None
+) -> tuple[dict[str, Any], list[str]]:
     """What a built collection (`store`, of vector size `size`) shows before the alias switches
     to it: as many points as `pages` have chunks, a clean audit, the embedder's `dimension`,
     and, when all of that holds, a stored vector (`sample`) finding its own point. Returns the
@@ -233,8 +257,17 @@ def verify_built(store: Store, size: int | None, pages: dict[str, PageState], di
 
 
 class _Reindex:
-    def __init__(self, catalog: Catalog, collection: str, state: State, embedder: Embedder, splitter: Splitter,
-                 cfg: ReindexConfig, fetcher: Any, client_factory: Callable[[], Any] | None):
+    def __init__(
+        self,
+        catalog: Catalog,
+        collection: str,
+        state: State,
+        embedder: Embedder,
+        splitter: Splitter,
+        cfg: ReindexConfig,
+        fetcher: Any,
+        client_factory: Callable[[], Any] | None,
+    ):
         self.catalog, self.collection, self.state = catalog, collection, state
         self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
         self.tokens_base = getattr(embedder, "tokens_embedded", None)  # a remote embedder's count so far
@@ -243,10 +276,20 @@ class _Reindex:
         self.now_iso = self.now.isoformat()
         self.rules = cfg.site_rules
         # The pass's own fingerprints: what the next pass compares the rebuilt pages with.
-        self.fingerprints = Fingerprints(cfg.site_rules, embedder_id=embedder.model_id, extractor_id=EXTRACTOR_ID,
-                                         splitter_settings=splitter.settings)
-        self.report = ReindexReport(dry_run=cfg.dry_run, now=self.now_iso, collection=collection,
-                                    embedder=embedder.model_id, dimension=embedder.dimension, drop_old=cfg.drop_old)
+        self.fingerprints = Fingerprints(
+            cfg.site_rules,
+            embedder_id=embedder.model_id,
+            extractor_id=EXTRACTOR_ID,
+            splitter_settings=splitter.settings,
+        )
+        self.report = ReindexReport(
+            dry_run=cfg.dry_run,
+            now=self.now_iso,
+            collection=collection,
+            embedder=embedder.model_id,
+            dimension=embedder.dimension,
+            drop_old=cfg.drop_old,
+        )
         self.t0 = time.monotonic()
         self.queue: list[TextItem] = []
         self.queued = 0
@@ -256,8 +299,9 @@ class _Reindex:
         self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
         self.by_url: dict[str, PageState] = {}  # the live pages (set in `run`)
         # Where each page's text comes from, cut and fingerprinted as a pass would (`reindex_texts`).
-        self.sources = PageTexts(self.fingerprints, cfg.site_rules, splitter, embedder_id=embedder.model_id,
-                                 now=self.now, report=self.report)
+        self.sources = PageTexts(
+            self.fingerprints, cfg.site_rules, splitter, embedder_id=embedder.model_id, now=self.now, report=self.report
+        )
 
     # -- plan ---------------------------------------------------------------------------------
     def _plan_names(self) -> tuple[str, str, bool]:
@@ -269,8 +313,9 @@ class _Reindex:
         if source not in colls:
             if self.collection in aliases:
                 raise ConfigError(f"alias {self.collection!r} points at {source!r}, which does not exist")
-            raise ConfigError(f"collection {self.collection!r} does not exist: nothing to reindex "
-                              "(run 'pagesync run' first)")
+            raise ConfigError(
+                f"collection {self.collection!r} does not exist: nothing to reindex (run 'pagesync run' first)"
+            )
         # A physical collection carries the alias's name: the first switch of a plain collection.
         replace = alias in colls and alias not in aliases
         if replace and alias != source:
@@ -279,12 +324,15 @@ class _Reindex:
             raise ConfigError(
                 f"{alias!r} is a collection, not an alias, and Qdrant cannot create an alias with the name of an "
                 f"existing collection: run with --drop-old (it is deleted right before the alias is created: "
-                f"readers find no {alias!r} for that moment) or with --alias NEW_NAME (then point readers at it)")
+                f"readers find no {alias!r} for that moment) or with --alias NEW_NAME (then point readers at it)"
+            )
         target = new_collection_name(alias, self.now, colls | set(aliases))
         self.report.alias, self.report.source, self.report.target = alias, source, target
         return source, target, replace and not self.catalog.alias_may_shadow
 
-    def _plan_sources(self, pages: list[PageState], source: str, tmpdir: str) -> tuple[list[tuple[PageState, str]], Harvest | None]:
+    def _plan_sources(
+        self, pages: list[PageState], source: str, tmpdir: str
+    ) -> tuple[list[tuple[PageState, str]], Harvest | None]:
         last = self.state.last_run()
         if isinstance(last, dict) and isinstance(last.get("embedder"), str):
             self.sources.embedders_seen.add(last["embedder"])
@@ -306,7 +354,9 @@ class _Reindex:
             if kept.get(p.url) == p.content_hash:
                 plan.append((p, "state"))
             else:
-                usable = harvest is not None and harvest.page(p, partial(self.sources.fingerprint_of, url=p.url)) is not None
+                usable = (
+                    harvest is not None and harvest.page(p, partial(self.sources.fingerprint_of, url=p.url)) is not None
+                )
                 plan.append((p, "points" if usable else "fetch"))
         return plan, harvest
 
@@ -320,8 +370,11 @@ class _Reindex:
             items = await asyncio.gather(*(self.sources.text_of(p, s, kept, harvest, sem) for p, s in part))
             # Re-fetched texts equal to the recorded ones are kept at once (right whatever
             # becomes of this reindex); changed ones wait for the switch (they are few).
-            same = [(i.page.url, i.page.content_hash or "", i.markdown) for i in items
-                    if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash]
+            same = [
+                (i.page.url, i.page.content_hash or "", i.markdown)
+                for i in items
+                if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash
+            ]
             if same and isinstance(self.state, TextKeeper):
                 self.state.put_texts(same)
             for item in items:
@@ -365,9 +418,16 @@ class _Reindex:
         for item in batch:
             vecs = vectors[pos : pos + len(item.chunks)]
             pos += len(item.chunks)
-            points += build_points(item.page.url, item.chunks, vecs, hash_=item.page.content_hash or "",
-                                   title=item.page.title or "", fetched_at=item.fetched_at,
-                                   embedder_id=self.embedder.model_id, headings=item.headings or None)
+            points += build_points(
+                item.page.url,
+                item.chunks,
+                vecs,
+                hash_=item.page.content_hash or "",
+                title=item.page.title or "",
+                fetched_at=item.fetched_at,
+                embedder_id=self.embedder.model_id,
+                headings=item.headings or None,
+            )
         if points:
             await asyncio.to_thread(store.upsert, points)
             if self.sample is None:
@@ -376,8 +436,9 @@ class _Reindex:
 
     # -- verify --------------------------------------------------------------------------------
     def _verify(self, store: Store, target: str) -> list[str]:
-        self.report.verify, problems = verify_built(store, self.catalog.vector_size(target), self.after,
-                                                    self.embedder.dimension, self.sample)
+        self.report.verify, problems = verify_built(
+            store, self.catalog.vector_size(target), self.after, self.embedder.dimension, self.sample
+        )
         return problems
 
     # -- the whole ---------------------------------------------------------------------------------
@@ -388,8 +449,10 @@ class _Reindex:
         pages = [p for p in self.state.all_pages() if p.indexed]
         self.by_url = {p.url: p for p in pages}
         if not pages:
-            raise ConfigError("the page state records no indexed pages: nothing to reindex "
-                              "(is --state the one this collection was built with?)")
+            raise ConfigError(
+                "the page state records no indexed pages: nothing to reindex "
+                "(is --state the one this collection was built with?)"
+            )
         r.pages = len(pages)
         with tempfile.TemporaryDirectory(prefix="pagesync-reindex-") as tmpdir:
             plan, harvest = self._plan_sources(pages, source, tmpdir)
@@ -432,8 +495,9 @@ class _Reindex:
                 await self._with_fetcher(lambda: self._build(plan, harvest, store))
                 if r.errors:
                     first = r.errors[0]
-                    raise PagesyncError(f"{len(r.errors)} page(s) could not be read again "
-                                        f"(first: {first['url']}: {first['error']})")
+                    raise PagesyncError(
+                        f"{len(r.errors)} page(s) could not be read again (first: {first['url']}: {first['error']})"
+                    )
                 problems = self._verify(store, target)
                 if problems:
                     raise PagesyncError("verification failed: " + "; ".join(problems))
@@ -450,8 +514,10 @@ class _Reindex:
             try:
                 self.catalog.switch(r.alias, target, exists=False)  # no lookup inside the gap
             except PagesyncError as exc:
-                raise PagesyncError(f"collection {source!r} was deleted but alias {r.alias!r} could not be created "
-                                    f"({exc}); create alias {r.alias!r} -> {target!r} by hand") from None
+                raise PagesyncError(
+                    f"collection {source!r} was deleted but alias {r.alias!r} could not be created "
+                    f"({exc}); create alias {r.alias!r} -> {target!r} by hand"
+                ) from None
             r.gap_seconds = round(time.monotonic() - t, 3)
             r.replaced_collection = True
         else:
@@ -463,8 +529,10 @@ class _Reindex:
             if self.texts and isinstance(self.state, TextKeeper):
                 self.state.put_texts(self.texts)
         except PagesyncError as exc:
-            raise PagesyncError(f"alias {r.alias!r} now points at {target!r}, but the page state could not be "
-                                f"updated ({exc}); the next pass will re-embed every page") from None
+            raise PagesyncError(
+                f"alias {r.alias!r} now points at {target!r}, but the page state could not be "
+                f"updated ({exc}); the next pass will re-embed every page"
+            ) from None
         if source not in r.dropped:
             others = [a for a, c in self.catalog.aliases().items() if c == source and a != r.alias]
             if self.cfg.drop_old and not others:
@@ -473,11 +541,20 @@ class _Reindex:
             else:
                 r.kept.append(source)
                 if others:
-                    r.errors.append({"url": "(reindex)", "error": f"{source!r} kept: alias(es) "
-                                     f"{', '.join(others)} still point at it"})
-        if (self.cfg.drop_old and self.catalog.alias_may_shadow and r.alias not in r.dropped
-                and r.alias != target and r.alias in self.catalog.collections()
-                and r.alias not in self.catalog.aliases().values()):
+                    r.errors.append(
+                        {
+                            "url": "(reindex)",
+                            "error": f"{source!r} kept: alias(es) {', '.join(others)} still point at it",
+                        }
+                    )
+        if (
+            self.cfg.drop_old
+            and self.catalog.alias_may_shadow
+            and r.alias not in r.dropped
+            and r.alias != target
+            and r.alias in self.catalog.collections()
+            and r.alias not in self.catalog.aliases().values()
+        ):
             # Embedded: a plain collection the alias has shadowed since a first reindex that kept
             # it; nothing can reach it by name any more.
             self.catalog.drop(r.alias)
@@ -493,11 +570,15 @@ class _Reindex:
 
         scope = Scope.from_urls([p.url for p in self.state.all_pages() if p.indexed])
         cache = self.state if isinstance(self.state, FetchCache) else None
-        async with (self.client_factory() if self.client_factory else make_client()) as client:
+        async with self.client_factory() if self.client_factory else make_client() as client:
             # Each site's --header goes to its own hosts only, as in a pass (`headers_in_scope`).
-            self.sources.fetcher = Fetcher(client, scope=scope.check, cache=cache, now=self.now,
-                                   site_headers=lambda url: headers_in_scope(self.rules, url, scope.check,
-                                                                                    scope.plain_http_ok))
+            self.sources.fetcher = Fetcher(
+                client,
+                scope=scope.check,
+                cache=cache,
+                now=self.now,
+                site_headers=lambda url: headers_in_scope(self.rules, url, scope.check, scope.plain_http_ok),
+            )
             try:
                 return await body()
             finally:
@@ -518,7 +599,7 @@ class _Reindex:
         else:
             r.kept.append(target)
             what = f"the half-built collection {target!r} is kept for inspection ({where}; delete it when done)"
-        r.error = (f"reindex failed, alias {r.alias!r} still points at {r.source!r}: {reason}; {what}")
+        r.error = f"reindex failed, alias {r.alias!r} still points at {r.source!r}: {reason}; {what}"
         r.error = " ".join(r.error.split())  # one line
         self._finish()
         raise ReindexFailed(r.error, r)
@@ -549,16 +630,23 @@ def _check_selectors(rules: SiteRuleSet) -> None:
             raise ConfigError(str(exc)) from None
 
 
-async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
-                       splitter: Splitter | None = None, cfg: ReindexConfig | None = None, fetcher: Any = None,
-                       client_factory: Callable[[], Any] | None = None) -> ReindexReport:
+async def arun_reindex(
+    catalog: Catalog,
+    collection: str,
+    *,
+    state: State,
+    embedder: Embedder,
+    splitter: Splitter | None = None,
+    cfg: ReindexConfig | None = None,
+    fetcher: Any = None,
+    client_factory: Callable[[], Any] | None = None,
+) -> ReindexReport:
     """Async form of `run_reindex`."""
     if splitter is None:
         from ..stages.chunks import splitter_for
 
         splitter = splitter_for(embedder)  # as a pass chunks for this embedder
-    job = _Reindex(catalog, collection, state, embedder, splitter, cfg or ReindexConfig(),
-                   fetcher, client_factory)
+    job = _Reindex(catalog, collection, state, embedder, splitter, cfg or ReindexConfig(), fetcher, client_factory)
     job._plan_names()  # usage errors first, whoever holds the lock; planned again under it
     _check_selectors(job.cfg.site_rules)  # a selector no CSS parser reads: exit 2, nothing read
     check = getattr(embedder, "check", None)
@@ -571,9 +659,16 @@ async def arun_reindex(catalog: Catalog, collection: str, *, state: State, embed
         state.unlock()
 
 
-def run_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Embedder,
-                splitter: Splitter | None = None, cfg: ReindexConfig | None = None,
-                client_factory: Callable[[], Any] | None = None) -> ReindexReport:
+def run_reindex(
+    catalog: Catalog,
+    collection: str,
+    *,
+    state: State,
+    embedder: Embedder,
+    splitter: Splitter | None = None,
+    cfg: ReindexConfig | None = None,
+    client_factory: Callable[[], Any] | None = None,
+) -> ReindexReport:
     """Rebuild `collection` (an alias or a plain collection) with `embedder` and `splitter`
     into a new collection, verify it, and switch the alias (see the module docstring).
 
@@ -581,5 +676,14 @@ def run_reindex(catalog: Catalog, collection: str, *, state: State, embedder: Em
     the exception) when the build or the verification fails, `ConfigError` (exit 2) when
     there is nothing to reindex or the switch is impossible as asked.
     """
-    return asyncio.run(arun_reindex(catalog, collection, state=state, embedder=embedder, splitter=splitter,
-                                    cfg=cfg, client_factory=client_factory))
+    return asyncio.run(
+        arun_reindex(
+            catalog,
+            collection,
+            state=state,
+            embedder=embedder,
+            splitter=splitter,
+            cfg=cfg,
+            client_factory=client_factory,
+        )
+    )

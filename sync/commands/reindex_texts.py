@@ -61,8 +61,10 @@ class Harvest:
         self.db = sqlite3.connect(str(Path(tmpdir) / "harvest.db"), isolation_level=None)
         self.db.execute("PRAGMA journal_mode=OFF")
         self.db.execute("PRAGMA synchronous=OFF")
-        self.db.execute("CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT, "
-                        "headings TEXT)")
+        self.db.execute(
+            "CREATE TABLE chunks (url TEXT, idx INTEGER, hash TEXT, embedder TEXT, fetched_at TEXT, text TEXT, "
+            "headings TEXT)"
+        )
         self.embedders: set[str] = set()
 
     def fill(self, store: Store, urls: set[str]) -> int:
@@ -72,8 +74,17 @@ class Harvest:
             pl = p.payload
             if pl.get("url") not in urls:
                 continue
-            rows.append((pl["url"], pl.get("chunk_index"), pl.get("content_hash"), pl.get("embedder"),
-                         pl.get("fetched_at"), pl.get("text"), json.dumps(pl.get("headings"))))
+            rows.append(
+                (
+                    pl["url"],
+                    pl.get("chunk_index"),
+                    pl.get("content_hash"),
+                    pl.get("embedder"),
+                    pl.get("fetched_at"),
+                    pl.get("text"),
+                    json.dumps(pl.get("headings")),
+                )
+            )
             if isinstance(pl.get("embedder"), str):
                 self.embedders.add(pl["embedder"])
             n += 1
@@ -90,13 +101,15 @@ class Harvest:
             self.db.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             self.db.execute("COMMIT")
 
-    def page(self, page: PageState, fingerprint: Callable[[str], str]
-             ) -> tuple[list[str], str | None, list[tuple[str, ...]]] | None:
+    def page(
+        self, page: PageState, fingerprint: Callable[[str], str]
+    ) -> tuple[list[str], str | None, list[tuple[str, ...]]] | None:
         """The page's chunk texts, fetched_at and heading paths when its points are exactly its current
         generation, cut by the current extractor (with the page's selector) and chunker:
         `fingerprint(embedder)` is then the page's for one embedder seen; else None."""
-        rows = self.db.execute("SELECT idx, hash, embedder, fetched_at, text, headings FROM chunks WHERE url = ? ORDER BY idx",
-                               (page.url,)).fetchall()
+        rows = self.db.execute(
+            "SELECT idx, hash, embedder, fetched_at, text, headings FROM chunks WHERE url = ? ORDER BY idx", (page.url,)
+        ).fetchall()
         if len(rows) != page.chunk_count:
             return None
         if [r[0] for r in rows] != list(range(len(rows))):
@@ -121,8 +134,16 @@ class PageTexts:
     text or old points were cut the way a pass cuts now. `report` counts the re-fetches;
     `fetcher` is set while the build runs (a re-fetch needs one)."""
 
-    def __init__(self, fingerprints: Fingerprints, rules: SiteRuleSet, splitter: Splitter, *, embedder_id: str,
-                 now: datetime, report: Any):
+    def __init__(
+        self,
+        fingerprints: Fingerprints,
+        rules: SiteRuleSet,
+        splitter: Splitter,
+        *,
+        embedder_id: str,
+        now: datetime,
+        report: Any,
+    ):
         self.fingerprints, self.rules, self.splitter, self.report = fingerprints, rules, splitter, report
         self.now, self.now_iso = now, now.isoformat()
         self.fetcher: Any = None
@@ -150,11 +171,18 @@ class PageTexts:
         if any(self.fingerprint_of(e, url) == page.fingerprint for e in self.embedders_seen):
             return True
         others = {None, *self.rules.selectors} - {select}
-        return not any(self.fingerprint_of(e, url, other) == page.fingerprint
-                       for e in self.embedders_seen for other in others)
+        return not any(
+            self.fingerprint_of(e, url, other) == page.fingerprint for e in self.embedders_seen for other in others
+        )
 
-    async def text_of(self, page: PageState, source: str, kept: dict[str, tuple[str, str]],
-                       harvest: Harvest | None, sem: asyncio.Semaphore) -> TextItem | None:
+    async def text_of(
+        self,
+        page: PageState,
+        source: str,
+        kept: dict[str, tuple[str, str]],
+        harvest: Harvest | None,
+        sem: asyncio.Semaphore,
+    ) -> TextItem | None:
         after = dataclasses.replace(page, fingerprint=self.fingerprint_for(page.url))
         if source == "state":
             h, md = kept.get(page.url, (None, ""))
@@ -164,8 +192,7 @@ class PageTexts:
                 return TextItem(after, "state", [c.text for c in pieces], stamp, headings=[c.headings for c in pieces])
             source = "fetch"  # damaged or changed meanwhile: read the page again
         if source == "points":
-            got = (harvest.page(page, lambda e: self.fingerprint_of(e, page.url))
-                   if harvest is not None else None)
+            got = harvest.page(page, lambda e: self.fingerprint_of(e, page.url)) if harvest is not None else None
             if got is not None:
                 chunks, fetched_at, paths = got
                 return TextItem(after, "points", chunks, fetched_at or self.now_iso, headings=paths)
@@ -185,8 +212,9 @@ class PageTexts:
             problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
         if problem is None:
             try:
-                md, title, pieces = await asyncio.to_thread(self._extract, res.body, res.content_type, page.url,
-                                                               res.charset)
+                md, title, pieces = await asyncio.to_thread(
+                    self._extract, res.body, res.content_type, page.url, res.charset
+                )
                 chunks = [c.text for c in pieces]
             except Exception as exc:  # a page the extractor chokes on
                 problem = f"extraction failed: {exc}"
@@ -202,8 +230,15 @@ class PageTexts:
             after.etag, after.last_modified = res.validators.etag, res.validators.last_modified
             after.last_changed_at = self.now
             stamp = self.now_iso
-        return TextItem(after, "fetch", chunks, stamp, markdown=md, old_hash=page.content_hash,
-                     headings=[c.headings for c in pieces])
+        return TextItem(
+            after,
+            "fetch",
+            chunks,
+            stamp,
+            markdown=md,
+            old_hash=page.content_hash,
+            headings=[c.headings for c in pieces],
+        )
 
     def _chunks_of(self, markdown: str, title: str) -> list[Chunk]:
         """The text's chunks with their heading paths."""

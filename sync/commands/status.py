@@ -80,19 +80,28 @@ def collect_status(state: State, store: Store, now: datetime, *, with_pages: boo
         if store.exists():
             info["warnings"].append(
                 f"collection {store.collection!r} has no points but {recorded}: it was emptied; re-index with "
-                "`pagesync audit --fix` (or `pagesync run --rebuild`, which rebuilds an empty collection on a server)")
+                "`pagesync audit --fix` (or `pagesync run --rebuild`, which rebuilds an empty collection on a server)"
+            )
         else:
             where = getattr(store, "location", "the store")
             info["warnings"].append(
                 f"collection {store.collection!r} was not found in {where} (a mistyped --collection or "
-                f"--qdrant-path / --qdrant-url?) but {recorded}: if it was lost, `pagesync run --rebuild` rebuilds it")
+                f"--qdrant-path / --qdrant-url?) but {recorded}: if it was lost, `pagesync run --rebuild` rebuilds it"
+            )
     info["warnings"] += _rewrite_warnings(info, pages, store)
     # Per host: how far its sitemap lastmod is believed (advances a visit confirmed).
     info["hosts"] = []
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):
         trust = host_lastmod_trust(adv, conf)
-        info["hosts"].append({"host": host, "lastmod_advances": adv, "lastmod_confirmed": conf,
-                              "lastmod_trust": round(trust, 3), "lastmod_followed": lastmod_makes_due(trust)})
+        info["hosts"].append(
+            {
+                "host": host,
+                "lastmod_advances": adv,
+                "lastmod_confirmed": conf,
+                "lastmod_trust": round(trust, 3),
+                "lastmod_followed": lastmod_makes_due(trust),
+            }
+        )
     if info["last_pass"]:
         info["last_pass"].pop("changes", None)
     if with_pages:
@@ -118,17 +127,22 @@ def _rewrite_warnings(info: dict[str, Any], pages, store: Store) -> list[str]:
     settled = recorded_chunks(pages)
     info["points_missing"] = max(0, settled - info["points"]) if info["points"] else 0
     if info["points_missing"]:
-        out.append(f"collection {store.collection!r} holds {plural(info['points'], 'point')} but the state records "
-                   f"{plural(settled, 'chunk')} for pages written in full: {plural(info['points_missing'], 'point')} "
-                   "missing; `pagesync audit --fix` rewrites those pages (a pass does too once it counts them)")
+        out.append(
+            f"collection {store.collection!r} holds {plural(info['points'], 'point')} but the state records "
+            f"{plural(settled, 'chunk')} for pages written in full: {plural(info['points_missing'], 'point')} "
+            "missing; `pagesync audit --fix` rewrites those pages (a pass does too once it counts them)"
+        )
     marks = Counter(p.pending_hash for p in pages if p.pending_hash in (REBUILD_MARK, MISSING_MARK))
     if marks[REBUILD_MARK]:
         way = "`pagesync run --rebuild` finishes it" if info["points"] == 0 else "the next `pagesync run` writes them"
-        out.append(f"a rebuild of the collection is not finished: {plural(marks[REBUILD_MARK], 'page')} not written "
-                   f"yet; {way}")
+        out.append(
+            f"a rebuild of the collection is not finished: {plural(marks[REBUILD_MARK], 'page')} not written yet; {way}"
+        )
     if marks[MISSING_MARK]:
-        out.append(f"{plural(marks[MISSING_MARK], 'page')} lacking points in the collection: the next "
-                   "`pagesync run` rewrites them")
+        out.append(
+            f"{plural(marks[MISSING_MARK], 'page')} lacking points in the collection: the next "
+            "`pagesync run` rewrites them"
+        )
     return out
 
 
@@ -163,8 +177,7 @@ def _failing_lines(info: dict[str, Any]) -> list[str]:
     lines += [f"  {p['url']}  [{plural(p['failures'], 'failure')}: {p['last_error']}]" for p in examples]
     more = info["pages_failing"] - len(examples)
     if more > 0:
-        lines.append(f"  {plural(more, 'more failing page')}"
-                     + ("" if "page_list" in info else ": see status --pages"))
+        lines.append(f"  {plural(more, 'more failing page')}" + ("" if "page_list" in info else ": see status --pages"))
     return lines
 
 
@@ -206,21 +219,27 @@ def render_status(info: dict[str, Any]) -> str:
         )
         said = _LASTMOD_SAID.get(lp.get("lastmod_state") or ("unusable" if lp.get("lastmod_trusted") is False else ""))
         if said and lp.get("policy") != "uniform":
-            lines.append(f"sitemap lastmod: {said} at the last pass, so the revisit policy alone decides; without "
-                         "a usable lastmod, --policy uniform with a --revisit-interval measured better than the "
-                         "default (README, Measured)")
+            lines.append(
+                f"sitemap lastmod: {said} at the last pass, so the revisit policy alone decides; without "
+                "a usable lastmod, --policy uniform with a --revisit-interval measured better than the "
+                "default (README, Measured)"
+            )
     else:
         lines.append("last pass: none")
     for h in info.get("hosts", []):
-        lines.append(f"host {h['host']}: {plural(h['lastmod_advances'], 'sitemap lastmod advance')}, {h['lastmod_confirmed']} "
-                     f"confirmed by a text change: trust {h['lastmod_trust']:.2f}, "
-                     + ("advances make a page due now" if h["lastmod_followed"] else "advances not followed"))
+        lines.append(
+            f"host {h['host']}: {plural(h['lastmod_advances'], 'sitemap lastmod advance')}, {h['lastmod_confirmed']} "
+            f"confirmed by a text change: trust {h['lastmod_trust']:.2f}, "
+            + ("advances make a page due now" if h["lastmod_followed"] else "advances not followed")
+        )
     if lp:  # --policy deploys: each host's deploys and change feed (`sync.core.deploys`)
         from ..core.deploys import schedule_lines
 
         lines += schedule_lines(lp.get("host_schedule"))
     for p in info.get("page_list", []):
-        lines.append(f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} "
-                     f"{p['chunks']:>4} chunk{'' if p['chunks'] == 1 else 's'}  {p['url']}"  # aligned: not plural()
-                     + (f"  [{plural(p['failures'], 'failure')}: {p['last_error']}]" if p["failures"] else ""))
+        lines.append(
+            f"  {p['status']:<5} {p['interval']:>6}  due {p['due_at'] or '-':<32} "
+            f"{p['chunks']:>4} chunk{'' if p['chunks'] == 1 else 's'}  {p['url']}"  # aligned: not plural()
+            + (f"  [{plural(p['failures'], 'failure')}: {p['last_error']}]" if p["failures"] else "")
+        )
     return "\n".join(lines)

@@ -17,8 +17,17 @@ from ..edges.state_protocol import State
 from ..edges.keywords import sparse_from_json
 from ..edges.store import Store, StoredPoint
 
-__all__ = ["export_points", "import_points", "export_state", "import_state", "read_state_dump", "load_state",
-           "StateDump", "page_to_record", "page_from_record"]
+__all__ = [
+    "export_points",
+    "import_points",
+    "export_state",
+    "import_state",
+    "read_state_dump",
+    "load_state",
+    "StateDump",
+    "page_to_record",
+    "page_from_record",
+]
 
 
 def export_points(store: Store, out: IO[str], *, with_vectors: bool = False) -> int:
@@ -49,17 +58,17 @@ def _point(line: str, lineno: int) -> StoredPoint:
         try:
             pid = str(uuid.UUID(str(pid)))
         except ValueError:
-            raise ConfigError(f"line {lineno}: point id {rec['id']!r} is neither a UUID nor an unsigned "
-                              "integer") from None
+            raise ConfigError(
+                f"line {lineno}: point id {rec['id']!r} is neither a UUID nor an unsigned integer"
+            ) from None
     if not vector:
         raise ConfigError(f"line {lineno}: point {pid} has no vector (export with --with-vectors)")
-    if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                               for x in vector):
+    if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector):
         raise ConfigError(f"line {lineno}: point {pid}'s vector is not a list of numbers")
     sparse = rec.get("sparse_vector")
     keywords = sparse_from_json(sparse) if sparse is not None else None
     if sparse is not None and keywords is None:
-        raise ConfigError(f"line {lineno}: point {pid}'s sparse_vector is not {{\"indices\": [...], \"values\": [...]}}")
+        raise ConfigError(f'line {lineno}: point {pid}\'s sparse_vector is not {{"indices": [...], "values": [...]}}')
     # No sparse_vector (an export from before them): the store computes it from the payload.
     return StoredPoint(pid, payload, vector, keywords)
 
@@ -81,8 +90,10 @@ def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
         if dim is None:
             dim = size
         elif size != dim:
-            raise ConfigError(f"line {lineno}: a {size}-dimensional vector among {dim}-dimensional ones "
-                              "(the first line's); nothing imported")
+            raise ConfigError(
+                f"line {lineno}: a {size}-dimensional vector among {dim}-dimensional ones "
+                "(the first line's); nothing imported"
+            )
     if dim is None:
         return 0
     try:
@@ -93,7 +104,8 @@ def import_points(store: Store, lines: IO[str], *, batch: int = 256) -> int:
         held = f"{held_size}-dimensional vectors" if held_size is not None else "vectors of another size"
         raise CollectionMismatchError(
             f"the points in the file have {dim}-dimensional vectors but collection "
-            f"{store.collection!r} holds {held}; import into another --collection") from None
+            f"{store.collection!r} holds {held}; import into another --collection"
+        ) from None
     source = spool if spool is not None else lines
     source.seek(start)
     buf: list[StoredPoint] = []
@@ -154,8 +166,14 @@ def export_state(state: State, out: IO[str]) -> dict[str, int]:
         out.write(json.dumps(page_to_record(page), ensure_ascii=False, sort_keys=True) + "\n")
         n["pages"] += 1
     for host, (adv, conf) in sorted(state.host_trust_counts().items()):
-        out.write(json.dumps({"kind": "host", "host": host, "lastmod_advances": adv, "lastmod_confirmed": conf},
-                             ensure_ascii=False, sort_keys=True) + "\n")
+        out.write(
+            json.dumps(
+                {"kind": "host", "host": host, "lastmod_advances": adv, "lastmod_confirmed": conf},
+                ensure_ascii=False,
+                sort_keys=True,
+            )
+            + "\n"
+        )
         n["hosts"] += 1
     for report in state.runs():
         out.write(json.dumps({"kind": "run", "report": report}, ensure_ascii=False, sort_keys=True) + "\n")
@@ -207,22 +225,27 @@ def read_state_dump(lines: IO[str]) -> StateDump:
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"state import, line {lineno}: not a state record as 'state export' writes it ({exc})") from None
+            raise ConfigError(
+                f"state import, line {lineno}: not a state record as 'state export' writes it ({exc})"
+            ) from None
     if not header:
         raise ConfigError("state import: no input (expected JSON lines as 'pagesync state export' writes them)")
     return StateDump(pages, hosts, runs)
 
 
-def load_state(state: State, dump: StateDump, *, replace: bool = False, wait_lock: float = 0.0,
-               batch: int = 500) -> dict[str, int]:
+def load_state(
+    state: State, dump: StateDump, *, replace: bool = False, wait_lock: float = 0.0, batch: int = 500
+) -> dict[str, int]:
     """Write a parsed dump into `state`, under its pass lock. The target must hold no
     pages, hosts or runs, unless `replace`, which forgets them first. Returns the counts."""
     pages, hosts, runs = dump.pages, dump.hosts, dump.runs
     state.lock(wait=wait_lock)
     try:
         if not replace and (state.last_run() is not None or state.host_trust_counts() or state.all_pages()):
-            raise ConfigError("the target page state is not empty: import into a new state, or pass --replace "
-                              "to forget what it holds first")
+            raise ConfigError(
+                "the target page state is not empty: import into a new state, or pass --replace "
+                "to forget what it holds first"
+            )
         if replace:
             state.clear()
         for i in range(0, len(pages), batch):

@@ -26,8 +26,16 @@ from ..core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from ..core.watching import Step, WatchState, after_pass, after_probe, decide
 from ..errors import SitemapError
 
-__all__ = ["PassOutcome", "Probe", "SitemapProbe", "WatchCounters", "Watcher", "StopSignals", "next_due_after",
-           "run_watch"]
+__all__ = [
+    "PassOutcome",
+    "Probe",
+    "SitemapProbe",
+    "WatchCounters",
+    "Watcher",
+    "StopSignals",
+    "next_due_after",
+    "run_watch",
+]
 
 log = logging.getLogger("pagesync")
 MAX_REDIRECTS = 5
@@ -67,8 +75,13 @@ class SitemapProbe:
     pass from its report: the pass discovers them). A file that cannot be read, or a feed
     larger than a sitemap may be, is no change (the pass reports it)."""
 
-    def __init__(self, urls: list[str], client: httpx.Client, headers: Callable[[str], dict[str, str]],
-                 feeds: list[str] | None = None):
+    def __init__(
+        self,
+        urls: list[str],
+        client: httpx.Client,
+        headers: Callable[[str], dict[str, str]],
+        feeds: list[str] | None = None,
+    ):
         self.urls = urls
         self.client = client
         self.headers = headers  # the --header fields for a URL of the run's sites
@@ -162,12 +175,16 @@ class WatchCounters:
             "watch_pass_failures_total": ("passes that failed and are retried with backoff", float(self.failures)),
             "watch_deploys_seen_total": ("sitemap changes seen by the poll (deploys)", float(self.deploys)),
             "watch_polls_total": ("sitemap reads by the poll", float(self.polls)),
-            "watch_consecutive_failures": ("failed passes in a row (0 after a pass that ran)",
-                                           float(self.consecutive_failures)),
+            "watch_consecutive_failures": (
+                "failed passes in a row (0 after a pass that ran)",
+                float(self.consecutive_failures),
+            ),
         }
         if self.last_success is not None:
-            out["watch_last_success_timestamp_seconds"] = ("when the last pass that ran ended (Unix time)",
-                                                           self.last_success.timestamp())
+            out["watch_last_success_timestamp_seconds"] = (
+                "when the last pass that ran ended (Unix time)",
+                self.last_success.timestamp(),
+            )
         return out
 
 
@@ -177,10 +194,18 @@ class Watcher:
     --metrics (the last outcome that ran, or None). `clock` and `sleep` are the real ones in
     the CLI and fakes in tests; `stopped()` is checked before every step."""
 
-    def __init__(self, *, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], probe: Probe,
-                 clock: Callable[[], datetime], sleep: Callable[[float], None], stopped: Callable[[], bool],
-                 write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None = None,
-                 max_passes: int | None = None):
+    def __init__(
+        self,
+        *,
+        poll: timedelta,
+        run_pass: Callable[[datetime], PassOutcome],
+        probe: Probe,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None],
+        stopped: Callable[[], bool],
+        write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None = None,
+        max_passes: int | None = None,
+    ):
         self.poll = poll
         self.run_pass = run_pass
         self.probe = probe
@@ -331,12 +356,20 @@ class StopSignals:
                     pass
 
 
-def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], sitemaps: list[str],
-              headers: Callable[[str], dict[str, str]], user_agent: str, timeout: float,
-              write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None) -> int:
+def run_watch(
+    *,
+    poll: timedelta,
+    run_pass: Callable[[datetime], PassOutcome],
+    sitemaps: list[str],
+    headers: Callable[[str], dict[str, str]],
+    user_agent: str,
+    timeout: float,
+    write_metrics: Callable[[PassOutcome | None, WatchCounters], None] | None,
+) -> int:
     """The watcher on the real clock and signals, until SIGTERM or SIGINT: exit 0. A signal
     during a pass stops it at a safe point (as Ctrl-C stops `run`); the next pass resumes."""
     with StopSignals() as signals:
+
         def one_pass(now: datetime) -> PassOutcome:
             with signals.passing():
                 outcome = run_pass(now)
@@ -347,14 +380,22 @@ def run_watch(*, poll: timedelta, run_pass: Callable[[datetime], PassOutcome], s
             with signals.interruptible():
                 return probe()
 
-        with httpx.Client(timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)), follow_redirects=False,
-                          headers={"User-Agent": user_agent}) as client:
+        with httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
+            follow_redirects=False,
+            headers={"User-Agent": user_agent},
+        ) as client:
             probe = SitemapProbe(sitemaps, client, headers)
-            watcher = Watcher(poll=poll, run_pass=one_pass, probe=read_sitemaps,
-                              clock=lambda: datetime.now(timezone.utc), sleep=signals.sleep, stopped=signals.stopped,
-                              write_metrics=write_metrics)
-            log.info("watch: polling %s every %s", ", ".join(sitemaps) or "no sitemap (due pages only)",
-                     _seconds(poll))
+            watcher = Watcher(
+                poll=poll,
+                run_pass=one_pass,
+                probe=read_sitemaps,
+                clock=lambda: datetime.now(timezone.utc),
+                sleep=signals.sleep,
+                stopped=signals.stopped,
+                write_metrics=write_metrics,
+            )
+            log.info("watch: polling %s every %s", ", ".join(sitemaps) or "no sitemap (due pages only)", _seconds(poll))
             try:
                 watcher.run()
             except KeyboardInterrupt:  # a signal during a pass or a sitemap read

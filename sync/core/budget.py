@@ -20,8 +20,9 @@ def failed_share(pages_failed: int, pages_visited: int) -> float:
     return min(1.0, pages_failed / pages_visited) if pages_visited > 0 else 1.0
 
 
-def within_failure_budget(*, pages_failed: int, pages_visited: int, otherwise_ok: bool,
-                          max_failed_share: float) -> bool:
+def within_failure_budget(
+    *, pages_failed: int, pages_visited: int, otherwise_ok: bool, max_failed_share: float
+) -> bool:
     """True when the pass counts as a success: it is ok but for its failed pages
     (`otherwise_ok`), and no more than `max_failed_share` of the visited pages failed
     (0: none may)."""

@@ -99,8 +99,9 @@ class PassEvidence:
 
 def pass_evidence(at_s: float, observations: Sequence[tuple[float, bool]]) -> PassEvidence:
     """A pass's evidence from its (predicted P(change), changed) pairs."""
-    return PassEvidence(at_s, len(observations), sum(1 for _, ch in observations if ch),
-                        math.fsum(p for p, _ in observations))
+    return PassEvidence(
+        at_s, len(observations), sum(1 for _, ch in observations if ch), math.fsum(p for p, _ in observations)
+    )
 
 
 BULK_SECTION_PRIOR = 2.0
@@ -225,8 +226,12 @@ def bulk_state_to_json(state: BulkState) -> dict:
     `[at_s, visits, changes, expected]` rows)."""
     out: dict = {"evidence": [[e.at_s, e.visits, e.changes, round(e.expected, 6)] for e in state.evidence]}
     if state.edit is not None:
-        out.update(since_s=state.edit.since_s, until_s=state.edit.until_s, share=round(state.edit.share, 6),
-                   sections={name: [v, c] for name, v, c in state.edit.sections})
+        out.update(
+            since_s=state.edit.since_s,
+            until_s=state.edit.until_s,
+            share=round(state.edit.share, 6),
+            sections={name: [v, c] for name, v, c in state.edit.sections},
+        )
     return out
 
 

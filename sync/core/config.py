@@ -19,8 +19,29 @@ from .scope import _site_of as site_of  # the site (host[:port]) of a URL or an 
 from .site_rules import SiteRules, SiteRuleSet, parse_header
 
 __all__ = [
-    "LIST", "FLAG", "VALUE", "Option", "SiteConfig", "FileConfig", "SITE_KEYS", "SITE_TABLE",
-    "SOURCE_KEYS", "Sources", "sources", "site_rules_of", "RULE_KEYS", "rule_options", "rule_set", "ENV_PREFIX", "ENV_ALIASES", "LINE_LISTS", "env_names", "parse_file", "parse_env", "merge", "nearest_hint",
+    "LIST",
+    "FLAG",
+    "VALUE",
+    "Option",
+    "SiteConfig",
+    "FileConfig",
+    "SITE_KEYS",
+    "SITE_TABLE",
+    "SOURCE_KEYS",
+    "Sources",
+    "sources",
+    "site_rules_of",
+    "RULE_KEYS",
+    "rule_options",
+    "rule_set",
+    "ENV_PREFIX",
+    "ENV_ALIASES",
+    "LINE_LISTS",
+    "env_names",
+    "parse_file",
+    "parse_env",
+    "merge",
+    "nearest_hint",
 ]
 
 LIST, FLAG, VALUE = "list", "flag", "value"  # repeatable option, on/off flag, one value
@@ -35,16 +56,27 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 SITE_TABLE = "site"
 # The per-site keys of a [[site]] table and their kinds.
 SITE_KEYS: dict[str, str] = {
-    "sitemap": LIST, "crawl": LIST, "url": LIST, "allow_host": LIST,
-    "include": LIST, "exclude": LIST, "select": VALUE, "header": LIST,
+    "sitemap": LIST,
+    "crawl": LIST,
+    "url": LIST,
+    "allow_host": LIST,
+    "include": LIST,
+    "exclude": LIST,
+    "select": VALUE,
+    "header": LIST,
 }
 # The keys that say where a site's pages come from: a [[site]] needs one.
 SOURCE_KEYS = ("sitemap", "crawl", "url")
 # The top-level keys of the site rules (run's --include, --exclude, --no-default-excludes,
 # --select, --header), with their kinds: the commands that repair or rebuild pages (audit
 # --fix, reindex) read them from the file and the environment as run does.
-RULE_KEYS: dict[str, str] = {"include": LIST, "exclude": LIST, "no_default_excludes": FLAG, "select": VALUE,
-                             "header": LIST}
+RULE_KEYS: dict[str, str] = {
+    "include": LIST,
+    "exclude": LIST,
+    "no_default_excludes": FLAG,
+    "select": VALUE,
+    "header": LIST,
+}
 
 
 @dataclass(frozen=True)
@@ -88,8 +120,14 @@ def _unknown(key: str, known: Iterable[str], where: str) -> ConfigError:
     return ConfigError(f"{where}: unknown key {key!r}{nearest_hint(key, known)}")
 
 
-_TOML_TYPES = ((bool, "a boolean"), (str, "a string"), (int, "an integer"), (float, "a float"),
-               (list, "an array"), (dict, "a table"))
+_TOML_TYPES = (
+    (bool, "a boolean"),
+    (str, "a string"),
+    (int, "an integer"),
+    (float, "a float"),
+    (list, "an array"),
+    (dict, "a table"),
+)
 
 
 def _shape(value: Any) -> str:
@@ -179,8 +217,9 @@ def parse_env(env: Mapping[str, str], options: Iterable[Option]) -> dict[str, tu
     return out
 
 
-def merge(file: FileConfig, env: Mapping[str, tuple[Any, str]], options: Iterable[Option],
-          source: str) -> dict[str, tuple[Any, str]]:
+def merge(
+    file: FileConfig, env: Mapping[str, tuple[Any, str]], options: Iterable[Option], source: str
+) -> dict[str, tuple[Any, str]]:
     """The values of one command's options below its flags: key -> (value, where it came
     from). The file wins over the environment key by key; a file with `[[site]]` tables
     says where pages come from, so the environment's sitemap/url/crawl are dropped then.
@@ -202,15 +241,18 @@ class Sources:
     allow_hosts: list[str]
 
 
-def sources(*, sitemap: list[str], url: list[str], crawl: list[str], allow_host: list[str],
-            sites: list[SiteConfig]) -> Sources:
+def sources(
+    *, sitemap: list[str], url: list[str], crawl: list[str], allow_host: list[str], sites: list[SiteConfig]
+) -> Sources:
     """The options' sitemaps, pages, crawl starts and allowed hosts, then each site's, in
     order, each once."""
+
     def joined(own: list[str], key: str) -> list[str]:
         return list(dict.fromkeys([*own, *(v for site in sites for v in getattr(site, key))]))
 
-    return Sources(joined(sitemap, "sitemap"), joined(url, "url"), joined(crawl, "crawl"),
-                   joined(allow_host, "allow_host"))
+    return Sources(
+        joined(sitemap, "sitemap"), joined(url, "url"), joined(crawl, "crawl"), joined(allow_host, "allow_host")
+    )
 
 
 def site_rules_of(sites: list[SiteConfig], environ: Mapping[str, str]) -> tuple[tuple[str, SiteRules], ...]:
@@ -223,8 +265,12 @@ def site_rules_of(sites: list[SiteConfig], environ: Mapping[str, str]) -> tuple[
     for site in sites:
         if not (site.include or site.exclude or site.select is not None or site.header):
             continue
-        rules = SiteRules(include=tuple(site.include), exclude=tuple(site.exclude), select=site.select,
-                          headers=tuple(parse_header(h, environ) for h in site.header))
+        rules = SiteRules(
+            include=tuple(site.include),
+            exclude=tuple(site.exclude),
+            select=site.select,
+            headers=tuple(parse_header(h, environ) for h in site.header),
+        )
         for value in [*site.sitemap, *site.url, *site.crawl, *site.allow_host]:
             key = site_of(value)
             if key:
@@ -243,8 +289,11 @@ def rule_set(values: Mapping[str, Any], sites: list[SiteConfig], environ: Mappin
     `values` (`RULE_KEYS`; a missing one at its default: no globs, the default excludes on,
     no selector, no header) and each `[[site]]` table's own (`site_rules_of`). Header values
     `env:VAR` are read from `environ` (`ConfigError` naming a variable not set)."""
-    base = SiteRules(include=tuple(values.get("include") or ()), exclude=tuple(values.get("exclude") or ()),
-                     select=values.get("select"),
-                     headers=tuple(parse_header(h, environ) for h in values.get("header") or ()),
-                     default_excludes=not values.get("no_default_excludes", False))
+    base = SiteRules(
+        include=tuple(values.get("include") or ()),
+        exclude=tuple(values.get("exclude") or ()),
+        select=values.get("select"),
+        headers=tuple(parse_header(h, environ) for h in values.get("header") or ()),
+        default_excludes=not values.get("no_default_excludes", False),
+    )
     return SiteRuleSet(base, sites=site_rules_of(sites, environ))

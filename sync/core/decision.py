@@ -12,7 +12,17 @@ from dataclasses import dataclass
 
 from .plural import plural
 
-__all__ = ["Outcome", "Action", "Decision", "decide", "needs_unconditional_fetch", "may_be_broken", "shrank", "broken_deploy", "held_reason"]
+__all__ = [
+    "Outcome",
+    "Action",
+    "Decision",
+    "decide",
+    "needs_unconditional_fetch",
+    "may_be_broken",
+    "shrank",
+    "broken_deploy",
+    "held_reason",
+]
 
 
 class Outcome(enum.Enum):
@@ -27,6 +37,7 @@ class Outcome(enum.Enum):
 
 class Action(enum.Enum):
     """What a pass does with one page; the value is the word the report and events use."""
+
     SKIP_NOT_MODIFIED = "not_modified"
     SKIP_UNCHANGED = "unchanged"
     ADD = "added"
@@ -39,6 +50,7 @@ class Action(enum.Enum):
 @dataclass(frozen=True)
 class Decision:
     """One page's action and the reason for it, decided from what the visit found."""
+
     action: Action
     reason: str
 
@@ -135,15 +147,18 @@ def broken_deploy(changes: Mapping[str, tuple[int, int, int | None, int, str]]) 
     purges do: a few are edits and are written; past the guard's share, none is.
     """
     stubs = Counter(h for _, _, _, chars, h in changes.values() if chars < STUB_CHARS)
-    return {url for url, (old, new, old_chars, chars, h) in changes.items()
-            if (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old)
-            or (chars < STUB_CHARS and stubs[h] >= SAME_STUB_PAGES and shrank(old, new, old_chars, chars))}
+    return {
+        url
+        for url, (old, new, old_chars, chars, h) in changes.items()
+        if (old >= COLLAPSE_RATIO and new * COLLAPSE_RATIO <= old)
+        or (chars < STUB_CHARS and stubs[h] >= SAME_STUB_PAGES and shrank(old, new, old_chars, chars))
+    }
 
 
 def held_reason(old_chunks: int, new_chunks: int, old_chars: int | None, new_chars: int) -> str:
     """The `last_error` of a change the guard held as a broken deploy: how its text shrank."""
     if new_chunks < old_chunks or old_chars is None:
-        return (f"change held by the mass-deletion guard (text shrank from {plural(old_chunks, 'chunk')} "
-                f"to {new_chunks})")
-    return (f"change held by the mass-deletion guard (text shrank from {plural(old_chars, 'character')} "
-            f"to {new_chars})")
+        return (
+            f"change held by the mass-deletion guard (text shrank from {plural(old_chunks, 'chunk')} to {new_chunks})"
+        )
+    return f"change held by the mass-deletion guard (text shrank from {plural(old_chars, 'character')} to {new_chars})"

@@ -96,8 +96,11 @@ def _host(url: str) -> str:
     return urlsplit(url).netloc.lower()
 
 
-def site_signals(entries: Mapping[str, str | None], validators: Mapping[str, tuple[str | None, str | None]],
-                 feeds: Mapping[str, str | None] | None = None) -> dict[str, SiteSignal]:
+def site_signals(
+    entries: Mapping[str, str | None],
+    validators: Mapping[str, tuple[str | None, str | None]],
+    feeds: Mapping[str, str | None] | None = None,
+) -> dict[str, SiteSignal]:
     """Per host (netloc): the signal of this pass. `entries` url -> lastmod (the sitemaps'),
     `validators` sitemap URL -> (etag, last-modified) as kept after the pass read it,
     `feeds` host -> digest of its feed body (None or absent: no feed). A host with a feed
@@ -147,8 +150,12 @@ class HostSchedule:
 
     def with_deploy(self, now_s: float) -> "HostSchedule":
         deploys = (*self.deploys, now_s)[-DEPLOYS_KEPT:]
-        return replace(self, deploys=deploys, static=True if self.static is None else self.static,
-                       deploy_count=max(self.deploy_count, len(self.deploys)) + 1)
+        return replace(
+            self,
+            deploys=deploys,
+            static=True if self.static is None else self.static,
+            deploy_count=max(self.deploy_count, len(self.deploys)) + 1,
+        )
 
     @property
     def deploy_mode(self) -> bool:
@@ -156,11 +163,19 @@ class HostSchedule:
         return self.static is True
 
     def to_json(self) -> dict:
-        return {"signal": self.signal.to_json() if self.signal else None, "deploys": list(self.deploys),
-                "static": self.static, "feed_kind": self.feed_kind, "feed_url": self.feed_url,
-                "feed_checked_s": self.feed_checked_s, "feed_trusted": self.feed_trusted, "reason": self.reason,
-                "watched_since_s": self.watched_since_s, "generator": self.generator,
-                "deploy_count": self.deploy_count}
+        return {
+            "signal": self.signal.to_json() if self.signal else None,
+            "deploys": list(self.deploys),
+            "static": self.static,
+            "feed_kind": self.feed_kind,
+            "feed_url": self.feed_url,
+            "feed_checked_s": self.feed_checked_s,
+            "feed_trusted": self.feed_trusted,
+            "reason": self.reason,
+            "watched_since_s": self.watched_since_s,
+            "generator": self.generator,
+            "deploy_count": self.deploy_count,
+        }
 
     @classmethod
     def from_json(cls, raw: object) -> "HostSchedule":
@@ -171,16 +186,19 @@ class HostSchedule:
         checked = raw.get("feed_checked_s")
         watched = raw.get("watched_since_s")
         count = raw.get("deploy_count")
-        return cls(signal=SiteSignal.from_json(raw.get("signal")), deploys=deploys[-DEPLOYS_KEPT:],
-                   static=static if isinstance(static, bool) else None,
-                   feed_kind=raw.get("feed_kind") if isinstance(raw.get("feed_kind"), str) else None,
-                   feed_url=raw.get("feed_url") if isinstance(raw.get("feed_url"), str) else None,
-                   feed_checked_s=float(checked) if isinstance(checked, (int, float)) else None,
-                   feed_trusted=raw.get("feed_trusted") is not False,
-                   reason=raw.get("reason") if isinstance(raw.get("reason"), str) else None,
-                   watched_since_s=float(watched) if isinstance(watched, (int, float)) else None,
-                   generator=raw.get("generator") if isinstance(raw.get("generator"), str) else None,
-                   deploy_count=count if isinstance(count, int) and count >= len(deploys) else len(deploys))
+        return cls(
+            signal=SiteSignal.from_json(raw.get("signal")),
+            deploys=deploys[-DEPLOYS_KEPT:],
+            static=static if isinstance(static, bool) else None,
+            feed_kind=raw.get("feed_kind") if isinstance(raw.get("feed_kind"), str) else None,
+            feed_url=raw.get("feed_url") if isinstance(raw.get("feed_url"), str) else None,
+            feed_checked_s=float(checked) if isinstance(checked, (int, float)) else None,
+            feed_trusted=raw.get("feed_trusted") is not False,
+            reason=raw.get("reason") if isinstance(raw.get("reason"), str) else None,
+            watched_since_s=float(watched) if isinstance(watched, (int, float)) else None,
+            generator=raw.get("generator") if isinstance(raw.get("generator"), str) else None,
+            deploy_count=count if isinstance(count, int) and count >= len(deploys) else len(deploys),
+        )
 
 
 def schedules_to_json(schedules: Mapping[str, HostSchedule]) -> dict:
@@ -208,8 +226,9 @@ def deploys_between(deploys: Sequence[float], after_s: float, until_s: float) ->
     return n
 
 
-def chance_per_deploy(visits: Sequence[Visit], last_visit_s: float, deploys: Sequence[float],
-                      prior: tuple[float, float] = DEPLOY_PRIOR) -> float:
+def chance_per_deploy(
+    visits: Sequence[Visit], last_visit_s: float, deploys: Sequence[float], prior: tuple[float, float] = DEPLOY_PRIOR
+) -> float:
     """A page's chance of a change per deploy: changes found over the deploys its visits
     spanned, under a Beta prior (`DEPLOY_PRIOR`). `visits` oldest first, the last ending at
     `last_visit_s`; a visit spanning k deploys that found a change counts 1 change in k
@@ -256,8 +275,15 @@ class DeployCandidate:
     per_deploy: float = field(default=1.0, compare=False)
 
 
-def deploy_candidate(url: str, visits: Sequence[Visit], last_visit_s: float, deploys: Sequence[float],
-                     deploy_number: int, now_s: float, turn: int = DEPLOY_TURN) -> DeployCandidate | None:
+def deploy_candidate(
+    url: str,
+    visits: Sequence[Visit],
+    last_visit_s: float,
+    deploys: Sequence[float],
+    deploy_number: int,
+    now_s: float,
+    turn: int = DEPLOY_TURN,
+) -> DeployCandidate | None:
     """Pure: a page at its host's deploy number `deploy_number` (at `now_s`): None when no
     deploy came since its last visit, else its chance of a change since then and whether
     its turn (`on_turn`) or `turn` deploys without a visit make it due."""
@@ -268,13 +294,14 @@ def deploy_candidate(url: str, visits: Sequence[Visit], last_visit_s: float, dep
     return DeployCandidate(change_chance(p, k), url, due=k >= turn or on_turn(url, deploy_number, turn), per_deploy=p)
 
 
-def choose_at_deploy(cands: Sequence[DeployCandidate], budget: int | None = None,
-                     threshold: float = DEPLOY_THRESHOLD) -> list[str]:
+def choose_at_deploy(
+    cands: Sequence[DeployCandidate], budget: int | None = None, threshold: float = DEPLOY_THRESHOLD
+) -> list[str]:
     """Pure: the pages to visit at a deploy, likeliest changed first: those whose chance
     reaches `threshold` or that are due, at most `budget` of them (None: no cap)."""
     chosen = sorted((c for c in cands if c.due or c.chance >= threshold), key=lambda c: (-c.chance, c.url))
     if budget is not None:
-        chosen = chosen[:max(0, budget)]
+        chosen = chosen[: max(0, budget)]
     return [c.url for c in chosen]
 
 
@@ -293,10 +320,18 @@ def schedule_lines(raw: object) -> list[str]:
     static or dynamic (and why), deploys seen, and the change feed with its trust."""
     lines = []
     for host, hs in sorted(schedules_from_json(raw).items()):
-        kind = {True: "static (pages visited at its deploys)", False: "dynamic (change-rate schedules it)",
-                None: "no deploy seen yet (change-rate schedules it)"}[hs.static]
-        feed = (f"change feed {hs.feed_kind} {'trusted' if hs.feed_trusted else 'NOT trusted'}" if hs.feed_kind
-                else "no change feed" if hs.feed_trusted else "change feed NOT trusted")
+        kind = {
+            True: "static (pages visited at its deploys)",
+            False: "dynamic (change-rate schedules it)",
+            None: "no deploy seen yet (change-rate schedules it)",
+        }[hs.static]
+        feed = (
+            f"change feed {hs.feed_kind} {'trusted' if hs.feed_trusted else 'NOT trusted'}"
+            if hs.feed_kind
+            else "no change feed"
+            if hs.feed_trusted
+            else "change feed NOT trusted"
+        )
         why = f": {hs.reason}" if hs.reason else ""
         lines.append(f"host {host}: {kind}, {len(hs.deploys)} deploys seen, {feed}{why}")
     return lines

@@ -19,8 +19,17 @@ from urllib.parse import urljoin
 
 from .ids import canonical_url
 
-__all__ = ["FEED_KINDS", "FEED_PATHS", "Feed", "FeedError", "feed_candidates", "parse_feed", "generator_feed_kind",
-           "match_urls", "feed_page_urls"]
+__all__ = [
+    "FEED_KINDS",
+    "FEED_PATHS",
+    "Feed",
+    "FeedError",
+    "feed_candidates",
+    "parse_feed",
+    "generator_feed_kind",
+    "match_urls",
+    "feed_page_urls",
+]
 
 MKDOCS, SPHINX, DOCUSAURUS = "mkdocs", "sphinx", "docusaurus"
 FEED_KINDS = (MKDOCS, SPHINX, DOCUSAURUS)
@@ -73,7 +82,7 @@ def _sphinx(body: str) -> dict[str, str]:
     if not body.lstrip().startswith("Search.setIndex(") or start < 0 or end < start:
         raise FeedError("no Search.setIndex(...) call")
     try:
-        data = json.loads(body[start:end + 1])
+        data = json.loads(body[start : end + 1])
     except ValueError as exc:
         raise FeedError(f"not JSON inside Search.setIndex: {exc}") from None
     docnames = data.get("docnames") if isinstance(data, dict) else None
@@ -111,8 +120,7 @@ def _docusaurus(data: object) -> dict[str, str]:
         if not isinstance(url, str):
             continue
         page = url.split("#", 1)[0].lstrip("/")
-        by_page.setdefault(page, []).extend(
-            str(doc.get(k, "")) for k in ("title", "t", "content", "b", "sectionTitle"))
+        by_page.setdefault(page, []).extend(str(doc.get(k, "")) for k in ("title", "t", "content", "b", "sectionTitle"))
     return {page: _digest(parts) for page, parts in by_page.items()}
 
 
@@ -154,8 +162,13 @@ def match_urls(feed: Feed, root: str, known: Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for loc, digest in feed.digests.items():
         base = urljoin(root, loc)
-        for cand in (base, base + ".html", base.rstrip("/") + "/", base.removesuffix("index.html"),
-                     base + "index.html" if base.endswith("/") else base + "/index.html"):
+        for cand in (
+            base,
+            base + ".html",
+            base.rstrip("/") + "/",
+            base.removesuffix("index.html"),
+            base + "index.html" if base.endswith("/") else base + "/index.html",
+        ):
             if cand in urls:
                 out[cand] = digest
                 break

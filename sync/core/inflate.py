@@ -99,8 +99,9 @@ class _Zstd(_Stage):
     def __init__(self, room: int):
         super().__init__(room)
         self._pieces: list[bytes] = []
-        self._w = _zstd.ZstdDecompressor(max_window_size=_ZSTD_WINDOW).stream_writer(
-            self, write_size=_PIECE, closefd=False)  # type: ignore[arg-type]  # a sink needs only write()
+        decompressor = _zstd.ZstdDecompressor(max_window_size=_ZSTD_WINDOW)
+        # arg-type: a sink needs only write()
+        self._w = decompressor.stream_writer(self, write_size=_PIECE, closefd=False)  # type: ignore[arg-type]
 
     def write(self, b: bytes) -> int:  # the stream writer's sink
         self._take(bytes(b), self._pieces)

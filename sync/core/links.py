@@ -23,8 +23,17 @@ from urllib.parse import urljoin, urlsplit
 
 from .ids import canonical_url
 
-__all__ = ["PageLinks", "CrawlLimits", "CrawlRules", "Frontier", "read_links", "crawl_prefix", "crawl_start",
-           "links_to_json", "links_from_json"]
+__all__ = [
+    "PageLinks",
+    "CrawlLimits",
+    "CrawlRules",
+    "Frontier",
+    "read_links",
+    "crawl_prefix",
+    "crawl_start",
+    "links_to_json",
+    "links_from_json",
+]
 
 # Links kept of one page at most: a page listing more (a 100k-link index) is read to this
 # bound and marked `truncated`, which makes its crawl incomplete (nothing purged by it).
@@ -68,8 +77,7 @@ def _tokens(value: str | None) -> set[str]:
     return {t for t in re.split(r"[\s,]+", (value or "").lower()) if t}
 
 
-def read_links(body: bytes, url: str, *, charset: str | None = None,
-               max_links: int = MAX_LINKS_PER_PAGE) -> PageLinks:
+def read_links(body: bytes, url: str, *, charset: str | None = None, max_links: int = MAX_LINKS_PER_PAGE) -> PageLinks:
     """Parse an HTML page's links, canonical and meta robots (see `PageLinks`). `url` is the
     address it was fetched from (after redirects); a `<base href>` overrides it for relative
     links. A body lxml cannot parse has no links."""
@@ -201,7 +209,8 @@ _DIGITS = re.compile(r"\d+")
 _NOT_PAGES = re.compile(
     r"\.(png|jpe?g|gif|svg|webp|avif|ico|bmp|tiff?|css|js|mjs|map|woff2?|ttf|otf|eot|pdf|zip|gz|tgz|bz2|xz|"
     r"tar|7z|rar|whl|egg|exe|msi|dmg|deb|rpm|apk|iso|mp3|mp4|m4a|ogg|webm|avi|mov|wav|flac|inv|epub)$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def _shape(path: str) -> str:

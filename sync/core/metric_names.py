@@ -23,8 +23,27 @@ _ABBREVIATIONS = frozenset({"s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb",
 # Units whose base unit is another: time in seconds, sizes in bytes, and no SI prefix on a base unit.
 _NON_BASE = {"minutes": "seconds", "hours": "seconds", "days": "seconds", "weeks": "seconds", "bits": "bytes"}
 _BASE_UNITS = ("seconds", "bytes", "meters", "metres", "grams", "joules", "volts", "amperes", "celsius")
-_PREFIXES = ("pico", "nano", "micro", "milli", "centi", "deci", "deca", "hecto", "kilo", "kibi",
-             "mega", "mebi", "mibi", "giga", "gibi", "tera", "tebi", "peta", "pebi")
+_PREFIXES = (
+    "pico",
+    "nano",
+    "micro",
+    "milli",
+    "centi",
+    "deci",
+    "deca",
+    "hecto",
+    "kilo",
+    "kibi",
+    "mega",
+    "mebi",
+    "mibi",
+    "giga",
+    "gibi",
+    "tera",
+    "tebi",
+    "peta",
+    "pebi",
+)
 # A gauge's name must not look like another type's series, nor name a type.
 _RESERVED_SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
 _TYPE_WORDS = frozenset({"gauge", "counter", "histogram", "summary"})
@@ -44,7 +63,7 @@ def _non_base(word: str) -> str | None:
     if word in _NON_BASE:
         return _NON_BASE[word]
     for prefix in _PREFIXES:
-        rest = word[len(prefix):]
+        rest = word[len(prefix) :]
         if word.startswith(prefix) and (rest in _BASE_UNITS or rest in _NON_BASE):
             return _NON_BASE.get(rest, rest)
     return None
@@ -53,8 +72,10 @@ def _non_base(word: str) -> str | None:
 def name_problems(name: str) -> list[str]:
     """What is wrong with `name` as a gauge's name under Prometheus' naming rules (empty: nothing)."""
     if not _VALID.fullmatch(name):
-        return ["not a valid metric name (letters, digits and underscores, not starting with a digit)"
-                + ("; colons are for recording rules" if ":" in name else "")]
+        return [
+            "not a valid metric name (letters, digits and underscores, not starting with a digit)"
+            + ("; colons are for recording rules" if ":" in name else "")
+        ]
     problems = []
     if _CAMEL.search(name):
         problems.append("camelCase: use snake_case")

@@ -16,8 +16,16 @@ from __future__ import annotations
 __all__ = ["model_change_refusal"]
 
 
-def model_change_refusal(collection: str, *, was: str | None, was_size: int | None, model_id: str,
-                         dimension: int, name: str, was_name: str | None = None) -> str | None:
+def model_change_refusal(
+    collection: str,
+    *,
+    was: str | None,
+    was_size: int | None,
+    model_id: str,
+    dimension: int,
+    name: str,
+    was_name: str | None = None,
+) -> str | None:
     """The one-line refusal when embedding into `collection` with `model_id` (`dimension`-d,
     given as `--embedder name`) would mix or switch models, else None.
 
@@ -30,13 +38,16 @@ def model_change_refusal(collection: str, *, was: str | None, was_size: int | No
         return None
     if other_size:
         of = f" (of {was!r})" if was else ""
-        line = (f"collection {collection!r} holds {was_size}-dimensional vectors{of} but --embedder {name} makes "
-                f"{dimension}-dimensional ones ({model_id!r})")
+        line = (
+            f"collection {collection!r} holds {was_size}-dimensional vectors{of} but --embedder {name} makes "
+            f"{dimension}-dimensional ones ({model_id!r})"
+        )
     else:
-        line = (f"collection {collection!r} holds vectors of {was!r}, this would embed with {model_id!r} "
-                f"(--embedder {name}) and the collection would mix both models")
-    line += (f": switch models with `pagesync reindex --embedder {name}` (a new collection, switched to when "
-             f"verified)")
+        line = (
+            f"collection {collection!r} holds vectors of {was!r}, this would embed with {model_id!r} "
+            f"(--embedder {name}) and the collection would mix both models"
+        )
+    line += f": switch models with `pagesync reindex --embedder {name}` (a new collection, switched to when verified)"
     if was_name:
         line += f", or keep the model with --embedder {was_name} (or leave --embedder out)"
     return line

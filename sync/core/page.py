@@ -36,6 +36,7 @@ def from_epoch(ts: float | None) -> datetime | None:
 @dataclass
 class PageState:
     """What the state remembers of one page between passes: hashes, validators, schedule."""
+
     url: str
     status: str = NEW
     source: str = "sitemap"  # what tracks it: "sitemap", "url" (--url, a redirect's target) or "crawl" (--crawl)
@@ -103,28 +104,72 @@ class PageState:
     # call were ~15 us of the ~23 us a row took to read).
     @classmethod
     def _from_values(cls, v: tuple) -> "PageState":
-        return cls(v[0], v[1], v[2], bool(v[3]), v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
-                   None if v[12] is None else timedelta(seconds=v[12]),
-                   None if v[13] is None else datetime.fromtimestamp(v[13], timezone.utc),
-                   None if v[14] is None else datetime.fromtimestamp(v[14], timezone.utc),
-                   None if v[15] is None else datetime.fromtimestamp(v[15], timezone.utc),
-                   None if v[16] is None else datetime.fromtimestamp(v[16], timezone.utc),
-                   v[17], v[18], v[19], bool(v[20]), v[21],
-                   None if v[22] is None else datetime.fromtimestamp(v[22], timezone.utc), v[23], v[24] or 0, v[25])
+        return cls(
+            v[0],
+            v[1],
+            v[2],
+            bool(v[3]),
+            v[4],
+            v[5],
+            v[6],
+            v[7],
+            v[8],
+            v[9],
+            v[10],
+            v[11],
+            None if v[12] is None else timedelta(seconds=v[12]),
+            None if v[13] is None else datetime.fromtimestamp(v[13], timezone.utc),
+            None if v[14] is None else datetime.fromtimestamp(v[14], timezone.utc),
+            None if v[15] is None else datetime.fromtimestamp(v[15], timezone.utc),
+            None if v[16] is None else datetime.fromtimestamp(v[16], timezone.utc),
+            v[17],
+            v[18],
+            v[19],
+            bool(v[20]),
+            v[21],
+            None if v[22] is None else datetime.fromtimestamp(v[22], timezone.utc),
+            v[23],
+            v[24] or 0,
+            v[25],
+        )
 
     def _values(self) -> tuple:
-        iv, due, first, fetched, changed, unlinked = (self.interval, self.due_at, self.first_seen_at,
-                                                      self.last_fetched_at, self.last_changed_at, self.unlinked_since)
-        return (self.url, self.status, self.source, int(self.in_sitemap), self.sitemap_lastmod, self.etag,
-                self.last_modified, self.content_hash, self.fingerprint, self.pending_hash, self.chunk_count, self.title,
-                None if iv is None else iv.total_seconds(),
-                None if due is None else due.timestamp(),
-                None if first is None else first.timestamp(),
-                None if fetched is None else fetched.timestamp(),
-                None if changed is None else changed.timestamp(),
-                self.failures, self.last_error, self.history, int(self.lastmod_pending), self.moved_to,
-                None if unlinked is None else unlinked.timestamp(), self.unlinked_by, self.unlinked_misses,
-                self.text_chars)
+        iv, due, first, fetched, changed, unlinked = (
+            self.interval,
+            self.due_at,
+            self.first_seen_at,
+            self.last_fetched_at,
+            self.last_changed_at,
+            self.unlinked_since,
+        )
+        return (
+            self.url,
+            self.status,
+            self.source,
+            int(self.in_sitemap),
+            self.sitemap_lastmod,
+            self.etag,
+            self.last_modified,
+            self.content_hash,
+            self.fingerprint,
+            self.pending_hash,
+            self.chunk_count,
+            self.title,
+            None if iv is None else iv.total_seconds(),
+            None if due is None else due.timestamp(),
+            None if first is None else first.timestamp(),
+            None if fetched is None else fetched.timestamp(),
+            None if changed is None else changed.timestamp(),
+            self.failures,
+            self.last_error,
+            self.history,
+            int(self.lastmod_pending),
+            self.moved_to,
+            None if unlinked is None else unlinked.timestamp(),
+            self.unlinked_by,
+            self.unlinked_misses,
+            self.text_chars,
+        )
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(PageState))

@@ -18,8 +18,16 @@ from .page import GONE, LIVE, NEW, PageState
 from .scope import allow_host_flags, refused_by_host, url_host
 from .sitemaps import SitemapCollection, diff_sitemap
 
-__all__ = ["REASONS", "ChangeEvent", "Plan", "SitemapRead", "emptied_sitemap_errors", "plan_events",
-           "record_sitemap", "pages_within_chunk_budget"]
+__all__ = [
+    "REASONS",
+    "ChangeEvent",
+    "Plan",
+    "SitemapRead",
+    "emptied_sitemap_errors",
+    "plan_events",
+    "record_sitemap",
+    "pages_within_chunk_budget",
+]
 
 
 # Why a page is visited this pass, most specific first (a page gets its first reason).
@@ -29,6 +37,7 @@ REASONS = ("new", "pending", "rebuild", "changed", "lastmod", "feed", "deploy", 
 @dataclass(frozen=True)
 class ChangeEvent:
     """A URL the plan visits or removes this pass, with its reason (one of `REASONS`)."""
+
     url: str
     reason: str
 
@@ -141,8 +150,9 @@ def record_sitemap(
     for ev in visits:
         page = known.get(ev.url)
         if page is None:  # due_at None: due until a visit schedules it
-            page = dirty[ev.url] = PageState(url=ev.url, status=NEW, first_seen_at=now,
-                                             source="sitemap" if ev.url in sitemap_now else "url")
+            page = dirty[ev.url] = PageState(
+                url=ev.url, status=NEW, first_seen_at=now, source="sitemap" if ev.url in sitemap_now else "url"
+            )
         pages[ev.url] = page
     for url in advanced:
         page = pages.get(url) or known.get(url)
@@ -188,12 +198,17 @@ def pages_within_chunk_budget(pages: Sequence[PageState], budget: int) -> tuple[
 
 
 def _allow_hosts(urls: Sequence[str]) -> str:
-    """"add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope."""
+    """ "add --allow-host a --allow-host b:8080": the flags that would bring `urls` into scope."""
     return "add " + allow_host_flags(refused_by_host(urls))
 
 
-def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dict[str, str | None],
-                           before: dict[str, str | None], refused: Sequence[str]) -> list[tuple[str, str]]:
+def emptied_sitemap_errors(
+    sitemaps: Sequence[str],
+    complete: bool,
+    entries: dict[str, str | None],
+    before: dict[str, str | None],
+    refused: Sequence[str],
+) -> list[tuple[str, str]]:
     """Pure: the sitemap errors (where, why) that hold back the removals of an emptied
     sitemap or site (not asked for with --allow-mass-delete, which the caller checks):
     `entries` the sitemaps' URLs in scope now, `before` the state's, `refused` the listed
@@ -202,8 +217,13 @@ def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dic
         return []
     if not entries:
         # An empty sitemap where we tracked pages is a broken deploy, not a deleted site.
-        return [(", ".join(sitemaps), "sitemap(s) listed no URLs; nothing purged "
-                 "(if the site really is empty, run again with --allow-mass-delete)")]
+        return [
+            (
+                ", ".join(sitemaps),
+                "sitemap(s) listed no URLs; nothing purged "
+                "(if the site really is empty, run again with --allow-mass-delete)",
+            )
+        ]
     # The same per site: with several sitemaps, one that comes back empty would purge its
     # whole site under the others' URLs (and a small site is under the guard's minimum).
     # A site is a configured sitemap's host and port: pages of a --sitemap dropped from
@@ -212,12 +232,22 @@ def emptied_sitemap_errors(sitemaps: Sequence[str], complete: bool, entries: dic
     listed = {url_host(u)[0] for u in entries}
     emptied = sorted({h for u in before if (h := url_host(u)[0]) in configured and h not in listed})
     if emptied and refused:  # what they list instead is out of scope: the cause is the scope
-        return [(", ".join(emptied), "the sitemaps listed no URLs of this site any more, only URLs "
-                 f"out of scope (see the warning); nothing purged (if those are this site under "
-                 f"another name, {_allow_hosts(refused)})")]
+        return [
+            (
+                ", ".join(emptied),
+                "the sitemaps listed no URLs of this site any more, only URLs "
+                f"out of scope (see the warning); nothing purged (if those are this site under "
+                f"another name, {_allow_hosts(refused)})",
+            )
+        ]
     if emptied:
-        return [(", ".join(emptied), "the sitemaps listed no URLs of this site any more; nothing "
-                 "purged (if it really is empty, run again with --allow-mass-delete)")]
+        return [
+            (
+                ", ".join(emptied),
+                "the sitemaps listed no URLs of this site any more; nothing "
+                "purged (if it really is empty, run again with --allow-mass-delete)",
+            )
+        ]
     return []
 
 

@@ -26,8 +26,18 @@ from ..errors import CollectionLostError
 from .plural import plural
 from .page import PageState
 
-__all__ = ["REBUILD_MARK", "MISSING_MARK", "settled", "recorded_chunks", "lost_refusal", "mark_for_rewrite",
-           "points_per_url", "short_pages", "MissingPoints", "rewrite_reason"]
+__all__ = [
+    "REBUILD_MARK",
+    "MISSING_MARK",
+    "settled",
+    "recorded_chunks",
+    "lost_refusal",
+    "mark_for_rewrite",
+    "points_per_url",
+    "short_pages",
+    "MissingPoints",
+    "rewrite_reason",
+]
 
 # `pending_hash` values that are no content hash: the page's points must be rewritten
 # whatever its next fetch says (an interrupted write's mark is the hash it was writing).
@@ -53,7 +63,8 @@ def lost_refusal(collection: str, where: str, pages: Sequence[PageState]) -> Col
         f"collection {collection!r} is missing or empty in {where}, but the page state records "
         f"{plural(chunks, 'chunk')} of {plural(len(pages), 'indexed page')}. Either --collection (or "
         f"--qdrant-path / --qdrant-url) is mistyped: fix it; or the collection was lost: run again with "
-        f"--rebuild (PassConfig.rebuild=True) to re-index every page into it. Nothing was written")
+        f"--rebuild (PassConfig.rebuild=True) to re-index every page into it. Nothing was written"
+    )
 
 
 def mark_for_rewrite(pages: Iterable[PageState], mark: str) -> list[PageState]:

@@ -51,9 +51,7 @@ class Policy(Protocol):
 
     name: str
 
-    def next_interval(
-        self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None
-    ) -> timedelta:
+    def next_interval(self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None) -> timedelta:
         """Interval from this visit to the next, clamped to [MIN_INTERVAL, MAX_INTERVAL].
 
         `visits` is the page's history including the visit just made (append it with
@@ -84,9 +82,7 @@ class HalveDoublePolicy:
 
     name = "halve-double"
 
-    def next_interval(
-        self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None
-    ) -> timedelta:
+    def next_interval(self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None) -> timedelta:
         if changed is None:
             return NEW_PAGE_INTERVAL
         return scheduler.next_interval(current, changed)
@@ -142,13 +138,9 @@ class ChangeRatePolicy:
 
     def rate(self, visits: Sequence[Visit]) -> float:
         """The page's estimated change rate (changes per second) under this policy's prior."""
-        return estimate_rate(
-            visits, prior_changes=self.prior_changes, prior_seconds=self.prior_seconds
-        )
+        return estimate_rate(visits, prior_changes=self.prior_changes, prior_seconds=self.prior_seconds)
 
-    def next_interval(
-        self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None
-    ) -> timedelta:
+    def next_interval(self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None) -> timedelta:
         if changed is None:
             return NEW_PAGE_INTERVAL
         t = interval_for_staleness(self.rate(visits), self.target_staleness_s)
@@ -202,9 +194,7 @@ class UniformPolicy:
         if not (math.isfinite(self.interval_s) and lo <= self.interval_s <= hi):
             raise ValueError(f"interval_s must lie in [{lo:g}, {hi:g}] seconds, got {self.interval_s!r}")
 
-    def next_interval(
-        self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None
-    ) -> timedelta:
+    def next_interval(self, visits: Sequence[Visit], current: timedelta | None, changed: bool | None) -> timedelta:
         return timedelta(seconds=self.interval_s)
 
     def priority(self, visits: Sequence[Visit], since_last_visit_s: float | None) -> float:
@@ -250,13 +240,16 @@ def make_policy(name: str, *, interval: timedelta | None = None) -> Policy:
     if interval is None:
         return cls()
     if cls is not UniformPolicy:
-        raise ConfigError(f"a revisit interval (--revisit-interval) is for --policy uniform only: "
-                          f"{name!r} sets each page's interval itself")
+        raise ConfigError(
+            f"a revisit interval (--revisit-interval) is for --policy uniform only: "
+            f"{name!r} sets each page's interval itself"
+        )
     try:
         return UniformPolicy(interval_s=interval.total_seconds())
     except ValueError:
-        raise ConfigError(f"revisit interval {_span(interval)} is outside "
-                          f"[{_span(MIN_INTERVAL)}, {_span(MAX_INTERVAL)}]") from None
+        raise ConfigError(
+            f"revisit interval {_span(interval)} is outside [{_span(MIN_INTERVAL)}, {_span(MAX_INTERVAL)}]"
+        ) from None
 
 
 def _span(t: timedelta) -> str:

@@ -29,6 +29,7 @@ def overflow_passes(last: dict, *, crawled: bool, overflowed: bool) -> int:
 @dataclass
 class Report:
     """What one pass did, page and chunk counts by outcome; `to_dict` gives the report keys."""
+
     started_at: str = ""
     finished_at: str = ""
     pages_in_sitemaps: int = 0
@@ -156,9 +157,14 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return (self.pages_failed == 0 and self.sitemap_errors == 0 and self.mass_delete_blocked == 0
-                and not self.embed_budget_reached and not self.crawl_overflows_every_pass
-                and self.crawl_start_errors == 0)
+        return (
+            self.pages_failed == 0
+            and self.sitemap_errors == 0
+            and self.mass_delete_blocked == 0
+            and not self.embed_budget_reached
+            and not self.crawl_overflows_every_pass
+            and self.crawl_start_errors == 0
+        )
 
     @property
     def crawl_overflows_every_pass(self) -> bool:
@@ -174,8 +180,12 @@ class Report:
         """`ok`, but with up to `max_failed_share` of the visited pages failed allowed: every
         other reason `ok` has to fail a pass still does."""
         otherwise_ok = replace(self, pages_failed=0).ok
-        return within_failure_budget(pages_failed=self.pages_failed, pages_visited=self.pages_visited,
-                             otherwise_ok=otherwise_ok, max_failed_share=max_failed_share)
+        return within_failure_budget(
+            pages_failed=self.pages_failed,
+            pages_visited=self.pages_visited,
+            otherwise_ok=otherwise_ok,
+            max_failed_share=max_failed_share,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pages_failed_share": self.pages_failed_share}
@@ -185,8 +195,10 @@ class Report:
         if self.dry_run:
             chunks = f"would embed {self.chunks_would_embed}, would reuse {self.chunks_would_reuse}"
         else:
-            chunks = (f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
-                      f"{self.chunks_written} written, {self.chunks_deleted} deleted")
+            chunks = (
+                f"{self.chunks_embedded} embedded, {self.chunks_reused} reused, "
+                f"{self.chunks_written} written, {self.chunks_deleted} deleted"
+            )
         n = self.sitemaps_skipped
         sitemaps = f" (and {plural(n, 'sitemap')})" if n else ""
         # Due pages left for the next pass by --max-fetches: said only when there are some.
@@ -199,16 +211,22 @@ class Report:
         if self.crawl_start_errors:  # as a sitemap error: the line says why the pass is not ok
             deferred += f", {plural(self.crawl_start_errors, 'crawl start page')} gone"
         if self.crawl_overflows_every_pass:  # why the pass is not ok, on its own line too
-            deferred += (f", crawl over --max-pages {plural(self.crawl_overflow_passes, 'pass', 'passes')} in a row "
-                         f"({self.crawl_overflow} more found)")
+            deferred += (
+                f", crawl over --max-pages {plural(self.crawl_overflow_passes, 'pass', 'passes')} in a row "
+                f"({self.crawl_overflow} more found)"
+            )
         if self.embed_budget_reached:
             deferred += f", {self.pages_over_token_budget} left by --max-embed-tokens"
         if self.tokens_embedded:  # said only when an embedder counts tokens (a remote one)
             chunks += f", {plural(self.tokens_embedded, 'token')}"
         if self.crawl_complete is not None:  # a crawl ran: how far it got
             deferred += f", crawl reached {plural(self.pages_crawled, 'page')}" + (
-                "" if self.crawl_complete else " (incomplete: an unreached page leaves only when several crawls agree)"
-                if self.crawl_bounded else " (incomplete: nothing purged for not being linked)")
+                ""
+                if self.crawl_complete
+                else " (incomplete: an unreached page leaves only when several crawls agree)"
+                if self.crawl_bounded
+                else " (incomplete: nothing purged for not being linked)"
+            )
         return (
             f"{self.pages_fetched} fetched, {self.pages_not_modified} not modified, "
             f"{self.pages_unchanged} unchanged, {verb}add {self.pages_added}, {verb}change {self.pages_changed}, "

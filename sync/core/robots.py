@@ -49,8 +49,11 @@ class RobotsRules:
 def rules_from_response(status: int | None, body: bytes) -> RobotsRules:
     """Rules for a robots.txt answer (`status` None: no answer at all)."""
     if status is None or status >= 500 or status == 429:
-        return RobotsRules(deny_all=True, reason=f"robots.txt unavailable ({status or 'no answer'}): disallow all for now",
-                           unavailable=f"robots.txt answered {status}" if status else "robots.txt got no answer")
+        return RobotsRules(
+            deny_all=True,
+            reason=f"robots.txt unavailable ({status or 'no answer'}): disallow all for now",
+            unavailable=f"robots.txt answered {status}" if status else "robots.txt got no answer",
+        )
     if status >= 400:
         return RobotsRules(allow_all=True, reason=f"no robots.txt ({status})")
     if not 200 <= status < 300:

@@ -18,8 +18,17 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
-__all__ = ["Scope", "system_resolve", "is_private_address", "origin_key", "site_key", "refused_by_host",
-           "allow_host_flags", "all_out_of_scope", "some_out_of_scope"]
+__all__ = [
+    "Scope",
+    "system_resolve",
+    "is_private_address",
+    "origin_key",
+    "site_key",
+    "refused_by_host",
+    "allow_host_flags",
+    "all_out_of_scope",
+    "some_out_of_scope",
+]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -80,7 +89,7 @@ def site_key(scheme: str, host: str, port: int | None) -> str:
 def _site_host(site: str) -> str:
     """The host of a `site_key`."""
     if site.startswith("["):
-        return site[1:site.index("]")]
+        return site[1 : site.index("]")]
     host, colon, port = site.rpartition(":")
     return host if colon and port.isdigit() and ":" not in host else site
 
@@ -92,7 +101,7 @@ def _site_of(value: str) -> str | None:
     value = value.strip()
     try:
         ipaddress.ip_address(value.strip("[]"))  # an IP literal, bracketed or not: as written,
-        return value.strip("[]").lower()        # like the hostname urlsplit gives for it
+        return value.strip("[]").lower()  # like the hostname urlsplit gives for it
     except ValueError:
         pass
     try:
@@ -139,7 +148,9 @@ class Scope:
     _verdicts: dict[str, str | None] = field(default_factory=dict, init=False)  # origin_key -> check()
 
     @classmethod
-    def from_urls(cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve) -> "Scope":
+    def from_urls(
+        cls, urls: Iterable[str], allow_hosts: Iterable[str] = (), resolve: Callable[[str], list[str]] = system_resolve
+    ) -> "Scope":
         allow_hosts = list(allow_hosts)
         hosts = {h for h in map(_site_of, allow_hosts) if h}
         schemes: dict[str, set[str]] = {}  # site -> the schemes it was named with
@@ -168,7 +179,10 @@ class Scope:
             parts = urlsplit(url)
             if parts.scheme.lower() == "https":
                 return True
-            return parts.scheme.lower() == "http" and site_key(parts.scheme, parts.hostname or "", parts.port) in self.plain_sites
+            return (
+                parts.scheme.lower() == "http"
+                and site_key(parts.scheme, parts.hostname or "", parts.port) in self.plain_sites
+            )
         except ValueError:
             return False
 
@@ -184,8 +198,10 @@ class Scope:
     def private_allowed(self) -> bool:
         """True when some configured host is itself on a private address."""
         if self._private_ok is None:
-            self._private_ok = any(any(is_private_address(ip) for ip in self._addresses(h))
-                                   for h in {_site_host(site) for site in self.hosts})
+            self._private_ok = any(
+                any(is_private_address(ip) for ip in self._addresses(h))
+                for h in {_site_host(site) for site in self.hosts}
+            )
         return self._private_ok
 
     def check(self, url: str) -> str | None:
@@ -248,7 +264,7 @@ def _hosts_text(counts: dict[str, int], configured: set[str], limit: int = 3) ->
 
 
 def allow_host_flags(sites: Iterable[str], limit: int = 3) -> str:
-    """"--allow-host a --allow-host b:8080": the flags that bring these sites (host, and port
+    """ "--allow-host a --allow-host b:8080": the flags that bring these sites (host, and port
     when not the default: `refused_by_host`'s keys) into scope, `limit` at most."""
     hosts = [s for s in sites if s != "(no host)"][:limit]
     return " ".join(f"--allow-host {h}" for h in hosts)
@@ -261,9 +277,11 @@ def all_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
     purge, so it advises the scope, never --allow-mass-delete."""
     configured = set(configured)
     text, advice = _hosts_text(refused_by_host(refused), configured)
-    return (f"every URL the sitemaps list is out of scope ({text}; this run's hosts: "
-            f"{', '.join(sorted(configured)) or '(none)'}): if that is this site under another name, give "
-            f"--sitemap by that name{' or' if advice.startswith('add') else ''} {advice}; no page was fetched or purged")
+    return (
+        f"every URL the sitemaps list is out of scope ({text}; this run's hosts: "
+        f"{', '.join(sorted(configured)) or '(none)'}): if that is this site under another name, give "
+        f"--sitemap by that name{' or' if advice.startswith('add') else ''} {advice}; no page was fetched or purged"
+    )
 
 
 def some_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
@@ -272,6 +290,8 @@ def some_out_of_scope(refused: Iterable[str], configured: Iterable[str]) -> str:
     counts = refused_by_host(refused)
     text, advice = _hosts_text(counts, configured)
     n = sum(counts.values())
-    return (f"warning: skipped {n} sitemap URL{'s' if n != 1 else ''} out of scope ({text}; this run's hosts: "
-            f"{', '.join(sorted(configured)) or '(none)'}); "
-            + (f"if they are this site's, {advice}" if advice.startswith("add") else advice.strip("()")))
+    return (
+        f"warning: skipped {n} sitemap URL{'s' if n != 1 else ''} out of scope ({text}; this run's hosts: "
+        f"{', '.join(sorted(configured)) or '(none)'}); "
+        + (f"if they are this site's, {advice}" if advice.startswith("add") else advice.strip("()"))
+    )

@@ -30,8 +30,12 @@ def _escapes(text: str) -> set[str]:
     out = {text, repr(text)[1:-1], repr(text.encode("utf-8", "surrogatepass"))[2:-1]}
     for ascii_only in (True, False):
         once = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
-        out |= {once, json.dumps(once, ensure_ascii=ascii_only)[1:-1],
-                repr(once)[1:-1], repr(once.encode("utf-8", "surrogatepass"))[2:-1]}
+        out |= {
+            once,
+            json.dumps(once, ensure_ascii=ascii_only)[1:-1],
+            repr(once)[1:-1],
+            repr(once.encode("utf-8", "surrogatepass"))[2:-1],
+        }
     return out
 
 

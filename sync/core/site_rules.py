@@ -24,8 +24,17 @@ from ..errors import ConfigError
 from .hashing import pipeline_fingerprint
 from .scope import site_key
 
-__all__ = ["SiteRules", "SiteRuleSet", "DEFAULT_EXCLUDES", "url_wanted", "unwanted_reason", "parse_header",
-           "extractor_variant", "page_fingerprint", "headers_in_scope"]
+__all__ = [
+    "SiteRules",
+    "SiteRuleSet",
+    "DEFAULT_EXCLUDES",
+    "url_wanted",
+    "unwanted_reason",
+    "parse_header",
+    "extractor_variant",
+    "page_fingerprint",
+    "headers_in_scope",
+]
 
 # The non-content pages documentation generators write: index, search and 404 pages, and
 # copies of the sources. Each was seen in a real build (Sphinx 8 html and dirhtml with
@@ -34,17 +43,26 @@ __all__ = ["SiteRules", "SiteRuleSet", "DEFAULT_EXCLUDES", "url_wanted", "unwant
 DEFAULT_EXCLUDES: tuple[tuple[str, str], ...] = (
     # Sphinx: the general and module indexes, the search page (html and dirhtml builders),
     # highlighted module sources (viewcode) and the reST sources.
-    ("*/genindex.html", "Sphinx"), ("*/genindex/", "Sphinx"),
-    ("*/py-modindex.html", "Sphinx"), ("*/py-modindex/", "Sphinx"),
-    ("*/search.html", "Sphinx, MkDocs"), ("*/search/", "Sphinx, Docusaurus"),
-    ("*/_modules/*", "Sphinx"), ("*/_sources/*", "Sphinx"),
+    ("*/genindex.html", "Sphinx"),
+    ("*/genindex/", "Sphinx"),
+    ("*/py-modindex.html", "Sphinx"),
+    ("*/py-modindex/", "Sphinx"),
+    ("*/search.html", "Sphinx, MkDocs"),
+    ("*/search/", "Sphinx, Docusaurus"),
+    ("*/_modules/*", "Sphinx"),
+    ("*/_sources/*", "Sphinx"),
     # The 404 page (MkDocs always, Sphinx with sphinx-notfound-page, Docusaurus).
-    ("*/404.html", "MkDocs, Sphinx, Docusaurus"), ("*/404/", "Sphinx, Docusaurus"),
+    ("*/404.html", "MkDocs, Sphinx, Docusaurus"),
+    ("*/404/", "Sphinx, Docusaurus"),
     # Docusaurus: the search page, tag indexes, the blog's archive and its list pages.
     ("*/search", "Docusaurus"),
-    ("*/docs/tags", "Docusaurus"), ("*/docs/tags/*", "Docusaurus"),
-    ("*/blog/tags", "Docusaurus"), ("*/blog/tags/*", "Docusaurus"),
-    ("*/blog/archive", "Docusaurus"), ("*/blog/archive/", "Docusaurus"), ("*/blog/page/*", "Docusaurus"),
+    ("*/docs/tags", "Docusaurus"),
+    ("*/docs/tags/*", "Docusaurus"),
+    ("*/blog/tags", "Docusaurus"),
+    ("*/blog/tags/*", "Docusaurus"),
+    ("*/blog/archive", "Docusaurus"),
+    ("*/blog/archive/", "Docusaurus"),
+    ("*/blog/page/*", "Docusaurus"),
 )
 
 # RFC 9110 field-name: a token.
@@ -137,7 +155,7 @@ def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
     name, value = name.strip(), value.strip()
     if not colon or not _TOKEN.fullmatch(name):
         shown = name if _TOKEN.fullmatch(name) else "(the part before the colon)"
-        raise ConfigError(f"--header {shown}: expected \"Name: value\" (a header name, a colon, its value)")
+        raise ConfigError(f'--header {shown}: expected "Name: value" (a header name, a colon, its value)')
     if value.startswith("env:"):
         var = value[4:].strip()
         if not var:
@@ -147,8 +165,9 @@ def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
         value = environ[var].strip()
     if not value or not _VALUE.fullmatch(value):
         # Said without the value: an HTTP library refusing it would quote it in its error.
-        raise ConfigError(f"--header {name}: the value is empty or holds a line break, a control "
-                          "character or a non-ASCII character")
+        raise ConfigError(
+            f"--header {name}: the value is empty or holds a line break, a control character or a non-ASCII character"
+        )
     return name, value
 
 
@@ -167,8 +186,12 @@ def page_fingerprint(embedder_id: str, extractor_id: str, splitter_settings: str
     return pipeline_fingerprint(embedder_id, f"{extractor_id}{extractor_variant(select)}/{splitter_settings}")
 
 
-def headers_in_scope(rules: SiteRuleSet, url: str, scope_check: Callable[[str], str | None],
-                     plain_http_ok: Callable[[str], bool] = lambda url: False) -> dict[str, str]:
+def headers_in_scope(
+    rules: SiteRuleSet,
+    url: str,
+    scope_check: Callable[[str], str | None],
+    plain_http_ok: Callable[[str], bool] = lambda url: False,
+) -> dict[str, str]:
     """The --header fields a request to `url` carries: its site's (`rules_for`), and only
     when `url` is in scope (`scope_check(url)` is None: one of the sites being synced),
     never for a host a redirect leads off to; over plain http only when `plain_http_ok(url)`

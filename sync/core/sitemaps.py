@@ -82,8 +82,10 @@ class ParsedSitemap:
 
 # An HTML document's start, as a server answering a sitemap URL with a web page sends it.
 _HTML = re.compile(rb"<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]", re.IGNORECASE)
-NOT_A_SITEMAP = ("not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> or <sitemapindex>); "
-                 "give the sitemap's own URL (often /sitemap.xml; robots.txt names it)")
+NOT_A_SITEMAP = (
+    "not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> or <sitemapindex>); "
+    "give the sitemap's own URL (often /sitemap.xml; robots.txt names it)"
+)
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -158,6 +160,7 @@ def _invalid_loc(loc: str) -> str | None:
 def parse_sitemap(data: bytes) -> ParsedSitemap:
     """Parse one sitemap file (plain or gzipped bytes). Raises SitemapError when unreadable."""
     from lxml import etree  # here, not at the top: a pass whose sitemaps are all kept parses never loads lxml
+
     if data[:2] == b"\x1f\x8b":
         try:
             data = _gunzip(data)
@@ -244,9 +247,13 @@ def parse_key(body: bytes) -> str:
 
 def pack_parsed(parsed: ParsedSitemap) -> bytes:
     """A parse result as compact bytes (zlib-compressed JSON), the inverse of `unpack_parsed`."""
-    doc = {"urls": [e.url for e in parsed.entries], "lastmods": [e.lastmod for e in parsed.entries],
-           "sitemaps": list(parsed.sitemaps), "truncated": parsed.truncated,
-           "invalid": [list(pair) for pair in parsed.invalid]}
+    doc = {
+        "urls": [e.url for e in parsed.entries],
+        "lastmods": [e.lastmod for e in parsed.entries],
+        "sitemaps": list(parsed.sitemaps),
+        "truncated": parsed.truncated,
+        "invalid": [list(pair) for pair in parsed.invalid],
+    }
     return zlib.compress(json.dumps(doc, separators=(",", ":")).encode("ascii"), 1)
 
 
@@ -264,11 +271,18 @@ def unpack_parsed(packed: bytes) -> ParsedSitemap | None:
             return None
     except (zlib.error, UnicodeDecodeError, ValueError, TypeError, KeyError):
         return None
-    if not (type(urls) is list and type(lastmods) is list and type(children) is list and len(urls) == len(lastmods)
-            and type(truncated) is bool):
+    if not (
+        type(urls) is list
+        and type(lastmods) is list
+        and type(children) is list
+        and len(urls) == len(lastmods)
+        and type(truncated) is bool
+    ):
         return None
     # Type checks over whole lists at C speed: a 20,000-URL sitemap is read in a few ms.
-    if not (set(map(type, urls)) <= _STR and set(map(type, lastmods)) <= _STR_OR_NONE and set(map(type, children)) <= _STR):
+    if not (
+        set(map(type, urls)) <= _STR and set(map(type, lastmods)) <= _STR_OR_NONE and set(map(type, children)) <= _STR
+    ):
         return None
     return ParsedSitemap(list(map(SitemapEntry, urls, lastmods)), children, truncated, invalid)
 
@@ -344,8 +358,7 @@ def lastmod_advanced(previous: str | None, current: str | None, now: datetime | 
     return current > previous
 
 
-def lastmod_to_record(previous: str | None, current: str | None, feed: bool,
-                      now: datetime | None = None) -> str | None:
+def lastmod_to_record(previous: str | None, current: str | None, feed: bool, now: datetime | None = None) -> str | None:
     """The `lastmod` the state keeps for a listed URL after this pass: what the next pass's
     diff compares against. `previous`: the one recorded (None when none is, or the URL is
     new); `current`: today's; `feed`: whether the URL's host is a feed today (`feed_hosts`).
@@ -367,8 +380,12 @@ def lastmod_to_record(previous: str | None, current: str | None, feed: bool,
     return previous
 
 
-def lastmods_to_record(previous: Mapping[str, str | None], current: Mapping[str, str | None],
-                       feed: frozenset[str] | None = None, now: datetime | None = None) -> dict[str, str | None]:
+def lastmods_to_record(
+    previous: Mapping[str, str | None],
+    current: Mapping[str, str | None],
+    feed: frozenset[str] | None = None,
+    now: datetime | None = None,
+) -> dict[str, str | None]:
     """The listed URLs whose recorded `lastmod` (or sitemap membership) this pass changes:
     url -> `lastmod_to_record`, for URLs new to `previous` or whose recorded stamp moves.
 
@@ -397,8 +414,12 @@ class SitemapDiff:
     lastmod_trusted: bool
 
 
-def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str | None],
-                 feed: frozenset[str] | None = None, now: datetime | None = None) -> SitemapDiff:
+def diff_sitemap(
+    previous: Mapping[str, str | None],
+    current: Mapping[str, str | None],
+    feed: frozenset[str] | None = None,
+    now: datetime | None = None,
+) -> SitemapDiff:
     """Compare the sitemap URLs we tracked (url -> lastmod recorded) with today's.
 
     `lastmod_changed` lists URLs in both whose lastmod advanced (`lastmod_advanced`: later
@@ -417,8 +438,11 @@ def diff_sitemap(previous: Mapping[str, str | None], current: Mapping[str, str |
     trusted = bool(feed)
     changed: list[str] = []
     if trusted:
-        changed = sorted(u for u, lm in current.items() - previous.items()
-                         if lm and u in previous and _netloc(u) in feed and lastmod_advanced(previous[u], lm, now))
+        changed = sorted(
+            u
+            for u, lm in current.items() - previous.items()
+            if lm and u in previous and _netloc(u) in feed and lastmod_advanced(previous[u], lm, now)
+        )
     return SitemapDiff(added, removed, changed, trusted)
 
 
@@ -441,7 +465,7 @@ def robots_sitemaps(body: bytes) -> list[str]:
     """The `Sitemap:` lines of a robots.txt (sitemap discovery)."""
     from protego import Protego
 
-    return list(Protego.parse(body[:500 * 1024].decode("utf-8", errors="replace")).sitemaps)
+    return list(Protego.parse(body[: 500 * 1024].decode("utf-8", errors="replace")).sitemaps)
 
 
 async def collect_sitemaps(
@@ -500,22 +524,37 @@ async def collect_sitemaps(
         if parsed.truncated:
             # The URLs past the limit are unknown, so this pass removes nothing (an error
             # makes the collection incomplete) rather than purge pages it did not read.
-            out.errors.append((url, f"lists more than {MAX_SITEMAP_URLS:,} URLs, the protocol's limit: "
-                                    f"the first {MAX_SITEMAP_URLS:,} are tracked and nothing is removed; "
-                                    "split it with a sitemap index"))
+            out.errors.append(
+                (
+                    url,
+                    f"lists more than {MAX_SITEMAP_URLS:,} URLs, the protocol's limit: "
+                    f"the first {MAX_SITEMAP_URLS:,} are tracked and nothing is removed; "
+                    "split it with a sitemap index",
+                )
+            )
         for loc, why in parsed.invalid:
             if len(out.invalid) < max_urls:
                 out.invalid.setdefault(loc, why)
         if not _merge_entries(out.entries, parsed.entries, max_urls, now, stamps):
-            out.errors.append((url, f"the sitemaps list more than {max_urls:,} URLs in all (the limit, "
-                                    f"max_sitemap_urls): the first {max_urls:,} are tracked, no further "
-                                    "sitemap is read and nothing is removed"))
+            out.errors.append(
+                (
+                    url,
+                    f"the sitemaps list more than {max_urls:,} URLs in all (the limit, "
+                    f"max_sitemap_urls): the first {max_urls:,} are tracked, no further "
+                    "sitemap is read and nothing is removed",
+                )
+            )
             break
     return out
 
 
-def _merge_entries(entries: dict[str, str | None], new: Iterable[SitemapEntry], max_urls: int,
-                   now: datetime | None, stamps: dict[str | None, str | None]) -> bool:
+def _merge_entries(
+    entries: dict[str, str | None],
+    new: Iterable[SitemapEntry],
+    max_urls: int,
+    now: datetime | None,
+    stamps: dict[str | None, str | None],
+) -> bool:
     """Add one file's entries (the first listing of a URL wins) with their stamps checked
     against the clock, each distinct stamp once (`stamps`, shared by the pass's files: many
     URLs share a stamp, and then one string); False when a URL new to `entries` is past

@@ -22,8 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["CONFIRM_CAP", "BOUNDED_MISSES", "COMPLETE", "BOUNDED", "INCOMPLETE", "UnlinkedStep", "unlinked_step",
-           "purge_reason"]
+__all__ = [
+    "CONFIRM_CAP",
+    "BOUNDED_MISSES",
+    "COMPLETE",
+    "BOUNDED",
+    "INCOMPLETE",
+    "UnlinkedStep",
+    "unlinked_step",
+    "purge_reason",
+]
 
 # The longest wait between the crawl that first missed a page and the one that confirms it.
 CONFIRM_CAP = timedelta(days=3)
@@ -47,9 +55,18 @@ class UnlinkedStep:
     misses: int = 0
 
 
-def unlinked_step(*, reached: bool, crawl: str, since: datetime | None, by: str | None, misses: int,
-                  interval: timedelta | None, now: datetime, dropped_by: str | None = None,
-                  behind_cut: bool = False) -> UnlinkedStep:
+def unlinked_step(
+    *,
+    reached: bool,
+    crawl: str,
+    since: datetime | None,
+    by: str | None,
+    misses: int,
+    interval: timedelta | None,
+    now: datetime,
+    dropped_by: str | None = None,
+    behind_cut: bool = False,
+) -> UnlinkedStep:
     """The step for a crawl page: `reached` by this crawl, the crawl's verdict (`COMPLETE`,
     `BOUNDED`, `INCOMPLETE`), its mark (`since`, `by`, `misses`), its revisit `interval`;
     `dropped_by` is the page read healthy this pass that stopped linking it, if one did;

@@ -40,9 +40,7 @@ class Candidate:
     policy: Policy | None = None
 
 
-def select_visits(
-    candidates: Sequence[Candidate], policy: Policy, max_fetches: int | None
-) -> list[str]:
+def select_visits(candidates: Sequence[Candidate], policy: Policy, max_fetches: int | None) -> list[str]:
     """The URLs this pass visits, in visiting order.
 
     1. Repairs (`repair`), by URL: always, even past the budget, so a pending write is

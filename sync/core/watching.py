@@ -78,8 +78,7 @@ def after_probe(st: WatchState, now: datetime, deploy_seen: bool) -> WatchState:
     return replace(st, last_probe=now, owed=owed)
 
 
-def after_pass(st: WatchState, now: datetime, ok: bool, next_due: datetime | None,
-               poll: timedelta) -> WatchState:
+def after_pass(st: WatchState, now: datetime, ok: bool, next_due: datetime | None, poll: timedelta) -> WatchState:
     """A pass ended at `now`. Done: nothing owed, the state's next due time kept, no backoff.
     Failed: the pass is owed again (a retry), after `backoff`; the last due time stays."""
     if ok:

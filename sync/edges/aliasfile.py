@@ -40,8 +40,9 @@ def read_aliases(root: str | os.PathLike[str]) -> dict[str, str]:
         return {}
     except NotADirectoryError:
         # A --qdrant-path that names a file: a configuration error (exit 2), not a store failure.
-        raise StoreUnavailableError(f"cannot use {root} as the embedded store: it is a file, not a directory "
-                                    "(--qdrant-path names a directory)") from None
+        raise StoreUnavailableError(
+            f"cannot use {root} as the embedded store: it is a file, not a directory (--qdrant-path names a directory)"
+        ) from None
     except OSError as exc:
         raise StoreError(f"cannot read the alias file {path}: {exc}") from None
     try:
@@ -54,8 +55,13 @@ def read_aliases(root: str | os.PathLike[str]) -> dict[str, str]:
     out = {}
     for alias, target in aliases.items():
         # Names become directory names: nothing that could leave `root`.
-        if not (isinstance(alias, str) and isinstance(target, str) and _NAME_RE.match(alias)
-                and _NAME_RE.match(target) and target not in (".", "..")):
+        if not (
+            isinstance(alias, str)
+            and isinstance(target, str)
+            and _NAME_RE.match(alias)
+            and _NAME_RE.match(target)
+            and target not in (".", "..")
+        ):
             raise StoreError(f"alias file {path} is damaged (bad entry {alias!r}: {target!r}); fix or remove it")
         out[alias] = target
     return out

@@ -74,8 +74,9 @@ class EdgeCatalog:
     def collections(self) -> set[str]:
         if not self.root.is_dir():
             return set()
-        return {d.name for d in self.root.iterdir()
-                if not d.name.startswith(".") and (d / "edge_config.json").is_file()}
+        return {
+            d.name for d in self.root.iterdir() if not d.name.startswith(".") and (d / "edge_config.json").is_file()
+        }
 
     def open(self, name: str) -> EdgeStore:
         return EdgeStore(self.root, name, resolve_alias=False, lock_wait=self.lock_wait)

@@ -10,8 +10,18 @@ from ..core.secrets import public_url, url_secrets
 from ..errors import CollectionMismatchError, ConfigError
 from .keywords import SPARSE_VECTOR, Sparse, document_vector
 from .point_records import PagedScroll, keywords_of, reuse_entry, reuse_key_of
-from .store import (INDEXED_FIELDS, KEY_FIELDS, KEYWORD_FIELDS, REUSE_FIELDS, RRF_K, URLS_PER_READ, PageWrite,
-                    StoredPoint, check_collection_name, prefetch_size)
+from .store import (
+    INDEXED_FIELDS,
+    KEY_FIELDS,
+    KEYWORD_FIELDS,
+    REUSE_FIELDS,
+    RRF_K,
+    URLS_PER_READ,
+    PageWrite,
+    StoredPoint,
+    check_collection_name,
+    prefetch_size,
+)
 from .store_errors import Secrets, error_cause, is_transient, qdrant_boundary, redact
 
 __all__ = ["RetryingClient", "ClientStore"]
@@ -104,8 +114,14 @@ class ClientStore(PagedScroll):
         if not keywords:
             return m.PointStruct(id=p.id, vector=list(p.vector or []), payload=p.payload)
         kw = keywords_of(p)
-        return m.PointStruct(id=p.id, payload=p.payload, vector={
-            "": list(p.vector or []), SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values))})
+        return m.PointStruct(
+            id=p.id,
+            payload=p.payload,
+            vector={
+                "": list(p.vector or []),
+                SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values)),
+            },
+        )
 
     def vector_size(self) -> int | None:
         """The collection's vector size (None: no collection, or named vectors only)."""
@@ -131,7 +147,8 @@ class ClientStore(PagedScroll):
                     )
             else:
                 self.client.create_collection(
-                    self.collection, vectors_config=m.VectorParams(size=dimension, distance=m.Distance.COSINE),
+                    self.collection,
+                    vectors_config=m.VectorParams(size=dimension, distance=m.Distance.COSINE),
                     sparse_vectors_config={SPARSE_VECTOR: m.SparseVectorParams(modifier=m.Modifier.IDF)},
                 )
                 self._keywords = True
@@ -160,9 +177,7 @@ class ClientStore(PagedScroll):
                 ops.append(m.DeleteOperation(delete=m.FilterSelector(filter=self._url_filter(page.url))))
                 if page.points:
                     ops.append(
-                        m.UpsertOperation(
-                            upsert=m.PointsList(points=[self._point(p, keywords) for p in page.points])
-                        )
+                        m.UpsertOperation(upsert=m.PointsList(points=[self._point(p, keywords) for p in page.points]))
                     )
             if ops:
                 self.client.batch_update_points(self.collection, update_operations=ops, wait=True)
@@ -213,8 +228,14 @@ class ClientStore(PagedScroll):
         offset = None
         while True:
             with self._guard("read vectors"):
-                recs, offset = self.client.scroll(self.collection, scroll_filter=url_only, limit=256,
-                                                  offset=offset, with_payload=list(REUSE_FIELDS), with_vectors=True)
+                recs, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=url_only,
+                    limit=256,
+                    offset=offset,
+                    with_payload=list(REUSE_FIELDS),
+                    with_vectors=True,
+                )
             for r in recs:
                 if embedder is not None and (r.payload or {}).get("embedder") != embedder:
                     continue
@@ -235,8 +256,14 @@ class ClientStore(PagedScroll):
             offset = None
             while True:
                 with self._guard("read reuse keys"):
-                    recs, offset = self.client.scroll(self.collection, scroll_filter=f, limit=1024, offset=offset,
-                                                      with_payload=list(KEY_FIELDS), with_vectors=False)
+                    recs, offset = self.client.scroll(
+                        self.collection,
+                        scroll_filter=f,
+                        limit=1024,
+                        offset=offset,
+                        with_payload=list(KEY_FIELDS),
+                        with_vectors=False,
+                    )
                 for r in recs:
                     if embedder is not None and (r.payload or {}).get("embedder") != embedder:
                         continue
@@ -253,15 +280,19 @@ class ClientStore(PagedScroll):
             return
         with self._guard("delete points"):
             for i in range(0, len(ids), 1024):
-                self.client.delete(self.collection, points_selector=m.PointIdsList(points=list(ids[i : i + 1024])), wait=True)
+                self.client.delete(
+                    self.collection, points_selector=m.PointIdsList(points=list(ids[i : i + 1024])), wait=True
+                )
 
     def set_payloads(self, items: Sequence[tuple[Any, dict[str, Any]]]) -> None:
         from qdrant_client import models as m
 
         with self._guard("set payload"):
             for i in range(0, len(items), 256):  # one request of 256 operations
-                ops = [m.SetPayloadOperation(set_payload=m.SetPayload(payload=fields, points=[pid]))
-                       for pid, fields in items[i : i + 256]]
+                ops = [
+                    m.SetPayloadOperation(set_payload=m.SetPayload(payload=fields, points=[pid]))
+                    for pid, fields in items[i : i + 256]
+                ]
                 self.client.batch_update_points(self.collection, update_operations=ops, wait=True)
 
     def is_empty(self) -> bool | None:
@@ -279,23 +310,33 @@ class ClientStore(PagedScroll):
             f = self._url_filter(url) if url is not None else None
             return self.client.count(self.collection, count_filter=f, exact=True).count
 
-    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
-               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
+    def search(
+        self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None, mode: str = "dense"
+    ) -> list[tuple[float, dict[str, Any]]]:
         from qdrant_client import models as m
 
         kw = m.SparseVector(indices=list(keywords.indices), values=list(keywords.values)) if keywords else None
         with self._guard("search"):
             if mode == "dense" or kw is None:
-                res = self.client.query_points(self.collection, query=list(vector or []), limit=limit, with_payload=True)
+                res = self.client.query_points(
+                    self.collection, query=list(vector or []), limit=limit, with_payload=True
+                )
             elif mode == "keyword":
-                res = self.client.query_points(self.collection, query=kw, using=SPARSE_VECTOR, limit=limit,
-                                               with_payload=True)
+                res = self.client.query_points(
+                    self.collection, query=kw, using=SPARSE_VECTOR, limit=limit, with_payload=True
+                )
             else:
                 n = prefetch_size(limit)
                 res = self.client.query_points(
-                    self.collection, prefetch=[m.Prefetch(query=list(vector or []), limit=n),
-                                               m.Prefetch(query=kw, using=SPARSE_VECTOR, limit=n)],
-                    query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)), limit=limit, with_payload=True)
+                    self.collection,
+                    prefetch=[
+                        m.Prefetch(query=list(vector or []), limit=n),
+                        m.Prefetch(query=kw, using=SPARSE_VECTOR, limit=n),
+                    ],
+                    query=m.RrfQuery(rrf=m.Rrf(k=RRF_K)),
+                    limit=limit,
+                    with_payload=True,
+                )
         return [(p.score, dict(p.payload or {})) for p in res.points]
 
     def keywords_missing(self) -> int:
@@ -304,8 +345,11 @@ class ClientStore(PagedScroll):
         if not self.has_keywords():
             return self.count()
         with self._guard("count"):
-            return self.client.count(self.collection, exact=True, count_filter=m.Filter(
-                must_not=[m.HasVectorCondition(has_vector=SPARSE_VECTOR)])).count
+            return self.client.count(
+                self.collection,
+                exact=True,
+                count_filter=m.Filter(must_not=[m.HasVectorCondition(has_vector=SPARSE_VECTOR)]),
+            ).count
 
     def add_keywords(self) -> int:
         from qdrant_client import models as m
@@ -314,22 +358,36 @@ class ClientStore(PagedScroll):
             return 0
         if not self.has_keywords():
             with self._guard("add keyword vectors"):
-                self.client.create_vector_name(self.collection, SPARSE_VECTOR, m.SparseVectorNameConfig(
-                    sparse=m.SparseVectorConfig(modifier=m.Modifier.IDF)), wait=True)
+                self.client.create_vector_name(
+                    self.collection,
+                    SPARSE_VECTOR,
+                    m.SparseVectorNameConfig(sparse=m.SparseVectorConfig(modifier=m.Modifier.IDF)),
+                    wait=True,
+                )
             self._keywords = True
         without = m.Filter(must_not=[m.HasVectorCondition(has_vector=SPARSE_VECTOR)])
         done, offset = 0, None
         while True:  # only points still without one: a repair cut short resumes where it was
             with self._guard("read texts"):
-                recs, offset = self.client.scroll(self.collection, scroll_filter=without, limit=256, offset=offset,
-                                                  with_payload=list(KEYWORD_FIELDS), with_vectors=False)
+                recs, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=without,
+                    limit=256,
+                    offset=offset,
+                    with_payload=list(KEYWORD_FIELDS),
+                    with_vectors=False,
+                )
             if not recs:
                 return done
             vectors = []
             for r in recs:
                 kw = document_vector(r.payload or {})
-                vectors.append(m.PointVectors(id=r.id, vector={
-                    SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values))}))
+                vectors.append(
+                    m.PointVectors(
+                        id=r.id,
+                        vector={SPARSE_VECTOR: m.SparseVector(indices=list(kw.indices), values=list(kw.values))},
+                    )
+                )
             with self._guard("add keyword vectors"):
                 self.client.update_vectors(self.collection, points=vectors, wait=True)
             done += len(recs)

@@ -27,8 +27,9 @@ WRITE_FACTOR = 4
 NO_SPACE = ("no space left on device", "os error 28", "disk quota exceeded", "os error 122")
 
 
-FULL_WAY_ON = ("free some space and run it again: what was written is consistent, and the next pass resumes "
-                "where this one stopped")
+FULL_WAY_ON = (
+    "free some space and run it again: what was written is consistent, and the next pass resumes where this one stopped"
+)
 
 
 def min_free_default() -> int:
@@ -73,4 +74,5 @@ def refuse_when_short(directory: Path, min_free_bytes: int, where: str, what: st
     if min_free_bytes and free < need:
         raise StoreFullError(
             f"{where}: {what} refused: {mib(free)} free on its disk, under the {mib(need)} pagesync keeps "
-            f"free there ({mib(min_free_bytes)} margin + 4x the write); {FULL_WAY_ON}")
+            f"free there ({mib(min_free_bytes)} margin + 4x the write); {FULL_WAY_ON}"
+        )

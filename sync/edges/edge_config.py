@@ -49,6 +49,8 @@ def load_config(qe: Any, shard_dir: Path, search_threads: int | None) -> Any:
 
 def create_config(qe: Any, dimension: int, search_threads: int | None) -> Any:
     """A new shard's config: cosine dense vectors of `dimension`, the BM25 keyword vector (IDF)."""
-    return qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
-                         sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-                         max_search_threads=search_threads)
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine),
+        sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        max_search_threads=search_threads,
+    )

@@ -19,8 +19,13 @@ def edge_points(qe: Any, points: Sequence[StoredPoint], keywords: bool) -> list[
     out = []
     for p in points:
         kw = keywords_of(p)
-        out.append(qe.Point(id=p.id, payload=p.payload, vector={
-            "": list(p.vector or []), SPARSE_VECTOR: qe.SparseVector(list(kw.indices), list(kw.values))}))
+        out.append(
+            qe.Point(
+                id=p.id,
+                payload=p.payload,
+                vector={"": list(p.vector or []), SPARSE_VECTOR: qe.SparseVector(list(kw.indices), list(kw.values))},
+            )
+        )
     return out
 
 
@@ -41,15 +46,22 @@ def search_request(qe: Any, vector: Sequence[float] | None, limit: int, keywords
     """`dense` by `vector`, `keyword` by `keywords`, `hybrid` both fused by reciprocal rank;
     without keywords, dense whatever the mode."""
     dense = qe.Query.Nearest(list(vector or []))
-    kw = qe.Query.Nearest(qe.SparseVector(list(keywords.indices), list(keywords.values)),
-                          using=SPARSE_VECTOR) if keywords is not None else None
+    kw = (
+        qe.Query.Nearest(qe.SparseVector(list(keywords.indices), list(keywords.values)), using=SPARSE_VECTOR)
+        if keywords is not None
+        else None
+    )
     if mode == "dense" or kw is None:
         return qe.QueryRequest(limit=limit, query=dense, with_payload=True)
     if mode == "keyword":
         return qe.QueryRequest(limit=limit, query=kw, with_payload=True)
     n = prefetch_size(limit)
-    return qe.QueryRequest(limit=limit, prefetches=[qe.Prefetch(limit=n, query=dense), qe.Prefetch(limit=n, query=kw)],
-                           query=qe.Fusion.Rrf(k=RRF_K), with_payload=True)
+    return qe.QueryRequest(
+        limit=limit,
+        prefetches=[qe.Prefetch(limit=n, query=dense), qe.Prefetch(limit=n, query=kw)],
+        query=qe.Fusion.Rrf(k=RRF_K),
+        with_payload=True,
+    )
 
 
 def without_keywords(qe: Any) -> Any:

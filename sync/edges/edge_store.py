@@ -24,8 +24,11 @@ from .store_errors import edge_boundary, read_only_error
 
 __all__ = ["EdgeStore"]
 
-_NOT_WRITABLE = ("Permission denied (os error 13)", "Read-only file system (os error 30)",
-                 "Operation not permitted (os error 1)")  # Qdrant Edge's words for EACCES, EROFS, EPERM
+_NOT_WRITABLE = (
+    "Permission denied (os error 13)",
+    "Read-only file system (os error 30)",
+    "Operation not permitted (os error 1)",
+)  # Qdrant Edge's words for EACCES, EROFS, EPERM
 
 
 def _write_size(points: Sequence[StoredPoint]) -> int:
@@ -56,8 +59,17 @@ class EdgeStore(PagedScroll):
     faster with more threads. `None`: Qdrant's default, one per CPU.
     """
 
-    def __init__(self, path: str | Path, collection: str, *, resolve_alias: bool = True, lock_wait: float = 10.0,
-                 search_threads: int | None = 1, min_free_bytes: int | None = None, reading: bool = False):
+    def __init__(
+        self,
+        path: str | Path,
+        collection: str,
+        *,
+        resolve_alias: bool = True,
+        lock_wait: float = 10.0,
+        search_threads: int | None = 1,
+        min_free_bytes: int | None = None,
+        reading: bool = False,
+    ):
         check_collection_name(collection)
         self.collection = collection
         self.min_free_bytes = min_free_default() if min_free_bytes is None else min_free_bytes  # see MIN_FREE_BYTES
@@ -93,8 +105,9 @@ class EdgeStore(PagedScroll):
                 raise
             # Held, but not under pagesync.lock: another program (or a pagesync from before
             # the lock). Not polled: each attempt maps the held shard's segments read-write.
-            raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
-                                 f"(its write-ahead log is locked)") from None
+            raise StoreHeldError(
+                f"embedded store ({path}) is open in another process or thread (its write-ahead log is locked)"
+            ) from None
 
     def _guard(self, what: str):
         return edge_boundary(f"embedded store ({self.dir})", what)
@@ -230,15 +243,23 @@ class EdgeStore(PagedScroll):
             if offset is None:
                 return
 
-    def _scroll_where(self, must: list[Any], fields: Sequence[str], *, vectors: bool, limit: int,
-                      what: str) -> Iterator[Any]:
+    def _scroll_where(
+        self, must: list[Any], fields: Sequence[str], *, vectors: bool, limit: int, what: str
+    ) -> Iterator[Any]:
         """The records meeting every condition of `must`, read a page of `limit` at a time."""
         shard, qe = self._open(), self._qe
         offset = None
         while True:
             with self._guard(what):
-                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=limit, filter=qe.Filter(must=must),
-                                                             with_payload=list(fields), with_vector=vectors))
+                recs, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=limit,
+                        filter=qe.Filter(must=must),
+                        with_payload=list(fields),
+                        with_vector=vectors,
+                    )
+                )
             yield from recs
             if offset is None:
                 return
@@ -248,8 +269,13 @@ class EdgeStore(PagedScroll):
             return {}
         self._open()  # loads the engine module (`_qe`) the conditions are made of
         out: dict[str, list[float]] = {}
-        for r in self._scroll_where(where_url(self._qe, self._qe.MatchValue(url), embedder), REUSE_FIELDS,
-                                    vectors=True, limit=256, what="read vectors"):
+        for r in self._scroll_where(
+            where_url(self._qe, self._qe.MatchValue(url), embedder),
+            REUSE_FIELDS,
+            vectors=True,
+            limit=256,
+            what="read vectors",
+        ):
             entry = reuse_entry(r.payload, r.vector)
             if entry is not None:
                 out[entry[0]] = entry[1]
@@ -310,8 +336,9 @@ class EdgeStore(PagedScroll):
             f = url_filter(self._qe, url) if url is not None else None
             return shard.count(self._qe.CountRequest(exact=True, filter=f))
 
-    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
-               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
+    def search(
+        self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None, mode: str = "dense"
+    ) -> list[tuple[float, dict[str, Any]]]:
         shard = self._open()
         request = search_request(self._qe, vector, limit, keywords, mode)
         with self._guard("search"):
@@ -339,8 +366,15 @@ class EdgeStore(PagedScroll):
         done, offset = 0, None
         while True:  # only points still without one: a repair cut short resumes where it was
             with self._guard("read texts"):
-                recs, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=512, filter=without_keywords(qe),
-                                                             with_payload=list(KEYWORD_FIELDS), with_vector=False))
+                recs, offset = shard.scroll(
+                    qe.ScrollRequest(
+                        offset=offset,
+                        limit=512,
+                        filter=without_keywords(qe),
+                        with_payload=list(KEYWORD_FIELDS),
+                        with_vector=False,
+                    )
+                )
             if not recs:
                 return done
             self._check_space("add keyword vectors", 64 * len(recs))

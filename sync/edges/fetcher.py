@@ -97,6 +97,7 @@ def classify_status(status: int) -> Outcome:
 @dataclass
 class FetchResult:
     """One page's answer: its outcome, body, validators and redirects."""
+
     url: str
     outcome: Outcome
     status: int | None = None
@@ -190,9 +191,15 @@ class Fetcher:
     ):
         self._client = client
         # What `for_pass` builds a pass's Fetcher with, beside the pass's own scope, cache and clock.
-        self._settings = dict(per_host=per_host, max_bytes=max_bytes, respect_robots=respect_robots,
-                              max_crawl_delay=max_crawl_delay, max_retry_wait=max_retry_wait,
-                              max_redirects=max_redirects, deadline=deadline)
+        self._settings = dict(
+            per_host=per_host,
+            max_bytes=max_bytes,
+            respect_robots=respect_robots,
+            max_crawl_delay=max_crawl_delay,
+            max_retry_wait=max_retry_wait,
+            max_redirects=max_redirects,
+            deadline=deadline,
+        )
         # A whole answer (redirect hops and body) of a page, a sitemap or robots.txt:
         # `deadline` seconds, by default the client's read timeout (`--timeout`), None for no bound.
         self._deadline = deadline if deadline is not None else client.timeout.read
@@ -217,27 +224,49 @@ class Fetcher:
         self.robots_bytes = 0
         self.sitemaps_not_modified = 0
 
-    def for_pass(self, *, scope: Callable[[str], str | None], site_headers: Callable[[str], Mapping[str, str]],
-                 unwanted: Callable[[str], str | None], cache: FetchCache | None, now: datetime) -> Fetcher:
+    def for_pass(
+        self,
+        *,
+        scope: Callable[[str], str | None],
+        site_headers: Callable[[str], Mapping[str, str]],
+        unwanted: Callable[[str], str | None],
+        cache: FetchCache | None,
+        now: datetime,
+    ) -> Fetcher:
         """A Fetcher for one pass: this one's client and settings, with the pass's scope,
         headers, site rules, cache and clock. This one is left as it was built, so a caller's
         loop of passes gives each pass its own (robots.txt read afresh, its own pacing and
         counters)."""
         # arg-type: `_settings` holds the constructor's own keyword values, each of its type.
-        f = Fetcher(self._client, scope=scope, cache=cache, now=now, site_headers=site_headers,
-                    **self._settings)  # type: ignore[arg-type]
+        f = Fetcher(self._client, scope=scope, cache=cache, now=now, site_headers=site_headers, **self._settings)  # type: ignore[arg-type]
         f.unwanted = unwanted
         return f
 
     def _now(self) -> datetime:
         return self.now or datetime.now(timezone.utc)
 
-    async def _get(self, url: str, headers: dict[str, str], max_bytes: int, *, prefix_ok: bool = False,
-                   moved_headers: Callable[[str], dict[str, str]] | None = None) -> Answer:
+    async def _get(
+        self,
+        url: str,
+        headers: dict[str, str],
+        max_bytes: int,
+        *,
+        prefix_ok: bool = False,
+        moved_headers: Callable[[str], dict[str, str]] | None = None,
+    ) -> Answer:
         """`hops.get_following` with this Fetcher's client, redirect bound, scope, site rules and headers."""
-        return await get_following(self._client, url, headers, max_bytes, max_redirects=self._max_redirects,
-                                   scope=self.scope, unwanted=self.unwanted, site_headers=self.site_headers,
-                                   prefix_ok=prefix_ok, moved_headers=moved_headers)
+        return await get_following(
+            self._client,
+            url,
+            headers,
+            max_bytes,
+            max_redirects=self._max_redirects,
+            scope=self.scope,
+            unwanted=self.unwanted,
+            site_headers=self.site_headers,
+            prefix_ok=prefix_ok,
+            moved_headers=moved_headers,
+        )
 
     async def _robots(self, url: str, host: HostState) -> RobotsRules:
         if host.robots is not None:  # read already: set once per pass, never changed after
@@ -263,8 +292,9 @@ class Fetcher:
             return rules
         try:
             async with asyncio.timeout(self._deadline):  # a trickled robots.txt is no answer
-                ans = await self._get(f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES,
-                                      prefix_ok=True)
+                ans = await self._get(
+                    f"{parts.scheme}://{parts.netloc}/robots.txt", {}, MAX_ROBOTS_BYTES, prefix_ok=True
+                )
         except (Refused, httpx.HTTPError, httpx.InvalidURL, ValueError, TimeoutError) as exc:
             rules = rules_from_response(None, b"")
             rules.reason += f" ({type(exc).__name__})"
@@ -280,8 +310,9 @@ class Fetcher:
     @staticmethod
     def _backing_off(url: str, blocked: float) -> FetchResult:
         """A page not requested because its host asked (Retry-After) for more than the wait we allow."""
-        return FetchResult(url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left",
-                           retry_after=blocked)
+        return FetchResult(
+            url, Outcome.ERROR, error=f"host backing off (Retry-After), {blocked:.0f}s left", retry_after=blocked
+        )
 
     def ready_in(self, url: str) -> float | None:
         """How long `fetch_page(url)` would wait on its host before sending: 0.0 when it
@@ -302,8 +333,12 @@ class Fetcher:
         if self.scope and self.scope(url):
             return 0.0
         robots = host.robots  # not None here when robots are on (the None case returned above)
-        if self._robots_on and key and robots is not None and (robots.unavailable is not None
-                                                               or not robots.allows(url, self.user_agent)):
+        if (
+            self._robots_on
+            and key
+            and robots is not None
+            and (robots.unavailable is not None or not robots.allows(url, self.user_agent))
+        ):
             return 0.0
         if blocked > self._max_retry_wait:
             return 0.0
@@ -313,8 +348,12 @@ class Fetcher:
         """Return when a request of this Fetcher ends (a host may be ready now), or after `timeout` seconds."""
         await self._hosts.request_ended(timeout)
 
-    async def fetch_page(self, url: str, validators: Validators | None = None,
-                         moved_validators: Callable[[str], Validators | None] | None = None) -> FetchResult:
+    async def fetch_page(
+        self,
+        url: str,
+        validators: Validators | None = None,
+        moved_validators: Callable[[str], Validators | None] | None = None,
+    ) -> FetchResult:
         """One conditional GET. Never raises for network or HTTP trouble.
 
         `validators` are never sent past a 301/308 hop: the target is asked with
@@ -327,8 +366,9 @@ class Fetcher:
             # Retry-After recorded): HostQueues look again.
             self._hosts.end_request()
 
-    async def _fetch_page(self, url: str, validators: Validators | None,
-                          moved_validators: Callable[[str], Validators | None] | None) -> FetchResult:
+    async def _fetch_page(
+        self, url: str, validators: Validators | None, moved_validators: Callable[[str], Validators | None] | None
+    ) -> FetchResult:
         reason = self.scope(url) if self.scope else None
         if reason:
             return FetchResult(url, Outcome.SKIPPED, error=f"out of scope: {reason}")
@@ -343,8 +383,9 @@ class Fetcher:
             if not rules.allows(url, self.user_agent):
                 # rules.reason is "robots.txt" or "robots.txt, cached": say the file once.
                 how = rules.reason.removeprefix("robots.txt").strip(" ,")
-                return FetchResult(url, Outcome.SKIPPED,
-                                   error="disallowed by robots.txt" + (f" ({how} copy)" if how else ""))
+                return FetchResult(
+                    url, Outcome.SKIPPED, error="disallowed by robots.txt" + (f" ({how} copy)" if how else "")
+                )
             delay = min(rules.crawl_delay(self.user_agent) or 0.0, self._max_crawl_delay)
         else:
             delay = 0.0
@@ -374,8 +415,9 @@ class Fetcher:
                 # httpx's timeouts bound each connect and each read; the deadline bounds the
                 # whole answer, so a server trickling bytes cannot hold the pass for long.
                 async with self._deadlines.bound():
-                    ans = await self._get(url, conditional_headers(validators), self._max_bytes,
-                                          moved_headers=moved_headers)
+                    ans = await self._get(
+                        url, conditional_headers(validators), self._max_bytes, moved_headers=moved_headers
+                    )
             except Refused as exc:
                 return FetchResult(url, Outcome.ERROR, error=str(exc))
             except (httpx.TimeoutException, TimeoutError):
@@ -440,8 +482,14 @@ class Fetcher:
             if body is not None:
                 self.sitemaps_not_modified += 1
                 if self.cache is not None:
-                    refresh_sitemap(self.cache, url, kept, ans.resp.headers.get("etag"),
-                                    ans.resp.headers.get("last-modified"), self._now())
+                    refresh_sitemap(
+                        self.cache,
+                        url,
+                        kept,
+                        ans.resp.headers.get("etag"),
+                        ans.resp.headers.get("last-modified"),
+                        self._now(),
+                    )
                 return body, wire
             ans = await self._get_sitemap(url, {})
             wire += ans.wire
@@ -450,8 +498,15 @@ class Fetcher:
         if ans.truncated:
             raise FetchError(f"{url}: larger than {MAX_SITEMAP_BYTES} bytes")
         if self.cache is not None:
-            keep_sitemap(self.cache, url, kept, ans.body, ans.resp.headers.get("etag"),
-                         ans.resp.headers.get("last-modified"), self._now())
+            keep_sitemap(
+                self.cache,
+                url,
+                kept,
+                ans.body,
+                ans.resp.headers.get("etag"),
+                ans.resp.headers.get("last-modified"),
+                self._now(),
+            )
         return ans.body, wire
 
     async def _get_sitemap(self, url: str, headers: dict[str, str]) -> Answer:

@@ -77,11 +77,19 @@ class Answer:
     wire: int
 
 
-async def get_following(client: httpx.AsyncClient, url: str, headers: dict[str, str], max_bytes: int, *,
-                        max_redirects: int, scope: Callable[[str], str | None] | None,
-                        unwanted: Callable[[str], str | None] | None,
-                        site_headers: Callable[[str], Mapping[str, str]] | None, prefix_ok: bool = False,
-                        moved_headers: Callable[[str], dict[str, str]] | None = None) -> Answer:
+async def get_following(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    max_bytes: int,
+    *,
+    max_redirects: int,
+    scope: Callable[[str], str | None] | None,
+    unwanted: Callable[[str], str | None] | None,
+    site_headers: Callable[[str], Mapping[str, str]] | None,
+    prefix_ok: bool = False,
+    moved_headers: Callable[[str], dict[str, str]] | None = None,
+) -> Answer:
     """GET with a size cap, following up to `max_redirects` redirects hop by hop.
 
     An answer whose Content-Length is over the cap is not read at all (truncated, empty
@@ -104,10 +112,8 @@ async def get_following(client: httpx.AsyncClient, url: str, headers: dict[str, 
         plain = not current[:6].lower().startswith("https:")
         secure = secure or not plain
         site = site_headers(current) if site_headers is not None and not (secure and plain) else {}
-        request = client.build_request("GET", current,
-                                             headers={**site, **headers, "Accept-Encoding": ACCEPT_ENCODING})
-        resp = await client.send(request,
-                                       follow_redirects=False, stream=True)
+        request = client.build_request("GET", current, headers={**site, **headers, "Accept-Encoding": ACCEPT_ENCODING})
+        resp = await client.send(request, follow_redirects=False, stream=True)
         try:
             location = resp.headers.get("location") if resp.status_code in (301, 302, 303, 307, 308) else None
             if location:

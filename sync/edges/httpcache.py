@@ -153,8 +153,15 @@ class ReadOnlyCache:
         pass
 
 
-def keep_sitemap(cache: FetchCache, url: str, kept: SitemapCopy | None, body: bytes, etag: str | None,
-                 last_modified: str | None, now: datetime) -> None:
+def keep_sitemap(
+    cache: FetchCache,
+    url: str,
+    kept: SitemapCopy | None,
+    body: bytes,
+    etag: str | None,
+    last_modified: str | None,
+    now: datetime,
+) -> None:
     """Keep a 200's body with its validators; without validators there is nothing to ask with."""
     if etag or last_modified:
         cache.cache_sitemap(url, SitemapCopy.of(body, etag, last_modified, now))
@@ -162,8 +169,9 @@ def keep_sitemap(cache: FetchCache, url: str, kept: SitemapCopy | None, body: by
         cache.forget_sitemap(url)
 
 
-def refresh_sitemap(cache: FetchCache, url: str, kept: SitemapCopy, etag: str | None, last_modified: str | None,
-                    now: datetime) -> None:
+def refresh_sitemap(
+    cache: FetchCache, url: str, kept: SitemapCopy, etag: str | None, last_modified: str | None, now: datetime
+) -> None:
     """A 304 updates the validators it carries and keeps the others (RFC 9111 4.3.4)."""
     etag, last_modified = etag or kept.etag, last_modified or kept.last_modified
     if (etag, last_modified) != (kept.etag, kept.last_modified):

@@ -15,8 +15,19 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["SPARSE_VECTOR", "BM25_SETTINGS", "Sparse", "keyword_text", "document_vector", "document_vectors",
-           "text_vector", "query_vector", "encode_documents", "encode_queries", "sparse_from_json"]
+__all__ = [
+    "SPARSE_VECTOR",
+    "BM25_SETTINGS",
+    "Sparse",
+    "keyword_text",
+    "document_vector",
+    "document_vectors",
+    "text_vector",
+    "query_vector",
+    "encode_documents",
+    "encode_queries",
+    "sparse_from_json",
+]
 
 SPARSE_VECTOR = "bm25"  # the sparse vector's name in both stores (the frameworks' sparse_vector_name)
 # Qdrant's BM25 defaults (k 1.2, b 0.75, avg_len 256, English stopwords and stemmer) with the
@@ -39,8 +50,15 @@ class Sparse:
 def _model() -> Any:
     import qdrant_edge as qe
 
-    return qe.Bm25(qe.Bm25Config(k=BM25_SETTINGS["k"], b=BM25_SETTINGS["b"], avg_len=BM25_SETTINGS["avg_len"],
-                                 tokenizer=qe.TokenizerType.Code, language=str(BM25_SETTINGS["language"])))
+    return qe.Bm25(
+        qe.Bm25Config(
+            k=BM25_SETTINGS["k"],
+            b=BM25_SETTINGS["b"],
+            avg_len=BM25_SETTINGS["avg_len"],
+            tokenizer=qe.TokenizerType.Code,
+            language=str(BM25_SETTINGS["language"]),
+        )
+    )
 
 
 def keyword_text(payload: Mapping[str, Any]) -> str:

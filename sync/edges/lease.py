@@ -36,7 +36,9 @@ class Holder:
     token: str = ""  # a lease's random token (not shown: it proves nothing to a reader)
 
     def describe(self) -> str:
-        until = f"expires at {iso(self.expires_at)}" if self.expires_at is not None else "released when that process exits"
+        until = (
+            f"expires at {iso(self.expires_at)}" if self.expires_at is not None else "released when that process exits"
+        )
         return f"host {self.hostname}, pid {self.pid}, started at {iso(self.started_at)}, {until}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,10 +46,13 @@ class Holder:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Holder":
-        return cls(hostname=str(d.get("hostname", "?")), pid=int(d.get("pid", 0)),
-                   started_at=float(d.get("started_at", 0.0)),
-                   expires_at=None if d.get("expires_at") is None else float(d["expires_at"]),
-                   token=str(d.get("token", "")))
+        return cls(
+            hostname=str(d.get("hostname", "?")),
+            pid=int(d.get("pid", 0)),
+            started_at=float(d.get("started_at", 0.0)),
+            expires_at=None if d.get("expires_at") is None else float(d["expires_at"]),
+            token=str(d.get("token", "")),
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -60,8 +65,11 @@ def this_process(now: float, *, token: str = "", expires_at: float | None = None
 def locked_message(what: str, holder: Holder | str | None) -> str:
     """The one-line refusal both states raise (`StateLockedError`, exit 2)."""
     shown = holder.describe() if isinstance(holder, Holder) else (holder or "")
-    return (f"another pagesync pass is using {what}" + (f" ({shown})" if shown else "")
-            + "; try again later, or wait for it with --wait-lock SECONDS")
+    return (
+        f"another pagesync pass is using {what}"
+        + (f" ({shown})" if shown else "")
+        + "; try again later, or wait for it with --wait-lock SECONDS"
+    )
 
 
 class LeaseStatus(enum.Enum):

@@ -36,8 +36,12 @@ def _timestamp(stamp: Any) -> float | None:
         return None
 
 
-def registry_for(report: Mapping[str, Any], status: Mapping[str, Any], collection: str,
-                 extra: Mapping[str, tuple[str, float]] | None = None):
+def registry_for(
+    report: Mapping[str, Any],
+    status: Mapping[str, Any],
+    collection: str,
+    extra: Mapping[str, tuple[str, float]] | None = None,
+):
     """A registry holding one gauge per numeric figure of `report` and `status`, and the
     `extra` figures (name -> (help, value); a name ending in `_total` is a counter)."""
     from prometheus_client import CollectorRegistry, Gauge
@@ -79,8 +83,13 @@ class _Counter:
         yield family
 
 
-def write_metrics(path: Path, report: Mapping[str, Any], status: Mapping[str, Any], collection: str,
-                  extra: Mapping[str, tuple[str, float]] | None = None) -> None:
+def write_metrics(
+    path: Path,
+    report: Mapping[str, Any],
+    status: Mapping[str, Any],
+    collection: str,
+    extra: Mapping[str, tuple[str, float]] | None = None,
+) -> None:
     """Write the figures to `path` atomically (a temporary file beside it, then a rename).
     ConfigError when `path` is anything but a regular file or absent (checked before the
     pass too): the rename would replace a symlink, a FIFO or a device node itself."""

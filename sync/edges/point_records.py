@@ -36,15 +36,18 @@ class PagedScroll:
     def _pages(self, with_payload: list[str] | bool, with_vectors: bool, batch: int) -> Iterator[list[Any]]:
         raise NotImplementedError
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
-               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+    def scroll(
+        self, *, with_vectors: bool = False, batch: int = 256, payload_fields: Sequence[str] | None = None
+    ) -> Iterator[StoredPoint]:
         with_payload = list(payload_fields) if payload_fields is not None else True
         for recs in self._pages(with_payload, with_vectors, batch):
             for r in recs:
                 dense, kw = split_vectors(r.vector) if with_vectors else (None, None)
                 yield StoredPoint(str(r.id), dict(r.payload or {}), dense, kw)
 
-    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    def scroll_payloads(
+        self, fields: Sequence[str], *, batch: int = 1024
+    ) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         # Payloads are handed out uncopied (callers only read them). Ids come as UUID, str or int.
         for recs in self._pages(list(fields), False, batch):
             yield [(str(r.id), r.payload or {}) for r in recs]

@@ -51,11 +51,22 @@ class QdrantLease:
     `release`. `clock` and `sleep` are injectable for tests; the lease uses the wall clock
     (epoch seconds), never a pass's `--now`. `lost` says why, once another pass holds it."""
 
-    def __init__(self, client: Any, collection: str, *, guard: Callable[[str], ContextManager[None]],
-                 retrieve: Callable[[str, list[str]], list[dict[str, Any]]], ensure: Callable[[], None],
-                 lease_seconds: float, heartbeat_seconds: float, settle_seconds: float,
-                 poll_seconds: float, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, holder: tuple[str, int] | None = None):
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        *,
+        guard: Callable[[str], ContextManager[None]],
+        retrieve: Callable[[str, list[str]], list[dict[str, Any]]],
+        ensure: Callable[[], None],
+        lease_seconds: float,
+        heartbeat_seconds: float,
+        settle_seconds: float,
+        poll_seconds: float,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        holder: tuple[str, int] | None = None,
+    ):
         # The state's client, collection and error boundary: every call goes through `guard`.
         self.client, self.collection = client, collection
         self._guard, self._retrieve, self._ensure = guard, retrieve, ensure
@@ -79,8 +90,12 @@ class QdrantLease:
     def _mine_filter(self):
         from qdrant_client import models as m
 
-        return m.Filter(must=[m.HasIdCondition(has_id=[LEASE_ID]),
-                              m.FieldCondition(key="token", match=m.MatchValue(value=self._token))])
+        return m.Filter(
+            must=[
+                m.HasIdCondition(has_id=[LEASE_ID]),
+                m.FieldCondition(key="token", match=m.MatchValue(value=self._token)),
+            ]
+        )
 
     def read(self) -> Holder | None:
         """The lease as stored now (None: no lease)."""
@@ -93,9 +108,11 @@ class QdrantLease:
         from qdrant_client import models as m
 
         with self._guard("write lease"):
-            self.client.upsert(self.collection, points=[m.PointStruct(id=LEASE_ID, vector={},
-                                                                      payload={"kind": "lease", **lease.to_dict()})],
-                               wait=True)
+            self.client.upsert(
+                self.collection,
+                points=[m.PointStruct(id=LEASE_ID, vector={}, payload={"kind": "lease", **lease.to_dict()})],
+                wait=True,
+            )
 
     def _refusal(self, holder: Holder | None) -> StateLockedError:
         return StateLockedError(locked_message(f"the Qdrant state {self.collection!r}", holder))
@@ -138,15 +155,21 @@ class QdrantLease:
         now = self._clock()
         new = claim(self.held, self._me(now), now, self.lease_seconds)
         with self._guard("renew lease"):
-            self.client.set_payload(self.collection, payload={"expires_at": new.expires_at},
-                                    points=m.FilterSelector(filter=self._mine_filter()), wait=True)
+            self.client.set_payload(
+                self.collection,
+                payload={"expires_at": new.expires_at},
+                points=m.FilterSelector(filter=self._mine_filter()),
+                wait=True,
+            )
         back = self.read()
         if lease_status(back, self._token, self._clock()) is LeaseStatus.MINE:
             self.held = back
             return True
-        self.lost = (f"this pass lost its lease on the Qdrant state {self.collection!r} "
-                      + (f"to another pass ({back.describe()})" if back else "(the lease was removed)")
-                      + "; stopped before writing more")
+        self.lost = (
+            f"this pass lost its lease on the Qdrant state {self.collection!r} "
+            + (f"to another pass ({back.describe()})" if back else "(the lease was removed)")
+            + "; stopped before writing more"
+        )
         log.warning("pagesync: %s", self.lost)
         return False
 
@@ -178,7 +201,8 @@ class QdrantLease:
         self.held = None
         try:
             with self._guard("release lease"):
-                self.client.delete(self.collection, points_selector=m.FilterSelector(filter=self._mine_filter()),
-                                   wait=True)
+                self.client.delete(
+                    self.collection, points_selector=m.FilterSelector(filter=self._mine_filter()), wait=True
+                )
         except PagesyncError as exc:
             log.warning("pagesync: could not release the state lease (it expires on its own): %s", exc)

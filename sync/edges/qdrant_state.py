@@ -50,19 +50,30 @@ log = logging.getLogger("pagesync")
 
 STATE_SUFFIX = "__pagesync_state"
 NULL_DUE = -1.0e18  # `due_key` of a page with no due time: before any `now`, so always due
-NEEDS_SERVER = ("--state qdrant keeps the page state in Qdrant next to the collection and needs a server: "
-                "give --qdrant-url (a state file literally named 'qdrant' is --state ./qdrant)")
+NEEDS_SERVER = (
+    "--state qdrant keeps the page state in Qdrant next to the collection and needs a server: "
+    "give --qdrant-url (a state file literally named 'qdrant' is --state ./qdrant)"
+)
 _BATCH = 256
-_DEFAULTS = {"status": NEW, "source": "sitemap", "in_sitemap": False, "chunk_count": 0, "failures": 0,
-             "lastmod_pending": False, "unlinked_misses": 0}
+_DEFAULTS = {
+    "status": NEW,
+    "source": "sitemap",
+    "in_sitemap": False,
+    "chunk_count": 0,
+    "failures": 0,
+    "lastmod_pending": False,
+    "unlinked_misses": 0,
+}
 
 
 def state_collection_name(collection: str) -> str:
     """The companion collection that holds `collection`'s page state."""
     name = collection + STATE_SUFFIX
     if len(name) > 255:
-        raise ConfigError(f"collection name {collection!r} is too long to keep its state in Qdrant "
-                          f"(the state collection {name[:40]}... would exceed 255 characters)")
+        raise ConfigError(
+            f"collection name {collection!r} is too long to keep its state in Qdrant "
+            f"(the state collection {name[:40]}... would exceed 255 characters)"
+        )
     return name
 
 
@@ -97,18 +108,39 @@ class QdrantState:
     `--now`.
     """
 
-    def __init__(self, client: Any, collection: str, *, api_key: Secrets = None, create: bool = True,
-                 lease_seconds: float = 600.0, heartbeat_seconds: float = 60.0, settle_seconds: float = 1.0,
-                 poll_seconds: float = 2.0, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep, holder: tuple[str, int] | None = None):
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        *,
+        api_key: Secrets = None,
+        create: bool = True,
+        lease_seconds: float = 600.0,
+        heartbeat_seconds: float = 60.0,
+        settle_seconds: float = 1.0,
+        poll_seconds: float = 2.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        holder: tuple[str, int] | None = None,
+    ):
         self.client = client
         self.collection = collection
         self._secret = api_key
         self._io = threading.RLock()  # the heartbeat thread and the pass never interleave calls
-        self._lease = QdrantLease(client, collection, guard=self._guard, retrieve=self._retrieve,
-                                  ensure=self.ensure, lease_seconds=lease_seconds, heartbeat_seconds=heartbeat_seconds,
-                                  settle_seconds=settle_seconds, poll_seconds=poll_seconds, clock=clock,
-                                  sleep=sleep, holder=holder)
+        self._lease = QdrantLease(
+            client,
+            collection,
+            guard=self._guard,
+            retrieve=self._retrieve,
+            ensure=self.ensure,
+            lease_seconds=lease_seconds,
+            heartbeat_seconds=heartbeat_seconds,
+            settle_seconds=settle_seconds,
+            poll_seconds=poll_seconds,
+            clock=clock,
+            sleep=sleep,
+            holder=holder,
+        )
         self._ready = False
         if create:
             self.ensure()
@@ -120,8 +152,7 @@ class QdrantState:
 
         if not isinstance(store, ClientStore):
             raise ConfigError(NEEDS_SERVER)
-        return cls(store.client, state_collection_name(store.collection), api_key=store._secret,
-                   create=create, **kw)
+        return cls(store.client, state_collection_name(store.collection), api_key=store._secret, create=create, **kw)
 
     # -- plumbing -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -147,9 +178,14 @@ class QdrantState:
                         raise
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # local mode: "payload indexes have no effect"
-                    for name, schema in (("kind", m.PayloadSchemaType.KEYWORD), ("status", m.PayloadSchemaType.KEYWORD),
-                                         ("due_key", m.PayloadSchemaType.FLOAT), ("in_sitemap", m.PayloadSchemaType.BOOL),
-                                         ("has_pending", m.PayloadSchemaType.BOOL), ("seq", m.PayloadSchemaType.INTEGER)):
+                    for name, schema in (
+                        ("kind", m.PayloadSchemaType.KEYWORD),
+                        ("status", m.PayloadSchemaType.KEYWORD),
+                        ("due_key", m.PayloadSchemaType.FLOAT),
+                        ("in_sitemap", m.PayloadSchemaType.BOOL),
+                        ("has_pending", m.PayloadSchemaType.BOOL),
+                        ("seq", m.PayloadSchemaType.INTEGER),
+                    ):
                         self.client.create_payload_index(self.collection, name, schema, wait=True)
         self._ready = True
 
@@ -163,8 +199,14 @@ class QdrantState:
         offset = None
         while True:
             with self._guard(what):
-                recs, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=512, offset=offset,
-                                                  with_payload=payload, with_vectors=False)
+                recs, offset = self.client.scroll(
+                    self.collection,
+                    scroll_filter=flt,
+                    limit=512,
+                    offset=offset,
+                    with_payload=payload,
+                    with_vectors=False,
+                )
             for r in recs:
                 yield dict(r.payload or {})
             if offset is None:
@@ -174,7 +216,9 @@ class QdrantState:
         out: list[dict[str, Any]] = []
         for i in range(0, len(ids), _BATCH):
             with self._guard(what):
-                recs = self.client.retrieve(self.collection, ids=ids[i : i + _BATCH], with_payload=True, with_vectors=False)
+                recs = self.client.retrieve(
+                    self.collection, ids=ids[i : i + _BATCH], with_payload=True, with_vectors=False
+                )
             out.extend(dict(r.payload or {}) for r in recs)
         return out
 
@@ -185,8 +229,11 @@ class QdrantState:
         self.ensure()
         for i in range(0, len(points), _BATCH):
             with self._guard(what):
-                self.client.upsert(self.collection, points=[m.PointStruct(id=pid, vector={}, payload=pl)
-                                                            for pid, pl in points[i : i + _BATCH]], wait=True)
+                self.client.upsert(
+                    self.collection,
+                    points=[m.PointStruct(id=pid, vector={}, payload=pl) for pid, pl in points[i : i + _BATCH]],
+                    wait=True,
+                )
 
     def _check_lease(self) -> None:
         if self._lease.lost is not None:
@@ -229,8 +276,10 @@ class QdrantState:
         due = self._kind(
             "page",
             m.FieldCondition(key="due_key", range=m.Range(lte=to_epoch(now))),
-            should=[m.FieldCondition(key="status", match=m.MatchExcept(**{"except": [GONE]})),
-                    m.FieldCondition(key="in_sitemap", match=m.MatchValue(value=True))],
+            should=[
+                m.FieldCondition(key="status", match=m.MatchExcept(**{"except": [GONE]})),
+                m.FieldCondition(key="in_sitemap", match=m.MatchValue(value=True)),
+            ],
         )
         pending = self._kind("page", m.FieldCondition(key="has_pending", match=m.MatchValue(value=True)))
         urls = {d["url"] for d in self._scroll("read", due, ["url"])}
@@ -272,8 +321,10 @@ class QdrantState:
 
     # -- hosts ---------------------------------------------------------------------------------
     def host_trust_counts(self) -> dict[str, tuple[int, int]]:
-        return {d["host"]: (int(d.get("lastmod_advances", 0)), int(d.get("lastmod_confirmed", 0)))
-                for d in self._scroll("read", self._kind("host"))}
+        return {
+            d["host"]: (int(d.get("lastmod_advances", 0)), int(d.get("lastmod_confirmed", 0)))
+            for d in self._scroll("read", self._kind("host"))
+        }
 
     def add_host_trust(self, counts: dict[str, tuple[int, int]]) -> None:
         if not counts:
@@ -282,9 +333,17 @@ class QdrantState:
         points = []
         for host, (adv, conf) in counts.items():
             old = have.get(host, {})
-            points.append((_host_id(host), {"kind": "host", "host": host,
-                                            "lastmod_advances": int(old.get("lastmod_advances", 0)) + adv,
-                                            "lastmod_confirmed": int(old.get("lastmod_confirmed", 0)) + conf}))
+            points.append(
+                (
+                    _host_id(host),
+                    {
+                        "kind": "host",
+                        "host": host,
+                        "lastmod_advances": int(old.get("lastmod_advances", 0)) + adv,
+                        "lastmod_confirmed": int(old.get("lastmod_confirmed", 0)) + conf,
+                    },
+                )
+            )
         self._upsert("write host trust", points)
 
     # -- runs ----------------------------------------------------------------------------------
@@ -292,9 +351,14 @@ class QdrantState:
         from qdrant_client import models as m
 
         with self._guard("read runs"):
-            recs, _ = self.client.scroll(self.collection, scroll_filter=self._kind("run"), limit=1,
-                                         order_by=m.OrderBy(key="seq", direction=m.Direction.DESC),
-                                         with_payload=True, with_vectors=False)
+            recs, _ = self.client.scroll(
+                self.collection,
+                scroll_filter=self._kind("run"),
+                limit=1,
+                order_by=m.OrderBy(key="seq", direction=m.Direction.DESC),
+                with_payload=True,
+                with_vectors=False,
+            )
         return dict(recs[0].payload or {}) if recs else None
 
     def record_run(self, report: dict) -> None:
@@ -303,8 +367,21 @@ class QdrantState:
         last = self._last_run_payload()
         seq = int(last["seq"]) + 1 if last else 1
         pid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"pagesync:run:{seq}:{report['started_at']}"))
-        self._upsert("record run", [(pid, {"kind": "run", "seq": seq, "started_at": report["started_at"],
-                                           "finished_at": report["finished_at"], "report": json.dumps(report)})])
+        self._upsert(
+            "record run",
+            [
+                (
+                    pid,
+                    {
+                        "kind": "run",
+                        "seq": seq,
+                        "started_at": report["started_at"],
+                        "finished_at": report["finished_at"],
+                        "report": json.dumps(report),
+                    },
+                )
+            ],
+        )
 
     def last_run(self) -> dict | None:
         last = self._last_run_payload()

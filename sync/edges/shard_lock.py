@@ -54,10 +54,12 @@ def _who(holder: Holder) -> str:
 
 
 def _held_for_writing(path: Path, holder: Holder) -> str:
-    return (f"embedded store ({path}) is open in another process for writing (a pagesync pass, import or "
-            f"repair: {_who(holder)}); Qdrant Edge opens a shard in one process at a time: read it when "
-            f"that process is done, or keep the collection on a Qdrant server (--qdrant-url) to read it while "
-            f"passes run")
+    return (
+        f"embedded store ({path}) is open in another process for writing (a pagesync pass, import or "
+        f"repair: {_who(holder)}); Qdrant Edge opens a shard in one process at a time: read it when "
+        f"that process is done, or keep the collection on a Qdrant server (--qdrant-url) to read it while "
+        f"passes run"
+    )
 
 
 class ShardLock:
@@ -100,8 +102,9 @@ class ShardLock:
                 if time.monotonic() >= deadline:
                     os.close(fd)
                     shown = f"{'a reader: ' if reads else ''}{_who(holder)}; " if holder is not None else ""
-                    raise StoreHeldError(f"embedded store ({path}) is open in another process or thread "
-                                         f"({shown}waited {self.wait:g}s)") from None
+                    raise StoreHeldError(
+                        f"embedded store ({path}) is open in another process or thread ({shown}waited {self.wait:g}s)"
+                    ) from None
                 time.sleep(0.05)
             except BaseException:
                 os.close(fd)

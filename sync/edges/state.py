@@ -110,9 +110,15 @@ CREATE TABLE IF NOT EXISTS page_links (
 );
 """
 # Columns added after the first release: (name, declaration) for ALTER TABLE on old files.
-_ADDED_COLUMNS = [("history", "TEXT"), ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0"), ("moved_to", "TEXT"),
-                  ("unlinked_since", "REAL"), ("unlinked_by", "TEXT"),
-                  ("unlinked_misses", "INTEGER NOT NULL DEFAULT 0"), ("text_chars", "INTEGER")]
+_ADDED_COLUMNS = [
+    ("history", "TEXT"),
+    ("lastmod_pending", "INTEGER NOT NULL DEFAULT 0"),
+    ("moved_to", "TEXT"),
+    ("unlinked_since", "REAL"),
+    ("unlinked_by", "TEXT"),
+    ("unlinked_misses", "INTEGER NOT NULL DEFAULT 0"),
+    ("text_chars", "INTEGER"),
+]
 _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 
 
@@ -140,7 +146,8 @@ def damaged(path: Path, cause: object) -> StateUnusableError:
     return StateUnusableError(
         f"page state {path} is damaged or not a pagesync state ({cause}): move it aside and restore it "
         f"('pagesync state import --state {path} --file DUMP' from a 'pagesync state export' dump, or a "
-        f"backup), or delete it to start over (the next pass visits every page again)")
+        f"backup), or delete it to start over (the next pass visits every page again)"
+    )
 
 
 def _can(path: Path, mode: int) -> bool:
@@ -164,8 +171,10 @@ def access_problem(path: Path) -> str | None:
             if not _can(path, mode):
                 return f"no permission to {word} {path}"
     if there and not _can(parent, os.W_OK):
-        return (f"no permission to write in its directory {parent} (SQLite keeps {path.name}-wal and "
-                f"{path.name}-shm beside the file, pagesync {path.name}.lock)")
+        return (
+            f"no permission to write in its directory {parent} (SQLite keeps {path.name}-wal and "
+            f"{path.name}-shm beside the file, pagesync {path.name}.lock)"
+        )
     return None
 
 
@@ -175,8 +184,10 @@ def unusable(path: Path, exc: BaseException) -> StateUnusableError:
     problem = access_problem(path)
     if problem is None:
         return StateUnusableError(f"cannot open state database {path}: {exc}")
-    return StateUnusableError(f"cannot open state database {path}: {problem} (uid {os.geteuid()}); fix the "
-                              f"permissions or give --state a path this user can write ({exc})")
+    return StateUnusableError(
+        f"cannot open state database {path}: {problem} (uid {os.geteuid()}); fix the "
+        f"permissions or give --state a path this user can write ({exc})"
+    )
 
 
 def _connect_ro(uri: str) -> sqlite3.Connection:
@@ -210,8 +221,10 @@ _COLUMNS = [name for name in _FIELD_NAMES if name != "interval"] + ["interval_s"
 # them (tests/edges/test_state.py holds them to from_row/to_row, field by field).
 _ROW_COLUMNS = tuple("interval_s" if name == "interval" else name for name in _FIELD_NAMES)
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM pages"
-_UPSERT = (f"INSERT INTO pages ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?' * len(_ROW_COLUMNS))}) "
-           f"ON CONFLICT(url) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _ROW_COLUMNS[1:])}")
+_UPSERT = (
+    f"INSERT INTO pages ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join('?' * len(_ROW_COLUMNS))}) "
+    f"ON CONFLICT(url) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _ROW_COLUMNS[1:])}"
+)
 
 
 def _in_batches(urls: Iterable[str], size: int = 500) -> Iterator[tuple[list[str], str]]:
@@ -417,8 +430,11 @@ class StateDB:
     def recorded_chunks(self) -> int:
         """The chunks of the pages whose write was confirmed (live, a hash, no pending mark):
         the points the collection should hold for them, summed here, not listed."""
-        row = self._db.execute("SELECT COALESCE(SUM(chunk_count), 0) FROM pages WHERE status = ? AND "
-                               "content_hash IS NOT NULL AND pending_hash IS NULL", (LIVE,)).fetchone()
+        row = self._db.execute(
+            "SELECT COALESCE(SUM(chunk_count), 0) FROM pages WHERE status = ? AND "
+            "content_hash IS NOT NULL AND pending_hash IS NULL",
+            (LIVE,),
+        ).fetchone()
         return int(row[0])
 
     def put(self, page: PageState) -> None:
@@ -435,12 +451,16 @@ class StateDB:
             raise state_error(self.path, exc, "cannot write page state to") from exc
 
     def counts(self) -> dict[str, int]:
-        return {r["status"]: r["n"] for r in self._db.execute("SELECT status, COUNT(*) AS n FROM pages GROUP BY status")}
+        return {
+            r["status"]: r["n"] for r in self._db.execute("SELECT status, COUNT(*) AS n FROM pages GROUP BY status")
+        }
 
     # -- hosts ------------------------------------------------------------------------
     def host_trust_counts(self) -> dict[str, tuple[int, int]]:
         """host -> (lastmod advances seen, advances a text change confirmed)."""
-        return {r["host"]: (r["lastmod_advances"], r["lastmod_confirmed"]) for r in self._db.execute("SELECT * FROM hosts")}
+        return {
+            r["host"]: (r["lastmod_advances"], r["lastmod_confirmed"]) for r in self._db.execute("SELECT * FROM hosts")
+        }
 
     def add_host_trust(self, counts: dict[str, tuple[int, int]]) -> None:
         for host, (adv, conf) in counts.items():
@@ -531,8 +551,17 @@ class StateDB:
         """Forget every page, host and run, the HTTP caches and the kept texts (the lock file stays)."""
         try:
             with self.transaction():
-                for table in ("pages", "hosts", "runs", "robots_cache", "sitemap_cache", "sitemap_parses", "page_texts",
-                              "page_links", "page_feed"):
+                for table in (
+                    "pages",
+                    "hosts",
+                    "runs",
+                    "robots_cache",
+                    "sitemap_cache",
+                    "sitemap_parses",
+                    "page_texts",
+                    "page_links",
+                    "page_feed",
+                ):
                     self._db.execute(f"DELETE FROM {table}")
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot clear page state") from exc
@@ -589,8 +618,11 @@ class StateDB:
             return
         try:
             with self.transaction():
-                self._db.executemany("INSERT INTO page_feed (url, digest) VALUES (?, ?) "
-                                     "ON CONFLICT(url) DO UPDATE SET digest = excluded.digest", sorted(items.items()))
+                self._db.executemany(
+                    "INSERT INTO page_feed (url, digest) VALUES (?, ?) "
+                    "ON CONFLICT(url) DO UPDATE SET digest = excluded.digest",
+                    sorted(items.items()),
+                )
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot write feed digests to") from exc
 
@@ -602,8 +634,11 @@ class StateDB:
             return
         try:
             with self.transaction():
-                self._db.executemany("INSERT INTO page_links (url, links) VALUES (?, ?) "
-                                     "ON CONFLICT(url) DO UPDATE SET links = excluded.links", rows)
+                self._db.executemany(
+                    "INSERT INTO page_links (url, links) VALUES (?, ?) "
+                    "ON CONFLICT(url) DO UPDATE SET links = excluded.links",
+                    rows,
+                )
         except sqlite3.Error as exc:
             raise state_error(self.path, exc, "cannot write page links to") from exc
 

@@ -21,6 +21,7 @@ __all__ = ["FeedDigests", "LinkKeeper", "State", "TextKeeper"]
 @runtime_checkable
 class State(Protocol):
     """What a pass needs of its state store: the pass lock, page rows, links and kept texts."""
+
     # -- lifecycle and the pass lock ------------------------------------------------------
     def lock(self, wait: float = 0.0) -> None:
         """Take the exclusive pass lock, waiting up to `wait` seconds for another holder.

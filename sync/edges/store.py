@@ -65,6 +65,7 @@ BOTH_FIRST = 2 / RRF_K
 @dataclass
 class StoredPoint:
     """One point as the store holds it: id, payload, dense vector and keyword vector."""
+
     id: str
     payload: dict[str, Any]
     vector: list[float] | None = None
@@ -81,6 +82,7 @@ class PageWrite:
 
 class Store(Protocol):
     """The vector store a pass writes to: one collection, pages replaced as a unit."""
+
     collection: str
 
     def ensure_collection(self, dimension: int) -> None:
@@ -96,11 +98,14 @@ class Store(Protocol):
 
     def upsert(self, points: Sequence[StoredPoint]) -> None: ...
 
-    def scroll(self, *, with_vectors: bool = False, batch: int = 256,
-               payload_fields: Sequence[str] | None = None) -> Iterator[StoredPoint]:
+    def scroll(
+        self, *, with_vectors: bool = False, batch: int = 256, payload_fields: Sequence[str] | None = None
+    ) -> Iterator[StoredPoint]:
         """Every point, in pages of `batch`; only `payload_fields` of the payload when given."""
 
-    def scroll_payloads(self, fields: Sequence[str], *, batch: int = 1024) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    def scroll_payloads(
+        self, fields: Sequence[str], *, batch: int = 1024
+    ) -> Iterator[list[tuple[str, dict[str, Any]]]]:
         """Every point's id and `fields` of its payload, no vectors: one list of
         `(id, payload)` per page of `batch` points. The lean read for whole-collection
         scans (the audit): no `StoredPoint` and no payload copy per point. A point
@@ -133,8 +138,9 @@ class Store(Protocol):
     # Optional (read with getattr by sync.commands.checks): `vector_size() -> int | None`, the
     # collection's vector size (None: no collection), and `location`, where it lives.
 
-    def search(self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None,
-               mode: str = "dense") -> list[tuple[float, dict[str, Any]]]:
+    def search(
+        self, vector: Sequence[float] | None, limit: int = 5, *, keywords: Sparse | None = None, mode: str = "dense"
+    ) -> list[tuple[float, dict[str, Any]]]:
         """The `limit` nearest points: `dense` by `vector`, `keyword` by `keywords` (BM25),
         `hybrid` both fused by reciprocal rank. Keyword modes need `has_keywords()`."""
 

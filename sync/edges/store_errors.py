@@ -12,12 +12,18 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..core.secrets import redact as _redact
-from ..errors import (ConfigError, PagesyncError, StateError, StateUnusableError, StoreError, StoreReadOnlyError,
-                      StoreUnavailableError)
+from ..errors import (
+    ConfigError,
+    PagesyncError,
+    StateError,
+    StateUnusableError,
+    StoreError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
 from .disk_space import full_error, out_of_space
 
-__all__ = ["Secrets", "redact", "qdrant_boundary", "error_cause", "is_transient", "edge_boundary",
-           "read_only_error"]
+__all__ = ["Secrets", "redact", "qdrant_boundary", "error_cause", "is_transient", "edge_boundary", "read_only_error"]
 
 # What a Qdrant client must never print: its API key, and the userinfo of its URL.
 Secrets = str | tuple[str, ...] | None
@@ -115,4 +121,5 @@ def read_only_error(shard_dir: Path, cause: object) -> StoreReadOnlyError:
     return StoreReadOnlyError(
         f"embedded store ({shard_dir}) is not writable for this user ({cause}): Qdrant Edge opens a shard "
         f"read-write even to read it (it maps its files and locks its write-ahead log), so it cannot be used "
-        f"in place; make it writable, or copy it somewhere writable and point --qdrant-path there")
+        f"in place; make it writable, or copy it somewhere writable and point --qdrant-path there"
+    )

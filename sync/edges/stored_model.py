@@ -22,8 +22,10 @@ SAMPLE = 256  # points read to learn the collection's embedder
 def stored_embedder(store: Store) -> str | None:
     """The one `embedder` payload among the collection's first points, or None (no points
     name one, or several do). Points naming none (foreign ones) do not count."""
-    names = {p.payload.get("embedder") for p in itertools.islice(
-        store.scroll(batch=SAMPLE, payload_fields=["embedder"]), SAMPLE)}
+    names = {
+        p.payload.get("embedder")
+        for p in itertools.islice(store.scroll(batch=SAMPLE, payload_fields=["embedder"]), SAMPLE)
+    }
     names = {n for n in names if isinstance(n, str)}
     return next(iter(names)) if len(names) == 1 else None
 
@@ -79,5 +81,6 @@ def check_creatable(store: Store) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".pagesync-probe-", dir=probe))
     except OSError as exc:
-        raise StoreUnavailableError(f"embedded store ({path}): cannot hold a collection: "
-                                    f"{exc.strerror or exc} in {probe}") from None
+        raise StoreUnavailableError(
+            f"embedded store ({path}): cannot hold a collection: {exc.strerror or exc} in {probe}"
+        ) from None

@@ -38,7 +38,9 @@ class VectorMemo:
                 out[key] = array("f", blob).tolist()
         return out
 
-    def embed(self, texts: Sequence[str], model: Callable[[list[str]], list[list[float]]]) -> tuple[list[list[float]], int]:
+    def embed(
+        self, texts: Sequence[str], model: Callable[[list[str]], list[list[float]]]
+    ) -> tuple[list[list[float]], int]:
         """(one vector per text, how many texts were sent to `model`)."""
         keys = [_key(t) for t in texts]
         have = self._known(list(set(keys)))
@@ -52,8 +54,9 @@ class VectorMemo:
                 raise ValueError(f"embedder returned {len(vectors)} vectors for {len(todo)} texts")
             made = dict(zip(todo, vectors))
             self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)",
-                                ((k, array("f", v).tobytes()) for k, v in made.items()))
+            self.db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, array("f", v).tobytes()) for k, v in made.items())
+            )
             self.db.execute("COMMIT")
             have.update(made)
         return [have[k] for k in keys], len(todo)

@@ -43,8 +43,15 @@ class PagesyncRetriever(BaseRetriever):
     mode: str = "hybrid"
 
     @classmethod
-    def open(cls, path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *, k: int = 4,
-             mode: str = "hybrid", **kwargs: Any) -> "PagesyncRetriever":
+    def open(
+        cls,
+        path_or_url: str | Path = ".pagesync/qdrant",
+        collection: str = "pages",
+        *,
+        k: int = 4,
+        mode: str = "hybrid",
+        **kwargs: Any,
+    ) -> "PagesyncRetriever":
         """`open_collection(path_or_url, collection, **kwargs)` wrapped as a retriever."""
         return cls(collection=open_collection(path_or_url, collection, **kwargs), k=k, mode=check_mode(mode))
 

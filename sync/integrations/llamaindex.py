@@ -29,8 +29,7 @@ __all__ = ["PagesyncRetriever", "to_node"]
 def to_node(hit: Hit) -> NodeWithScore:
     """A hit as LlamaIndex's NodeWithScore: a TextNode (id: the chunk id) with the chunk's
     metadata payload, and the score."""
-    return NodeWithScore(node=TextNode(id_=hit.chunk_id or None, text=hit.text, metadata=hit.metadata),
-                         score=hit.score)
+    return NodeWithScore(node=TextNode(id_=hit.chunk_id or None, text=hit.text, metadata=hit.metadata), score=hit.score)
 
 
 class PagesyncRetriever(BaseRetriever):
@@ -44,14 +43,23 @@ class PagesyncRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     @classmethod
-    def open(cls, path_or_url: str | Path = ".pagesync/qdrant", collection: str = "pages", *,
-             similarity_top_k: int = 4, mode: str = "hybrid", **kwargs: Any) -> "PagesyncRetriever":
+    def open(
+        cls,
+        path_or_url: str | Path = ".pagesync/qdrant",
+        collection: str = "pages",
+        *,
+        similarity_top_k: int = 4,
+        mode: str = "hybrid",
+        **kwargs: Any,
+    ) -> "PagesyncRetriever":
         """`open_collection(path_or_url, collection, **kwargs)` wrapped as a retriever."""
         return cls(open_collection(path_or_url, collection, **kwargs), similarity_top_k=similarity_top_k, mode=mode)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [to_node(h) for h in self.collection.search(query_bundle.query_str, limit=self.similarity_top_k,
-                                                           mode=self.mode)]
+        return [
+            to_node(h)
+            for h in self.collection.search(query_bundle.query_str, limit=self.similarity_top_k, mode=self.mode)
+        ]
 
     def close(self) -> None:
         self.collection.close()

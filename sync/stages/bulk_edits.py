@@ -11,8 +11,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..core.page import LIVE, PageState
-from ..core.bulk_edits import (BulkEdit, BulkState, bulk_state_from_json, bulk_state_to_json, pass_evidence,
-                               update_bulk_state, url_section)
+from ..core.bulk_edits import (
+    BulkEdit,
+    BulkState,
+    bulk_state_from_json,
+    bulk_state_to_json,
+    pass_evidence,
+    update_bulk_state,
+    url_section,
+)
 from ..core.change_rate import change_probability, estimate_rate
 from ..core.history import Visit
 from ..core.policies import Policy
@@ -30,7 +37,8 @@ class BulkEdits:
     def __init__(self, last: object, *, now: datetime, repair: bool):
         self.now, self.repair = now, repair
         self.bulk: dict[str, BulkState] = (
-            {str(h): bulk_state_from_json(v) for h, v in last.items()} if isinstance(last, dict) else {})
+            {str(h): bulk_state_from_json(v) for h, v in last.items()} if isinstance(last, dict) else {}
+        )
         self.observed: dict[str, list[tuple[float, bool]]] = {}  # host -> (predicted P(change), changed)
         self.suspects_seen: dict[str, list[tuple[str, bool]]] = {}  # host -> (section, changed)
 
@@ -42,8 +50,9 @@ class BulkEdits:
         edit = st.edit if st is not None else None
         return edit if edit is not None and edit.active(self.now.timestamp()) else None
 
-    def suspects(self, visits: list[ChangeEvent], known: dict[str, PageState],
-                 sitemap_now: dict[str, str | None], state: State) -> list[ChangeEvent]:
+    def suspects(
+        self, visits: list[ChangeEvent], known: dict[str, PageState], sitemap_now: dict[str, str | None], state: State
+    ) -> list[ChangeEvent]:
         """Pages a bulk edit under way may have changed (last visited before it was
         noticed) that are not visits yet: candidates of this pass, within --max-fetches.
 
@@ -84,8 +93,9 @@ class BulkEdits:
                 out[host] = bulk_state_to_json(st)
         return out
 
-    def observe(self, page: PageState, visits: list[Visit], elapsed: float, changed: bool, *,
-                policy: Policy, reason: str | None) -> bool:
+    def observe(
+        self, page: PageState, visits: list[Visit], elapsed: float, changed: bool, *, policy: Policy, reason: str | None
+    ) -> bool:
         """Count this visit as bulk-edit evidence, or put its change down to the edit under
         way. Returns True when the change is the edit's: a suspect (last visited before the
         edit was noticed) found changed while the edit is under way.

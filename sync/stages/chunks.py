@@ -31,8 +31,14 @@ class ChunkSizes:
     max_tokens: int | None
 
 
-def chunk_sizes(model_limit: int | None, *, chunk_tokens: int | None = None, chunk_overlap: int | None = None,
-                max_chunk_tokens: int | None = None, assumed_limit: int | None = None) -> ChunkSizes:
+def chunk_sizes(
+    model_limit: int | None,
+    *,
+    chunk_tokens: int | None = None,
+    chunk_overlap: int | None = None,
+    max_chunk_tokens: int | None = None,
+    assumed_limit: int | None = None,
+) -> ChunkSizes:
     """The sizes a pass chunks with; `ConfigError` (exit 2) for sizes that cannot hold.
 
     `assumed_limit`: the bound when the model's limit is unknown and `max_chunk_tokens` is
@@ -41,15 +47,22 @@ def chunk_sizes(model_limit: int | None, *, chunk_tokens: int | None = None, chu
         if max_chunk_tokens < 16:
             raise ConfigError(f"--max-chunk-tokens {max_chunk_tokens}: at least 16")
         if model_limit is not None and max_chunk_tokens > model_limit:
-            raise ConfigError(f"--max-chunk-tokens {max_chunk_tokens}: the model reads {model_limit} tokens of an "
-                              f"input and drops the rest")
+            raise ConfigError(
+                f"--max-chunk-tokens {max_chunk_tokens}: the model reads {model_limit} tokens of an "
+                f"input and drops the rest"
+            )
     bound = max_chunk_tokens or model_limit or assumed_limit
     size = chunk_tokens if chunk_tokens is not None else min(bound or DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNK_TOKENS)
     if size < 8:
         raise ConfigError(f"--chunk-tokens {size}: at least 8")
     if bound is not None and size > bound:
-        why = (" (--max-chunk-tokens)" if max_chunk_tokens else "" if model_limit else
-               ", assumed of a model whose input is not known: give --max-chunk-tokens N")
+        why = (
+            " (--max-chunk-tokens)"
+            if max_chunk_tokens
+            else ""
+            if model_limit
+            else ", assumed of a model whose input is not known: give --max-chunk-tokens N"
+        )
         raise ConfigError(f"--chunk-tokens {size} is more than the model reads ({bound} tokens{why})")
     overlap = chunk_overlap if chunk_overlap is not None else size // 10
     if not 0 <= overlap < size:
@@ -57,8 +70,13 @@ def chunk_sizes(model_limit: int | None, *, chunk_tokens: int | None = None, chu
     return ChunkSizes(size, overlap, bound)
 
 
-def splitter_for(embedder: object, *, chunk_tokens: int | None = None, chunk_overlap: int | None = None,
-                 max_chunk_tokens: int | None = None) -> Splitter:
+def splitter_for(
+    embedder: object,
+    *,
+    chunk_tokens: int | None = None,
+    chunk_overlap: int | None = None,
+    max_chunk_tokens: int | None = None,
+) -> Splitter:
     """The splitter for `embedder`'s tokens (`embedders.tokens.counter_for`); characters
     for an embedder without a tokenizer, where the same flags count characters."""
     from embedders.tokens import counter_for
@@ -66,11 +84,19 @@ def splitter_for(embedder: object, *, chunk_tokens: int | None = None, chunk_ove
     counter = counter_for(embedder)
     if counter is None:
         size = chunk_tokens if chunk_tokens is not None else CHAR_CHUNK_SIZE
-        overlap = chunk_overlap if chunk_overlap is not None else (CHAR_CHUNK_OVERLAP if chunk_tokens is None else size // 10)
+        overlap = (
+            chunk_overlap if chunk_overlap is not None else (CHAR_CHUNK_OVERLAP if chunk_tokens is None else size // 10)
+        )
         if size < 8 or not 0 <= overlap < size:
             raise ConfigError(f"--chunk-tokens {size} / --chunk-overlap {overlap}: need 0 <= overlap < size, size >= 8")
         return Splitter(chunk_size=size, chunk_overlap=overlap)
-    sizes = chunk_sizes(counter.limit, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
-                        max_chunk_tokens=max_chunk_tokens, assumed_limit=getattr(counter, "assumed", None))
-    return Splitter(chunk_size=sizes.chunk_tokens, chunk_overlap=sizes.chunk_overlap, counter=counter,
-                    max_tokens=sizes.max_tokens)
+    sizes = chunk_sizes(
+        counter.limit,
+        chunk_tokens=chunk_tokens,
+        chunk_overlap=chunk_overlap,
+        max_chunk_tokens=max_chunk_tokens,
+        assumed_limit=getattr(counter, "assumed", None),
+    )
+    return Splitter(
+        chunk_size=sizes.chunk_tokens, chunk_overlap=sizes.chunk_overlap, counter=counter, max_tokens=sizes.max_tokens
+    )

@@ -61,15 +61,27 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml", "")
 # type, size: no links), moved (to the target named in `crawl_moved`; or out of the crawl,
 # below), or held: its answer
 # is no evidence of its links (`sync.core.link_authority`), so its kept links stand.
-READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED, HELD = ("read", "304", "failed", "gone", "skipped", "moved",
-                                                              "held")
+READ, NOT_MODIFIED, FAILED, GONE_NOW, SKIPPED, MOVED, HELD = (
+    "read",
+    "304",
+    "failed",
+    "gone",
+    "skipped",
+    "moved",
+    "held",
+)
 # A crawl page whose 301/308 leads out of the crawl's directories (the target, in
 # `crawl_moved_out`): it leaves the crawl, its target is not indexed, it links nothing.
 MOVED_OUT = "moved out"
 # Refusals of a link-trap cap: a tracked page refused only by one of these, still linked,
 # counts as reached (it is not followed, and not purged for it).
-_CAPS = ("too many query strings on one path", "too many pages of one numbered pattern", "path too deep",
-         "repeated path segment", "url too long")
+_CAPS = (
+    "too many query strings on one path",
+    "too many pages of one numbered pattern",
+    "path too deep",
+    "repeated path segment",
+    "url too long",
+)
 
 
 class Crawl:
@@ -78,20 +90,35 @@ class Crawl:
     start pages' directories, the filter hook (`crawl_filter`, else the site rules'
     `unwanted`: the crawl never fetches what the plan would refuse), the limits."""
 
-    def __init__(self, state: State, outcomes: Outcomes, ledger: Ledger, *, links: LinkKeeper | None,
-                 starts: Sequence[str], scope: Scope,
-                 unwanted: Callable[[str], str | None], crawl_filter: Callable[[str], bool] | None,
-                 limits: CrawlLimits | None, max_pages: int, now: datetime, last_report: dict | None = None,
-                 full: bool = False):
+    def __init__(
+        self,
+        state: State,
+        outcomes: Outcomes,
+        ledger: Ledger,
+        *,
+        links: LinkKeeper | None,
+        starts: Sequence[str],
+        scope: Scope,
+        unwanted: Callable[[str], str | None],
+        crawl_filter: Callable[[str], bool] | None,
+        limits: CrawlLimits | None,
+        max_pages: int,
+        now: datetime,
+        last_report: dict | None = None,
+        full: bool = False,
+    ):
         self.state, self.outcomes, self.ledger, self.report = state, outcomes, ledger, outcomes.report
         self.scope, self.max_pages, self.now, self.start_urls = scope, max_pages, now, list(starts)
         self.last_report = last_report or {}  # the last recorded run's: its crawl_overflow_passes
         # --full: every page the crawl reaches is read, gone ones too (a link names them, as a
         # sitemap would), whatever their schedule.
         self.full = full
-        self.crawl_rules = CrawlRules(prefixes=[crawl_prefix(u) for u in starts], in_scope=scope.check,
-                                      wanted=crawl_filter or (lambda url: unwanted(url) is None),
-                                      limits=replace(limits or CrawlLimits(), max_pages=max_pages))
+        self.crawl_rules = CrawlRules(
+            prefixes=[crawl_prefix(u) for u in starts],
+            in_scope=scope.check,
+            wanted=crawl_filter or (lambda url: unwanted(url) is None),
+            limits=replace(limits or CrawlLimits(), max_pages=max_pages),
+        )
         self.crawl_seen: dict[str, str] = {}
         self.crawl_moved: dict[str, str] = {}
         self.crawl_moved_out: dict[str, str] = {}  # url -> its 301/308 target outside the crawl's directories
@@ -151,13 +178,19 @@ class Crawl:
         elif outcome is not Outcome.OK or result.content_type not in _HTML_TYPES:
             answer = CrawlAnswer(url, "other", result.status, result.content_type)
         else:
-            links = await asyncio.to_thread(read_links, result.body, result.final_url or url,
-                                            charset=result.charset)
+            links = await asyncio.to_thread(read_links, result.body, result.final_url or url, charset=result.charset)
             # Only links on the pass's sites are kept (another site's are never followed): the
             # kept lists stay small.
             links = replace(links, links=tuple(u for u in links.links if self.scope.check(u) is None))
-            answer = CrawlAnswer(url, "html", result.status, result.content_type, result.body,
-                                 canonical_url(result.final_url) if result.final_url else None, links)
+            answer = CrawlAnswer(
+                url,
+                "html",
+                result.status,
+                result.content_type,
+                result.body,
+                canonical_url(result.final_url) if result.final_url else None,
+                links,
+            )
         held = held_reason(answer, old, self.crawl_rules.prefixes)
         if held is not None:
             # No evidence of what it links to: its last good links stand for this pass (with
@@ -184,8 +217,12 @@ class Crawl:
             return False  # a sitemap's or --url's page: indexed as named
         if links.noindex:
             reason = "meta robots noindex"
-        elif (links.canonical and links.canonical != url and self.crawl_rules.refusal(links.canonical) is None
-              and self.crawl_moved.get(links.canonical) != url):
+        elif (
+            links.canonical
+            and links.canonical != url
+            and self.crawl_rules.refusal(links.canonical) is None
+            and self.crawl_moved.get(links.canonical) != url
+        ):
             reason = f"its rel=canonical is {links.canonical}"
             self.crawl_moved[url] = links.canonical  # the canonical is the page: crawled in its place
         else:
@@ -205,12 +242,21 @@ class Crawl:
         self.crawl_seen[url], self.crawl_moved_out[url] = MOVED_OUT, target
         self.memory.forget(url)
         page.last_fetched_at = self.now
-        self.ledger.queue_purge(page, left_sitemap=False, moved_to=target,
-                                reason=f"moved permanently out of the crawl's directories, to {target}")
+        self.ledger.queue_purge(
+            page,
+            left_sitemap=False,
+            moved_to=target,
+            reason=f"moved permanently out of the crawl's directories, to {target}",
+        )
         return True
 
-    async def run(self, visitor: Visitor, *, feed: Callable[[], Awaitable[Sequence[str]]] | None = None,
-                  sitemap_now: dict[str, str | None] | None = None) -> None:
+    async def run(
+        self,
+        visitor: Visitor,
+        *,
+        feed: Callable[[], Awaitable[Sequence[str]]] | None = None,
+        sitemap_now: dict[str, str | None] | None = None,
+    ) -> None:
         """Walk the links from the start pages, level by level, visiting the pages never
         read through `visitor`; then the pages the change feeds name (`feed()`, asked once the
         links are walked) that no
@@ -258,8 +304,12 @@ class Crawl:
                 offered.extend(links.links)
             tracked = [u for u in offered if u in self.crawl_tracked]
             for link in tracked + [u for u in offered if u not in self.crawl_tracked]:
-                if not frontier.offer(link) and link not in frontier and link in self.crawl_tracked \
-                        and frontier.last_refusal in _CAPS:
+                if (
+                    not frontier.offer(link)
+                    and link not in frontier
+                    and link in self.crawl_tracked
+                    and frontier.last_refusal in _CAPS
+                ):
                     self.crawl_capped.add(link)  # still linked, refused by a cap only: reached
         if frontier.bound_hit or self.crawl_overflow:
             bounded = True
@@ -269,16 +319,22 @@ class Crawl:
         for url in starts:
             if url not in frontier:  # refused by the crawl's own rules (excluded, out of scope, a trap cap)
                 complete = False
-                log.warning("crawl start page %s is refused by the crawl's rules (%s): no page purged for not "
-                            "being linked", url, self.crawl_rules.refusal(url) or "a link-trap cap")
+                log.warning(
+                    "crawl start page %s is refused by the crawl's rules (%s): no page purged for not being linked",
+                    url,
+                    self.crawl_rules.refusal(url) or "a link-trap cap",
+                )
             elif self.crawl_seen.get(url) in (GONE_NOW, MOVED_OUT) or url in self.crawl_gone:
                 complete = False
                 self._start_gone(url)
             elif self.crawl_seen.get(url) in (SKIPPED, HELD):
                 complete = False
                 seen = self.crawl_seen[url]
-                log.warning("crawl start page %s could not be read (%s): no page purged for not being linked",
-                            url, "skipped" if seen == SKIPPED else self.crawl_held[url])
+                log.warning(
+                    "crawl start page %s could not be read (%s): no page purged for not being linked",
+                    url,
+                    "skipped" if seen == SKIPPED else self.crawl_held[url],
+                )
         self._crawl_settle(frontier, INCOMPLETE if not complete else BOUNDED if bounded else COMPLETE)
 
     def _crawl_incomplete(self, why: str) -> None:
@@ -324,8 +380,13 @@ class Crawl:
                     self.crawl_unread.add(url)
             elif page.status == LIVE and page.pending_hash is None and url in kept:
                 continue  # followed by its kept links; visited on its own schedule
-            elif page.status == GONE and page.moved_to is not None and page.due_at is not None \
-                    and page.due_at > self.now and self._in_crawl(page.moved_to):
+            elif (
+                page.status == GONE
+                and page.moved_to is not None
+                and page.due_at is not None
+                and page.due_at > self.now
+                and self._in_crawl(page.moved_to)
+            ):
                 self.crawl_seen[url], self.crawl_moved[url] = MOVED, page.moved_to  # its target is reached through it
                 continue
             elif page.status == GONE and url in kept and page.due_at is not None and page.due_at > self.now:
@@ -355,10 +416,15 @@ class Crawl:
         r.crawl_overflow = self.crawl_overflow
         r.crawl_overflow_passes = overflow_passes(self.last_report, crawled=True, overflowed=self.crawl_overflow > 0)
         if self.crawl_overflow:
-            log.warning("warning: the crawl found %d more pages than --max-pages %d lets it track%s",
-                        self.crawl_overflow, self.max_pages,
-                        f" ({r.crawl_overflow_passes} passes in a row: exit 1; raise --max-pages, or exclude the "
-                        "links that grow without end)" if r.crawl_overflows_every_pass else "")
+            log.warning(
+                "warning: the crawl found %d more pages than --max-pages %d lets it track%s",
+                self.crawl_overflow,
+                self.max_pages,
+                f" ({r.crawl_overflow_passes} passes in a row: exit 1; raise --max-pages, or exclude the "
+                "links that grow without end)"
+                if r.crawl_overflows_every_pass
+                else "",
+            )
         purges = self.ledger.purges
         for url, (page, left_sitemap, reason, _) in list(purges.items()):
             if left_sitemap and reason == "left the sitemap" and url in frontier and page.status == LIVE:
@@ -368,8 +434,10 @@ class Crawl:
         if verdict == INCOMPLETE and self.crawl_why:  # a start page that could not be read was said already
             log.info("crawl incomplete (%s): no page purged for not being linked", ", ".join(self.crawl_why))
         elif verdict == BOUNDED:
-            log.info("crawl incomplete (%s): a page it did not reach leaves only when several crawls agree",
-                     ", ".join(self.crawl_why))
+            log.info(
+                "crawl incomplete (%s): a page it did not reach leaves only when several crawls agree",
+                ", ".join(self.crawl_why),
+            )
         changed: list[PageState] = []
         for page in self.state.all_pages():
             if page.source != "crawl" or page.in_sitemap or page.status == GONE or page.url in purges:
@@ -377,18 +445,34 @@ class Crawl:
             reached = page.url in frontier or page.url in self.crawl_capped
             dropped_by = self.crawl_dropped.get(page.url)
             linker = page.unlinked_by or dropped_by
-            step = unlinked_step(reached=reached, crawl=verdict, since=page.unlinked_since, by=page.unlinked_by,
-                                 misses=page.unlinked_misses, interval=page.interval, now=self.now,
-                                 dropped_by=dropped_by, behind_cut=linker is not None and frontier.cut_series(linker))
+            step = unlinked_step(
+                reached=reached,
+                crawl=verdict,
+                since=page.unlinked_since,
+                by=page.unlinked_by,
+                misses=page.unlinked_misses,
+                interval=page.interval,
+                now=self.now,
+                dropped_by=dropped_by,
+                behind_cut=linker is not None and frontier.cut_series(linker),
+            )
             if step.action == PURGE:
                 assert step.since is not None
-                self.ledger.queue_purge(page, left_sitemap=True,
-                                        reason=purge_reason(step.since, step.by, self.now, step.misses))
+                self.ledger.queue_purge(
+                    page, left_sitemap=True, reason=purge_reason(step.since, step.by, self.now, step.misses)
+                )
             elif step.action in (CLEAR, MARK, WAIT) and (step.since, step.by, step.misses) != (
-                    page.unlinked_since, page.unlinked_by, page.unlinked_misses):
+                page.unlinked_since,
+                page.unlinked_by,
+                page.unlinked_misses,
+            ):
                 if step.action == MARK:
-                    log.info("crawl: %s is no longer linked (%s); it leaves if a complete crawl a revisit "
-                             "interval from now agrees", page.url, step.by or "no page reached links it")
+                    log.info(
+                        "crawl: %s is no longer linked (%s); it leaves if a complete crawl a revisit "
+                        "interval from now agrees",
+                        page.url,
+                        step.by or "no page reached links it",
+                    )
                 page.unlinked_since, page.unlinked_by, page.unlinked_misses = step.since, step.by, step.misses
                 changed.append(page)
         self.outcomes.save(changed)

@@ -19,9 +19,19 @@ from datetime import datetime, timedelta
 from typing import Callable, Collection, Iterable, Sequence
 from urllib.parse import urljoin
 
-from ..core.deploys import (DeployCandidate, HostSchedule, SiteSignal, choose_at_deploy, deploy_candidate,
-                            deploy_seen, deploys_between, schedules_from_json, schedules_to_json, site_signals,
-                            surprised)
+from ..core.deploys import (
+    DeployCandidate,
+    HostSchedule,
+    SiteSignal,
+    choose_at_deploy,
+    deploy_candidate,
+    deploy_seen,
+    deploys_between,
+    schedules_from_json,
+    schedules_to_json,
+    site_signals,
+    surprised,
+)
 from ..core.feeds import FeedError, feed_candidates, feed_page_urls, generator_feed_kind, match_urls, parse_feed
 from ..core.ids import canonical_url
 from ..core.page import LIVE, PageState
@@ -45,9 +55,20 @@ class Deploys:
     """Deploy-aware scheduling and change feeds. `on`: the pass schedules by deploys (its
     policy is `deploys`); --changed pages (`changed`) are visited either way."""
 
-    def __init__(self, fetcher: Fetcher, state: State, outcomes: Outcomes, *, on: bool, last_schedules: object,
-                 changed: Sequence[str], sitemaps: Sequence[str], crawl_starts: Sequence[str],
-                 max_fetches: int | None, now: datetime):
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        state: State,
+        outcomes: Outcomes,
+        *,
+        on: bool,
+        last_schedules: object,
+        changed: Sequence[str],
+        sitemaps: Sequence[str],
+        crawl_starts: Sequence[str],
+        max_fetches: int | None,
+        now: datetime,
+    ):
         self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
         self.sitemaps, self.crawl_starts, self.max_fetches, self.now = sitemaps, crawl_starts, max_fetches, now
         self.deploys_on = on
@@ -132,8 +153,9 @@ class Deploys:
                 continue
             found = (kind, url, feed, hashlib.sha256(body).hexdigest()[:32])
             break
-        self.schedules[host] = replace(hs, feed_checked_s=now_s, feed_kind=found[0] if found else None,
-                                       feed_url=found[1] if found else None)
+        self.schedules[host] = replace(
+            hs, feed_checked_s=now_s, feed_kind=found[0] if found else None, feed_url=found[1] if found else None
+        )
         if found is None:
             return None
         self.feed_hosts_read.add(host)
@@ -186,8 +208,9 @@ class Deploys:
         if kind is not None and kind != hs.generator:
             self.schedules[host] = replace(hs, generator=kind, feed_checked_s=None)
 
-    def plan(self, visits: list[ChangeEvent], known: dict[str, PageState], *,
-             lastmod_covers: Callable[[str], bool]) -> list[ChangeEvent]:
+    def plan(
+        self, visits: list[ChangeEvent], known: dict[str, PageState], *, lastmod_covers: Callable[[str], bool]
+    ) -> list[ChangeEvent]:
         """The visits with what --changed, the feed and a deploy add, and without the due
         visits a static host or a trusted feed makes needless (those pages keep their
         60 d visit, so a 404 is still seen: they are rescheduled to it)."""
@@ -218,9 +241,16 @@ class Deploys:
             if ev.url in extra:
                 continue
             page = known.get(ev.url)
-            if (self.deploys_on and ev.reason == "due" and page is not None and page.last_fetched_at is not None
-                    and page.last_fetched_at > ceiling and page.pending_hash is None and not page.failures
-                    and self._decided(ev.url)):
+            if (
+                self.deploys_on
+                and ev.reason == "due"
+                and page is not None
+                and page.last_fetched_at is not None
+                and page.last_fetched_at > ceiling
+                and page.pending_hash is None
+                and not page.failures
+                and self._decided(ev.url)
+            ):
                 page.due_at = page.last_fetched_at + MAX_INTERVAL
                 page.interval = MAX_INTERVAL
                 dropped.append(page)
@@ -239,8 +269,9 @@ class Deploys:
         hs = self.schedules.get(url_host(url)[0])
         return hs is not None and hs.deploy_mode
 
-    def _chosen_at_deploy(self, hosts: set[str], known: dict[str, PageState],
-                          lastmod_covers: Callable[[str], bool]) -> list[str]:
+    def _chosen_at_deploy(
+        self, hosts: set[str], known: dict[str, PageState], lastmod_covers: Callable[[str], bool]
+    ) -> list[str]:
         """The pages of the deploying static hosts whose chance of a change since their
         last visit reaches the threshold, or whose turn it is, within --max-fetches. Pages a trusted feed or a
         trusted lastmod covers are left to them."""
@@ -253,8 +284,9 @@ class Deploys:
             if lastmod_covers(p.url):
                 continue
             hs = self.schedules[url_host(p.url)[0]]
-            cand = deploy_candidate(p.url, history_from_json(p.history), p.last_fetched_at.timestamp(), hs.deploys,
-                                    hs.deploy_count, now_s)
+            cand = deploy_candidate(
+                p.url, history_from_json(p.history), p.last_fetched_at.timestamp(), hs.deploys, hs.deploy_count, now_s
+            )
             if cand is None:
                 continue
             cands.append(cand)
@@ -281,11 +313,14 @@ class Deploys:
         sends the pass to the rest of its host, not to the next deploy's turns."""
         out = [p for h in sorted(self.surprised_hosts) for p in self.passed_over.get(h, ()) if p.url not in visited]
         if self.max_fetches is not None:
-            out = out[:max(0, self.max_fetches - len(visited))]
+            out = out[: max(0, self.max_fetches - len(visited))]
         for h in sorted(self.surprised_hosts):
-            log.info("deploy of %s reached further than its pages' habits (%s changed on its turn): "
-                     "%d more pages visited", h, self.surprised_hosts[h],
-                     sum(1 for p in out if url_host(p.url)[0] == h))
+            log.info(
+                "deploy of %s reached further than its pages' habits (%s changed on its turn): %d more pages visited",
+                h,
+                self.surprised_hosts[h],
+                sum(1 for p in out if url_host(p.url)[0] == h),
+            )
         self.passed_over.clear()  # once per pass
         self.report.pages_due_by_deploy += len(out)
         return out
@@ -313,9 +348,13 @@ class Deploys:
                 for u in [u for u in self.feed_now if url_host(u)[0] == host]:
                     self.feed_now.pop(u)
         watched = hs.watched_since_s
-        if hs.static is not False and watched is not None and last_s >= watched \
-                and not deploys_between(hs.deploys, last_s, self.now.timestamp()) \
-                and page.url not in self.changed_given:
+        if (
+            hs.static is not False
+            and watched is not None
+            and last_s >= watched
+            and not deploys_between(hs.deploys, last_s, self.now.timestamp())
+            and page.url not in self.changed_given
+        ):
             why = f"{page.url} changed with no deploy seen"
             log.warning("%s is scheduled as a dynamic site from now on: %s", host, why)
             hs = replace(hs, static=False, reason=hs.reason or why)

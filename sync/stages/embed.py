@@ -87,10 +87,24 @@ class EmbedQueue:
     (the pass visits no more pages).
     """
 
-    def __init__(self, store: Store, embedder: Embedder, writer: Writer, outcomes: Outcomes, *,
-                 batch: int, write_batch: int, reuse_vectors: bool, reuse_cache: int, reuse_leaving_chunks: int,
-                 read_stored: bool, max_embed_tokens: int | None, dry_run: bool, store_was_empty: bool,
-                 rebuilding: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        writer: Writer,
+        outcomes: Outcomes,
+        *,
+        batch: int,
+        write_batch: int,
+        reuse_vectors: bool,
+        reuse_cache: int,
+        reuse_leaving_chunks: int,
+        read_stored: bool,
+        max_embed_tokens: int | None,
+        dry_run: bool,
+        store_was_empty: bool,
+        rebuilding: frozenset[str] = frozenset(),
+    ):
         self.store, self.embedder, self.writer, self.outcomes = store, embedder, writer, outcomes
         self.report = outcomes.report
         self.batch, self.write_batch, self.reuse_vectors = batch, write_batch, reuse_vectors
@@ -147,8 +161,7 @@ class EmbedQueue:
         # collection stayed (a deleted state.db, a fresh CI cache). Looked up unless the
         # collection was empty when the pass began (a first index reads nothing).
         known = page.indexed or page.pending_hash is not None
-        if (self.read_stored and chunks and (known or not self.store_was_empty)
-                and page.url not in self.rebuilding):
+        if self.read_stored and chunks and (known or not self.store_was_empty) and page.url not in self.rebuilding:
             # Read before anything of this page is written (its write comes at a later flush).
             stored = await self._read_vectors(page.url)
         keys = None
@@ -192,17 +205,23 @@ class EmbedQueue:
             urls, self.leaving_budget, over = pages_within_chunk_budget(todo, self.leaving_budget)
             if over:
                 if not self.leaving_over:
-                    log.info("vector reuse: pages leaving this pass past %s chunks are not read for reuse",
-                             self.reuse_leaving_chunks)
+                    log.info(
+                        "vector reuse: pages leaving this pass past %s chunks are not read for reuse",
+                        self.reuse_leaving_chunks,
+                    )
                 self.leaving_over += over
             if urls:
                 model_id = self.embedder.model_id
                 try:
                     pairs = await asyncio.to_thread(
-                        lambda: list(self.store.reuse_keys_for_urls(urls, embedder=model_id)))
+                        lambda: list(self.store.reuse_keys_for_urls(urls, embedder=model_id))
+                    )
                 except PagesyncError as exc:
-                    log.warning("could not read the chunks of pages leaving this pass (%s); their texts "
-                                "are embedded again where new pages hold them", exc)
+                    log.warning(
+                        "could not read the chunks of pages leaving this pass (%s); their texts "
+                        "are embedded again where new pages hold them",
+                        exc,
+                    )
                     self.leaving_on, self.leaving_keys = False, {}
                     return {}
                 for key, url in pairs:

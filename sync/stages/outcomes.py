@@ -38,8 +38,15 @@ _SKIPS_PER_WRITE = 256  # unchanged pages' rows written together
 class Outcomes:
     """The pass's page outcomes: report lines and counters, state rows, progress."""
 
-    def __init__(self, state: State, report: Report, *, now: datetime, dry_run: bool,
-                 on_progress: Callable[[str, str], None] | None = None):
+    def __init__(
+        self,
+        state: State,
+        report: Report,
+        *,
+        now: datetime,
+        dry_run: bool,
+        on_progress: Callable[[str, str], None] | None = None,
+    ):
         self.state, self.report, self.now, self.dry_run = state, report, now, dry_run
         self.on_progress = on_progress or (lambda url, action: None)
         self.landed: set[str] = set()  # urls whose text the collection holds as of this pass
@@ -51,8 +58,7 @@ class Outcomes:
         if not self.dry_run and pages:
             self.state.put_many(pages)
 
-    def record(self, page: PageState, decision: Decision, chunks: int | None = None,
-               reused: int | None = None) -> None:
+    def record(self, page: PageState, decision: Decision, chunks: int | None = None, reused: int | None = None) -> None:
         """Count and list one page's outcome (its row is the caller's to save)."""
         r = self.report
         a = decision.action

@@ -68,11 +68,28 @@ def _last_policy(last_report: dict) -> Policy | None:
 class Planner:
     """Reads the sitemaps and plans the pass's visits and removals."""
 
-    def __init__(self, fetcher: Fetcher, state: State, scheduler: Scheduler, deploys: Deploys, bulk: BulkEdits,
-                 outcomes: Outcomes, marks: CollectionCheck, *, scope: Scope, unwanted: Callable[[str], str | None],
-                 sitemaps: Sequence[str], urls: Sequence[str], full: bool, max_fetches: int | None,
-                 max_sitemap_urls: int, allow_mass_delete: bool, now: datetime, stamp_clock: datetime,
-                 last_report: dict):
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        state: State,
+        scheduler: Scheduler,
+        deploys: Deploys,
+        bulk: BulkEdits,
+        outcomes: Outcomes,
+        marks: CollectionCheck,
+        *,
+        scope: Scope,
+        unwanted: Callable[[str], str | None],
+        sitemaps: Sequence[str],
+        urls: Sequence[str],
+        full: bool,
+        max_fetches: int | None,
+        max_sitemap_urls: int,
+        allow_mass_delete: bool,
+        now: datetime,
+        stamp_clock: datetime,
+        last_report: dict,
+    ):
         self.fetcher, self.state, self.scheduler, self.deploys, self.bulk = fetcher, state, scheduler, deploys, bulk
         self.outcomes, self.marks, self.report = outcomes, marks, outcomes.report
         self.scope, self.unwanted = scope, unwanted
@@ -86,9 +103,14 @@ class Planner:
         their entries: in scope (the pass's sitemap), out of scope (listed, never fetched),
         invalid, child sitemaps skipped; each goes to the report. An emptied sitemap or site
         is an error here, so nothing of it is purged (`emptied_sitemap_errors`)."""
-        sm = await collect_sitemaps(self.sitemaps, self.fetcher.fetch_bytes, scope=self.scope.check,
-                                    parse=memo_parser(self.fetcher.cache), now=self.stamp_clock,
-                                    max_urls=self.max_sitemap_urls)
+        sm = await collect_sitemaps(
+            self.sitemaps,
+            self.fetcher.fetch_bytes,
+            scope=self.scope.check,
+            parse=memo_parser(self.fetcher.cache),
+            now=self.stamp_clock,
+            max_urls=self.max_sitemap_urls,
+        )
         self.report.bytes_downloaded += sm.bytes_downloaded
         if sm.not_sitemaps and self.state.tracked_count() == 0:
             # A first run pointed at a web page: the configuration is wrong, nothing to sync yet.
@@ -116,8 +138,12 @@ class Planner:
             self.report.pages_skipped += 1
         if sm.invalid:  # a sitemap generator writing relative URLs hides the whole site: said once
             loc, reason = next(iter(sm.invalid.items()))
-            log.info("skipped %s with an invalid <loc>, e.g. %r (%s)", plural(len(sm.invalid), "sitemap entry",
-                     "sitemap entries"), loc, reason.removeprefix("invalid <loc>: "))
+            log.info(
+                "skipped %s with an invalid <loc>, e.g. %r (%s)",
+                plural(len(sm.invalid), "sitemap entry", "sitemap entries"),
+                loc,
+                reason.removeprefix("invalid <loc>: "),
+            )
         for url, reason in sm.skipped:  # child sitemaps, not pages
             self.report.skip(url, reason)
             self.report.sitemaps_skipped += 1
@@ -143,12 +169,15 @@ class Planner:
             return
         url, why = next(iter(excluded.items()))
         if not any_wanted and self.sitemaps:
-            raise ConfigError(f"every URL the sitemaps list is excluded ({plural(len(excluded), 'URL')}, e.g. "
-                              f"{url}: {why}): check --include/--exclude; no page was fetched or purged")
+            raise ConfigError(
+                f"every URL the sitemaps list is excluded ({plural(len(excluded), 'URL')}, e.g. "
+                f"{url}: {why}): check --include/--exclude; no page was fetched or purged"
+            )
         log.info("excluded %s the sitemaps list, e.g. %s (%s)", plural(len(excluded), "URL"), url, why)
 
-    def _judge_scope(self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str],
-                     any_in_scope: bool) -> list[str]:
+    def _judge_scope(
+        self, skipped: Sequence[tuple[str, str]], out_of_scope: dict[str, str], any_in_scope: bool
+    ) -> list[str]:
         """Sitemaps that list only URLs (or child sitemaps) the scope refuses: a configuration
         error (exit 2), before anything is fetched or purged. A host alias (`--sitemap
         http://localhost/...` listing 127.0.0.1) would otherwise skip every page of a fresh
@@ -184,9 +213,18 @@ class Planner:
         known = self.state.get_many(candidates) if not self.full else {p.url: p for p in self.state.all_pages()}
         pending = [u for u, p in known.items() if p.pending_hash is not None]
         visits, removals, trusted, advanced = plan_events(
-            sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=sm.complete and bool(self.sitemaps),
-            extra_urls=extra, known=known, due=due, pending=pending, full=self.full, lastmod_due=sched.lastmod_due,
-            rebuild=sorted(marks.rebuilding), feed=hosts, now=self.stamp_clock,
+            sitemap_now=sitemap_now,
+            sitemap_before=before,
+            sitemap_complete=sm.complete and bool(self.sitemaps),
+            extra_urls=extra,
+            known=known,
+            due=due,
+            pending=pending,
+            full=self.full,
+            lastmod_due=sched.lastmod_due,
+            rebuild=sorted(marks.rebuilding),
+            feed=hosts,
+            now=self.stamp_clock,
         )
         self.report.lastmod_trusted = trusted if sitemap_now else None
         # Judged per host, as the feed is: stamps that vary only between two sites are "same".
@@ -195,8 +233,10 @@ class Planner:
         if self.sitemaps and not sm.complete:
             # The removals a failed or empty sitemap held back: live pages it did not list.
             self.report.mass_delete_blocked = sum(
-                1 for u in before.keys() - sitemap_now.keys()
-                if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra)
+                1
+                for u in before.keys() - sitemap_now.keys()
+                if (p := known.get(u)) is not None and p.status == LIVE and p.source != "url" and u not in extra
+            )
         # --changed, the feed, a deploy (`sync.stages.deploys`); pages a trusted lastmod covers are its.
         visits = self.deploys.plan(visits, known, lastmod_covers=sched.lastmod_covers)
         visits += self.bulk.suspects(visits, known, sitemap_now, self.state)
@@ -211,13 +251,22 @@ class Planner:
         # trusted advances made due, in the same rows (`record_sitemap`: the recorded stamp
         # never gets ahead of the visit it asks for). Only rows that are new or altered
         # here are written (a --full pass over 20,000 known pages writes none of them twice).
-        pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
-                                      advanced=advanced, extra=extra, now=self.now, lastmod_due=sched.lastmod_due)
+        pages, dirty = record_sitemap(
+            visits=visits,
+            known=known,
+            sitemap_now=sitemap_now,
+            to_record=to_record,
+            advanced=advanced,
+            extra=extra,
+            now=self.now,
+            lastmod_due=sched.lastmod_due,
+        )
         self.outcomes.save(list(dirty.values()))
         return Plan(visits, removals, [pages[ev.url] for ev in visits], extra, known)
 
-    def _wanted_only(self, visits: list[ChangeEvent], known: dict[str, PageState],
-                     sitemap_complete: bool) -> tuple[list[ChangeEvent], list[ChangeEvent]]:
+    def _wanted_only(
+        self, visits: list[ChangeEvent], known: dict[str, PageState], sitemap_complete: bool
+    ) -> tuple[list[ChangeEvent], list[ChangeEvent]]:
         """The visits the site rules want, and removals for the tracked pages among the rest.
 
         An excluded page is never fetched. A sitemap page leaves as a page that left the
@@ -261,14 +310,22 @@ class Planner:
         was = f"{old} {_span(timedelta(seconds=old_s))}" if old == "uniform" and old_s else old
         now_ = f"{policy.name} {_span(timedelta(seconds=new_s))}" if new_s else policy.name
         if policy.name == "halve-double":
-            log.info("revisit policy changed since the last pass (%s -> %s): each page goes on from its "
-                     "current interval", was, now_)
+            log.info(
+                "revisit policy changed since the last pass (%s -> %s): each page goes on from its current interval",
+                was,
+                now_,
+            )
             return set()
         changed: list[PageState] = []
         tracked = 0
         for page in self.state.all_pages():
-            if (page.status == GONE or page.last_fetched_at is None or page.failures
-                    or page.pending_hash is not None or page.due_at is None):
+            if (
+                page.status == GONE
+                or page.last_fetched_at is None
+                or page.failures
+                or page.pending_hash is not None
+                or page.due_at is None
+            ):
                 continue
             tracked += 1
             if new_s is not None:  # uniform
@@ -279,7 +336,8 @@ class Planner:
             else:
                 visits = history_from_json(page.history)
                 interval = self.scheduler.policy_for(page.url).next_interval(
-                    visits, page.interval, visits[-1].changed if visits else None)
+                    visits, page.interval, visits[-1].changed if visits else None
+                )
                 due_at = page.last_fetched_at + interval
                 if due_at == page.due_at:
                     continue
@@ -288,9 +346,15 @@ class Planner:
         self.outcomes.save(changed)
         made_due = {p.url for p in changed if p.due_at is not None and p.due_at <= self.now}
         self.report.pages_rescheduled = len(changed)
-        log.info("revisit policy changed since the last pass (%s -> %s): %s %d of %d visited pages, %d of them "
-                 "due now", was, now_, "would reschedule" if self.outcomes.dry_run else "rescheduled",
-                 len(changed), tracked, len(made_due))
+        log.info(
+            "revisit policy changed since the last pass (%s -> %s): %s %d of %d visited pages, %d of them due now",
+            was,
+            now_,
+            "would reschedule" if self.outcomes.dry_run else "rescheduled",
+            len(changed),
+            tracked,
+            len(made_due),
+        )
         return made_due
 
     def _order_and_cut(self, visits: list[ChangeEvent], known: dict[str, PageState]) -> list[ChangeEvent]:
@@ -310,18 +374,27 @@ class Planner:
             # their histories, bulk-edit bonus and policy need not be looked up.
             forced = ev.reason in ("lastmod", "full", "changed", "feed")
             edit = self.bulk.edit_for(ev.url) if not forced else None
-            cands.append(Candidate(
-                url=ev.url,
-                visits=tuple(history_from_json(page.history)) if page is not None and not forced else (),
-                since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
-                due=True,
-                forced=forced,
-                repair=(ev.reason == "pending" or ev.url in self.marks.rebuilding
-                        or ev.url in self.marks.short or (page is not None and page.pending_hash is not None)),
-                bonus_s=(edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
-                         if edit is not None else 0.0),
-                policy=self.scheduler.policy_for(ev.url) if not forced else None,
-            ))
+            cands.append(
+                Candidate(
+                    url=ev.url,
+                    visits=tuple(history_from_json(page.history)) if page is not None and not forced else (),
+                    since_last_visit_s=(self.now - last).total_seconds() if last is not None else None,
+                    due=True,
+                    forced=forced,
+                    repair=(
+                        ev.reason == "pending"
+                        or ev.url in self.marks.rebuilding
+                        or ev.url in self.marks.short
+                        or (page is not None and page.pending_hash is not None)
+                    ),
+                    bonus_s=(
+                        edit.bonus(last.timestamp() if last is not None else None, now_s, url_section(ev.url))
+                        if edit is not None
+                        else 0.0
+                    ),
+                    policy=self.scheduler.policy_for(ev.url) if not forced else None,
+                )
+            )
         order = select_visits(cands, self.scheduler.policy, self.max_fetches)
         by_url = {ev.url: ev for ev in visits}
         self.report.pages_deferred = len(visits) - len(order)

@@ -57,8 +57,17 @@ class Preflight:
     collection's creation at the first write (`ready_collection`). `rebuild`: a lost
     collection may be rebuilt (--rebuild); `last_report`: the last recorded pass's."""
 
-    def __init__(self, store: Store, state: State, embedder: Embedder, outcomes: Outcomes, *, rebuild: bool,
-                 repair: bool, last_report: dict):
+    def __init__(
+        self,
+        store: Store,
+        state: State,
+        embedder: Embedder,
+        outcomes: Outcomes,
+        *,
+        rebuild: bool,
+        repair: bool,
+        last_report: dict,
+    ):
         self.store, self.state, self.embedder, self.outcomes = store, state, embedder, outcomes
         self.report, self.dry_run = outcomes.report, outcomes.dry_run
         self.allow_rebuild, self.repair, self.last_report = rebuild, repair, last_report
@@ -124,8 +133,15 @@ class Preflight:
                 was = stored_embedder(self.store)  # rare: reads a few points' payload
         size = stored_size(self.store)  # None without a collection
         name = getattr(emb, "spec", None) or name_for_model_id(emb.model_id) or emb.model_id
-        refusal = model_change_refusal(self.store.collection, was=was, was_size=size, model_id=emb.model_id,
-                                       dimension=emb.dimension, name=name, was_name=name_for_model_id(was))
+        refusal = model_change_refusal(
+            self.store.collection,
+            was=was,
+            was_size=size,
+            model_id=emb.model_id,
+            dimension=emb.dimension,
+            name=name,
+            was_name=name_for_model_id(was),
+        )
         if refusal is None:
             return
         # Counted only now, to refuse: an embedded shard is loaded for it.
@@ -133,12 +149,16 @@ class Preflight:
             raise CollectionMismatchError(refusal)
         self.replace_empty = size is not None and size != emb.dimension
         if self.replace_empty and not can_drop(self.store):
-            raise CollectionMismatchError(f"{refusal} (it holds no points, but is an alias pagesync cannot "
-                                          f"make anew: delete it, or give another --collection)")
+            raise CollectionMismatchError(
+                f"{refusal} (it holds no points, but is an alias pagesync cannot "
+                f"make anew: delete it, or give another --collection)"
+            )
         if self.store.exists():
-            log.info("collection %r holds no points: %s", self.store.collection,
-                     "the pass's first write makes it anew for this embedder" if self.replace_empty
-                     else "no model to keep")
+            log.info(
+                "collection %r holds no points: %s",
+                self.store.collection,
+                "the pass's first write makes it anew for this embedder" if self.replace_empty else "no model to keep",
+            )
 
     def ready_collection(self) -> None:
         """Before the pass's first write: the collection exists for this embedder (created
@@ -182,9 +202,13 @@ class Preflight:
         chunks = sum(p.chunk_count for p in lost)
         self.report.collection_lost = True
         self.report.pages_rebuilt = len(lost)
-        log.warning("collection %r is missing or empty but the state records %s of %s: "
-                    "%s them this pass", self.store.collection, plural(chunks, "chunk"), plural(len(lost), "page"),
-                    "would re-index" if self.dry_run else "re-indexing")
+        log.warning(
+            "collection %r is missing or empty but the state records %s of %s: %s them this pass",
+            self.store.collection,
+            plural(chunks, "chunk"),
+            plural(len(lost), "page"),
+            "would re-index" if self.dry_run else "re-indexing",
+        )
         self.outcomes.save(mark_for_rewrite(lost, REBUILD_MARK))
 
     def check_points(self, *, at_start: bool) -> None:
@@ -212,9 +236,15 @@ class Preflight:
         when = "rewriting them this pass" if at_start else "the next pass rewrites them"
         if self.dry_run:
             when = "a pass would rewrite them"
-        log.warning("collection %r holds %s but the state records %s: %s of %s are missing; %s",
-                    self.store.collection, plural(stored, "point"), plural(recorded, "chunk"),
-                    plural(missing.points, "point"), plural(len(missing.pages), "page"), when)
+        log.warning(
+            "collection %r holds %s but the state records %s: %s of %s are missing; %s",
+            self.store.collection,
+            plural(stored, "point"),
+            plural(recorded, "chunk"),
+            plural(missing.points, "point"),
+            plural(len(missing.pages), "page"),
+            when,
+        )
         self.outcomes.save(mark_for_rewrite(missing.pages, MISSING_MARK))
         if at_start:
             self.short = frozenset(p.url for p in missing.pages)

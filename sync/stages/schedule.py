@@ -35,8 +35,15 @@ class ScheduleHook(Protocol):
 class Scheduler:
     """Policies per page and each visit's next due time (`reschedule`)."""
 
-    def __init__(self, policy: Policy, trust_seen: dict[str, tuple[int, int]], *, now: datetime,
-                 bulk: BulkEdits | None = None, hook: ScheduleHook | None = None):
+    def __init__(
+        self,
+        policy: Policy,
+        trust_seen: dict[str, tuple[int, int]],
+        *,
+        now: datetime,
+        bulk: BulkEdits | None = None,
+        hook: ScheduleHook | None = None,
+    ):
         self.policy, self.trust_seen, self.now = policy, trust_seen, now
         self.bulk, self.hook = bulk, hook
         self.trust_delta: dict[str, list[int]] = {}  # host -> [advances visited, advances a change confirmed]
@@ -58,8 +65,7 @@ class Scheduler:
 
     def lastmod_covers(self, url: str) -> bool:
         """A trusted lastmod feed tells this page's changes: its host's stamps vary, it has one, and they are trusted."""
-        return (self.sitemap_now.get(url) is not None and url_host(url)[0] in self.feed_hosts
-                and self.lastmod_due(url))
+        return self.sitemap_now.get(url) is not None and url_host(url)[0] in self.feed_hosts and self.lastmod_due(url)
 
     def policy_for(self, url: str) -> Policy:
         """The policy that schedules `url`: the pass's, or `Policy.under_feed` when a
@@ -91,9 +97,9 @@ class Scheduler:
             # Whole seconds: far below what a rate in changes per day can resolve, and the
             # history (parsed again at every visit of the page) stays short and quick to read.
             elapsed = float(max(0, round((self.now - page.last_fetched_at).total_seconds())))
-            if self.bulk is not None and self.bulk.observe(page, visits, elapsed, changed,
-                                                           policy=self.policy_for(page.url),
-                                                           reason=self.reasons.get(page.url)):
+            if self.bulk is not None and self.bulk.observe(
+                page, visits, elapsed, changed, policy=self.policy_for(page.url), reason=self.reasons.get(page.url)
+            ):
                 changed = False  # put down to the bulk edit: neither the rate nor the interval moves
             else:
                 # Announced: a trusted lastmod advance sent the pass here (the rate leaves such changes out).

@@ -29,9 +29,17 @@ __all__ = ["Ledger", "Purge", "Settler", "guard_refusal"]
 
 log = logging.getLogger("pagesync")
 
-def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[str] = (),
-                  allow_mass_delete: bool = False, mass_delete_min: int = 5,
-                  max_delete_share: float = 0.2) -> str | None:
+
+def guard_refusal(
+    n: int,
+    tracked: int,
+    *,
+    emptied: int = 0,
+    scoped: Sequence[str] = (),
+    allow_mass_delete: bool = False,
+    mass_delete_min: int = 5,
+    max_delete_share: float = 0.2,
+) -> str | None:
     """Pure: the mass-deletion guard's refusal when `n` of `tracked` live pages would go,
     `emptied` of them by a change to a stub (`broken_deploy`) rather than a purge, `scoped`
     (their URLs) because they are out of scope now; None when the pass may go on (fewer
@@ -45,18 +53,26 @@ def guard_refusal(n: int, tracked: int, *, emptied: int = 0, scoped: Sequence[st
         allow = allow_host_flags(hosts)
         where = ", ".join(f"{k} on {h}" for h, k in list(hosts.items())[:3])
         if len(scoped) == n:
-            return (f"mass-deletion guard: this pass would purge {n} of {tracked} tracked pages "
-                    f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
-                    f"purged. If they are still this site's, add {allow}")
-    what = " and ".join(w for w in (f"purge {n - emptied}" if n > emptied else "",
-                                     f"empty {emptied}" if emptied else "") if w)
-    why = ("; emptied: the text shrank to a stub, or many pages changed to one short text, as in a "
-           "broken deploy" if emptied else "")
+            return (
+                f"mass-deletion guard: this pass would purge {n} of {tracked} tracked pages "
+                f"because they are out of scope now ({where}: not among this run's hosts); nothing was "
+                f"purged. If they are still this site's, add {allow}"
+            )
+    what = " and ".join(
+        w for w in (f"purge {n - emptied}" if n > emptied else "", f"empty {emptied}" if emptied else "") if w
+    )
+    why = (
+        "; emptied: the text shrank to a stub, or many pages changed to one short text, as in a broken deploy"
+        if emptied
+        else ""
+    )
     done = "nothing was purged or emptied" if emptied else "nothing was purged"
     also = f" ({len(scoped)} of them only left the scope: {allow} keeps those)" if scoped else ""
-    return (f"mass-deletion guard: this pass would {what} of {tracked} tracked pages "
-            f"(more than {max_delete_share:.0%}{why}); {done}. If the site really lost them, "
-            f"run again with --allow-mass-delete{also}")
+    return (
+        f"mass-deletion guard: this pass would {what} of {tracked} tracked pages "
+        f"(more than {max_delete_share:.0%}{why}); {done}. If the site really lost them, "
+        f"run again with --allow-mass-delete{also}"
+    )
 
 
 class Purge(NamedTuple):
@@ -90,8 +106,13 @@ class Ledger:
             self.on_leaving(page)
         self.purges[page.url] = Purge(page, left_sitemap, reason, moved_to)
 
-    def queue_removals(self, removals: Sequence[ChangeEvent], known: dict[str, PageState],
-                       out_of_scope: dict[str, str], unwanted: Callable[[str], str | None]) -> None:
+    def queue_removals(
+        self,
+        removals: Sequence[ChangeEvent],
+        known: dict[str, PageState],
+        out_of_scope: dict[str, str],
+        unwanted: Callable[[str], str | None],
+    ) -> None:
         """Queue the pages that left the sitemap or the site rules (the plan's removals) for the purge."""
         for ev in removals:
             if ev.url in known:
@@ -109,9 +130,20 @@ class Ledger:
 class Settler:
     """The end of a pass: the guard's verdict over the ledger, the held changes, then the purges."""
 
-    def __init__(self, ledger: Ledger, queue: EmbedQueue, outcomes: Outcomes, store: Store, state: State, *,
-                 now: datetime, dry_run: bool, allow_mass_delete: bool, mass_delete_min: int,
-                 max_delete_share: float):
+    def __init__(
+        self,
+        ledger: Ledger,
+        queue: EmbedQueue,
+        outcomes: Outcomes,
+        store: Store,
+        state: State,
+        *,
+        now: datetime,
+        dry_run: bool,
+        allow_mass_delete: bool,
+        mass_delete_min: int,
+        max_delete_share: float,
+    ):
         self.ledger, self.queue, self.outcomes, self.store, self.state = ledger, queue, outcomes, store, state
         self.report = outcomes.report
         self.now, self.dry_run = now, dry_run
@@ -141,17 +173,29 @@ class Settler:
         that moved to a page indexed now), and those whose change looks like a broken
         deploy, against the mass-deletion guard (of `tracked_before` pages). The refusal, or None."""
         purges = self.ledger.purges.values()
-        self.broken = broken_deploy({
-            url: (item.page.chunk_count, len(item.chunks), item.page.text_chars, len(item.markdown), item.hash_)
-            for url, item in self.ledger.suspects.items()})
+        self.broken = broken_deploy(
+            {
+                url: (item.page.chunk_count, len(item.chunks), item.page.text_chars, len(item.markdown), item.hash_)
+                for url, item in self.ledger.suspects.items()
+            }
+        )
         # A 301/308 whose target holds the text now lost nothing: a site that moves every
         # page (http -> https, www -> apex, a trailing slash) settles on the targets at once.
-        live = sum(1 for p in purges
-                   if p.page.status == LIVE and (p.moved_to is None or p.moved_to not in self.outcomes.landed))
+        live = sum(
+            1
+            for p in purges
+            if p.page.status == LIVE and (p.moved_to is None or p.moved_to not in self.outcomes.landed)
+        )
         scoped = [p.page.url for p in purges if p.page.status == LIVE and p.reason.startswith("out of scope")]
-        self.guard = guard_refusal(live + len(self.broken), tracked_before, emptied=len(self.broken), scoped=scoped,
-                                   allow_mass_delete=self.allow_mass_delete, mass_delete_min=self.mass_delete_min,
-                                   max_delete_share=self.max_delete_share)
+        self.guard = guard_refusal(
+            live + len(self.broken),
+            tracked_before,
+            emptied=len(self.broken),
+            scoped=scoped,
+            allow_mass_delete=self.allow_mass_delete,
+            mass_delete_min=self.mass_delete_min,
+            max_delete_share=self.max_delete_share,
+        )
         if self.guard:
             self.report.mass_delete_blocked = live + len(self.broken)
             self.report.error("(pass)", self.guard)

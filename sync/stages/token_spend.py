@@ -67,8 +67,9 @@ class TokenSpend:
             return now - self.base
         return self.bound_sent
 
-    def within_budget(self, batch: list[_Q], to_embed: dict[str, str], *,
-                      dedup: bool) -> tuple[list[_Q], dict[str, str]]:
+    def within_budget(
+        self, batch: list[_Q], to_embed: dict[str, str], *, dedup: bool
+    ) -> tuple[list[_Q], dict[str, str]]:
         """The batch's pages whose new texts fit what the limit leaves (each text's offline
         upper bound), in queue order, with just their model inputs. The first page that
         does not fit stops the embedding for the pass (`_stop`): it and every later page that
@@ -112,10 +113,14 @@ class TokenSpend:
             return
         self.stopped = True
         self.report.embed_budget_reached = True
-        self.report.error("(pass)", (
-            f"token budget reached (--max-embed-tokens {self.limit}): the next page's new texts may "
-            f"take up to {need} tokens (counted offline, an upper bound) and {max(0, left_over or 0)} are left; "
-            f"pages not embedded keep their points and are embedded by the next pass"))
+        self.report.error(
+            "(pass)",
+            (
+                f"token budget reached (--max-embed-tokens {self.limit}): the next page's new texts may "
+                f"take up to {need} tokens (counted offline, an upper bound) and {max(0, left_over or 0)} are left; "
+                f"pages not embedded keep their points and are embedded by the next pass"
+            ),
+        )
 
     def count_tokens(self, *, chunks_skipped: int, last_per_chunk: object, chunk_tokens: float) -> None:
         """At the pass's end: `tokens_embedded`, and the estimates of what skip and reuse saved,
@@ -128,7 +133,8 @@ class TokenSpend:
         if r.tokens_embedded and r.chunks_embedded:
             r.tokens_per_chunk = round(r.tokens_embedded / r.chunks_embedded, 2)
         per_chunk = r.tokens_per_chunk or (
-            last_per_chunk if isinstance(last_per_chunk, (int, float)) and last_per_chunk > 0 else None)
+            last_per_chunk if isinstance(last_per_chunk, (int, float)) and last_per_chunk > 0 else None
+        )
         if per_chunk is None:
             per_chunk = chunk_tokens
         r.tokens_saved_by_skip = round(chunks_skipped * per_chunk)

@@ -57,13 +57,28 @@ class Visitor:
     to the embed `queue`. `visiting`: the urls visited this pass (a 301/308 target, or a
     crawl's link, is not fetched twice)."""
 
-    def __init__(self, fetcher: Fetcher, state: State, outcomes: Outcomes, scheduler: Scheduler, ledger: Ledger,
-                 queue: EmbedQueue, splitter: Splitter, fingerprints: Fingerprints, check: CollectionCheck, *,
-                 site_rules: SiteRuleSet, unwanted: Callable[[str], str | None], workers: int, repair: bool,
-                 max_chunks_per_page: int | None, now: datetime,
-                 on_generator: Callable[[str, bytes], None] = lambda url, body: None,
-                 on_change: Callable[[str], None] = lambda url: None,
-                 checkpoint: Callable[[str, str | None], None] = lambda point, url: None):
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        state: State,
+        outcomes: Outcomes,
+        scheduler: Scheduler,
+        ledger: Ledger,
+        queue: EmbedQueue,
+        splitter: Splitter,
+        fingerprints: Fingerprints,
+        check: CollectionCheck,
+        *,
+        site_rules: SiteRuleSet,
+        unwanted: Callable[[str], str | None],
+        workers: int,
+        repair: bool,
+        max_chunks_per_page: int | None,
+        now: datetime,
+        on_generator: Callable[[str, bytes], None] = lambda url, body: None,
+        on_change: Callable[[str], None] = lambda url: None,
+        checkpoint: Callable[[str, str | None], None] = lambda point, url: None,
+    ):
         self.fetcher, self.state, self.outcomes, self.report = fetcher, state, outcomes, outcomes.report
         self.scheduler, self.ledger, self.queue = scheduler, ledger, queue
         self.splitter, self.fingerprints, self.check = splitter, fingerprints, check
@@ -152,9 +167,16 @@ class Visitor:
             self.report.bytes_downloaded += again.bytes_downloaded
             await self._process(tpage, again)
             return
-        moved = FetchResult(target, result.outcome, status=result.status, body=result.body,
-                            content_type=result.content_type, charset=result.charset, validators=result.validators,
-                            final_url=result.final_url)
+        moved = FetchResult(
+            target,
+            result.outcome,
+            status=result.status,
+            body=result.body,
+            content_type=result.content_type,
+            charset=result.charset,
+            validators=result.validators,
+            final_url=result.final_url,
+        )
         await self._process(tpage, moved)
 
     def _moved_validators(self, target: str) -> Validators | None:
@@ -170,8 +192,13 @@ class Visitor:
         return MISSING_MARK if page.url in self.check.short else None
 
     def _validators(self, page: PageState) -> Validators | None:
-        if (self.repair or page.url in self.check.rebuilding or not page.indexed or self._mark(page) is not None
-                or (self.crawl is not None and self.crawl.reads_whole(page.url))):
+        if (
+            self.repair
+            or page.url in self.check.rebuilding
+            or not page.indexed
+            or self._mark(page) is not None
+            or (self.crawl is not None and self.crawl.reads_whole(page.url))
+        ):
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprints.for_url(page.url)):
             return None
@@ -219,23 +246,32 @@ class Visitor:
             select = self.site_rules.rules_for(page.url).select
             given = {"select": select} if select is not None else {}  # an extractor without the option still fits
             try:
-                extracted = await asyncio.to_thread(extract_page, result.body, result.content_type, page.url,
-                                                    charset=result.charset, **given)
+                extracted = await asyncio.to_thread(
+                    extract_page, result.body, result.content_type, page.url, charset=result.charset, **given
+                )
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self.outcomes.fail(page, f"extraction failed: {exc}")
                 return
             markdown, title = extracted.markdown, extracted.title
             new_hash = content_hash(markdown)
-        decision = decide(result.outcome, new_hash=new_hash, stored_hash=page.content_hash,
-                          stored_fingerprint=page.fingerprint, fingerprint=self.fingerprints.for_url(page.url),
-                          indexed=page.indexed,
-                          text_empty=result.outcome is Outcome.OK and not markdown)
+        decision = decide(
+            result.outcome,
+            new_hash=new_hash,
+            stored_hash=page.content_hash,
+            stored_fingerprint=page.fingerprint,
+            fingerprint=self.fingerprints.for_url(page.url),
+            indexed=page.indexed,
+            text_empty=result.outcome is Outcome.OK and not markdown,
+        )
         if decision.action is Action.REPLACE and page.content_hash is not None and new_hash != page.content_hash:
             self.on_change(page.url)  # as read, before it is embedded: the deploy stage widens on it
         if decision.action is Action.PURGE:  # its text extracted to nothing: queued like a 404
             page.last_fetched_at = self.now
-            self.ledger.queue_purge(page, left_sitemap=False, reason="no text extracted (an empty page, or a template "
-                                                                  "or rendering change the extractor cannot read)")
+            self.ledger.queue_purge(
+                page,
+                left_sitemap=False,
+                reason="no text extracted (an empty page, or a template or rendering change the extractor cannot read)",
+            )
             return
         if decision.action is Action.FAIL:
             page.etag = page.last_modified = None  # stale validators: next visit unconditional
@@ -264,21 +300,33 @@ class Visitor:
         chunks = [c.text for c in pieces]
         cap = self.max_chunks_per_page
         if cap is not None and len(chunks) > cap:
-            reason = (f"{len(chunks)} chunks, over the cap of {cap} per page (--max-chunks-per-page); "
-                      "its points are kept as they were")
+            reason = (
+                f"{len(chunks)} chunks, over the cap of {cap} per page (--max-chunks-per-page); "
+                "its points are kept as they were"
+            )
             log.warning("skipped %s: %s", page.url, reason)
             self.outcomes.skip(page, reason, reason)
             return
         assert new_hash is not None  # a change is read text
-        item = PendingPage(page, decision, result, new_hash, title or "", chunks,
-                           headings=[c.headings for c in pieces], markdown=markdown)
+        item = PendingPage(
+            page,
+            decision,
+            result,
+            new_hash,
+            title or "",
+            chunks,
+            headings=[c.headings for c in pieces],
+            markdown=markdown,
+        )
         limit = self.splitter.max_tokens
         if limit is not None:
             self.report.chunks_over_model_input += sum(1 for c in pieces if c.tokens is not None and c.tokens > limit)
-        if (decision.action is Action.REPLACE and decision.reason == "content changed"
-                and may_be_broken(page.chunk_count, len(chunks), len(markdown))):
+        if (
+            decision.action is Action.REPLACE
+            and decision.reason == "content changed"
+            and may_be_broken(page.chunk_count, len(chunks), len(markdown))
+        ):
             # A collapse or a short text: written (or held) once the guard has seen the pass.
             self.ledger.suspects[page.url] = item
             return
         await self.queue.enqueue(item)
-

@@ -23,9 +23,17 @@ from .pending import PendingPage
 
 __all__ = ["Writer", "build_points"]
 
+
 def build_points(
-    url: str, chunks: Sequence[str], vectors: Sequence[Sequence[float]], *, hash_: str, title: str, fetched_at: str,
-    embedder_id: str, headings: Sequence[Sequence[str]] | None = None
+    url: str,
+    chunks: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    *,
+    hash_: str,
+    title: str,
+    fetched_at: str,
+    embedder_id: str,
+    headings: Sequence[Sequence[str]] | None = None,
 ) -> list[StoredPoint]:
     """A page's points, exactly as the contract lays out ids and payload (its `metadata`
     object included: `sync.core.payload`). `headings`: each chunk's heading path, the one
@@ -59,9 +67,19 @@ class Writer:
     points are recorded under. `keep_texts`: page texts go to the state for `reindex`.
     """
 
-    def __init__(self, store: Store, state: State, outcomes: Outcomes, *, embedder_id: str, fetched_at: str,
-                 ready_collection: Callable[[], None], reschedule: Callable[[PageState, bool | None], None],
-                 fingerprint_for: Callable[[str], str], keep_texts: bool):
+    def __init__(
+        self,
+        store: Store,
+        state: State,
+        outcomes: Outcomes,
+        *,
+        embedder_id: str,
+        fetched_at: str,
+        ready_collection: Callable[[], None],
+        reschedule: Callable[[PageState, bool | None], None],
+        fingerprint_for: Callable[[str], str],
+        keep_texts: bool,
+    ):
         self.store, self.state, self.outcomes = store, state, outcomes
         self.embedder_id, self.fetched_at = embedder_id, fetched_at
         self.ready_collection, self.reschedule, self.fingerprint_for = ready_collection, reschedule, fingerprint_for
@@ -80,9 +98,21 @@ class Writer:
         writes = []
         for item in items:
             item.page.pending_hash = item.hash_
-            writes.append(PageWrite(item.page.url, build_points(
-                item.page.url, item.chunks, item.vectors_ready(), hash_=item.hash_, title=item.title,
-                fetched_at=self.fetched_at, embedder_id=self.embedder_id, headings=item.headings)))
+            writes.append(
+                PageWrite(
+                    item.page.url,
+                    build_points(
+                        item.page.url,
+                        item.chunks,
+                        item.vectors_ready(),
+                        hash_=item.hash_,
+                        title=item.title,
+                        fetched_at=self.fetched_at,
+                        embedder_id=self.embedder_id,
+                        headings=item.headings,
+                    ),
+                )
+            )
         outcomes.save([i.page for i in items])
         try:
             # After the pending marks: a crash between leaves them, and the next pass repairs.
