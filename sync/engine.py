@@ -68,6 +68,7 @@ from .stages.deploys import Deploys
 from .stages.embed import EmbedQueue
 from .stages.fingerprints import Fingerprints
 from .stages.outcomes import Outcomes
+from .stages.pending import PendingPage
 from .stages.plan import Planner, pass_policy, uniform_interval_s
 from .stages.preflight import Preflight
 from .stages.schedule import Scheduler
@@ -288,11 +289,11 @@ async def _conduct(
         fingerprint_for=fingerprints.for_url,
         keep_texts=not dry_run,
     )
-    queue = EmbedQueue(
+    queue: EmbedQueue[PendingPage] = EmbedQueue(
         store,
         embedder,
         writer,
-        outcomes,
+        report,
         batch=cfg.embed_batch,
         write_batch=cfg.write_batch,
         reuse_vectors=cfg.reuse_vectors,

@@ -16,9 +16,11 @@ Steps (`run_reindex`), holding the state lock throughout so no pass writes meanw
      ...)`) and form exactly the page's current generation;
    - `fetch`: one unconditional GET through the Fetcher (the site's text as of now), with
      the site's headers, extracted with its selector (`ReindexConfig.site_rules`).
-2. Build: embed in batches that span pages, each distinct chunk text once in the whole
-   reindex (the same text on many pages is one model input, `VectorMemo`), and upsert
-   into the new collection (ids and payload exactly as a pass writes them).
+2. Build: through the pass's embed queue (`sync.stages.embed.EmbedQueue`), in batches that
+   span pages, each distinct chunk text embedded once in the whole reindex (its cache is a
+   `VectorMemo` on disk: the same text on many pages is one model input), the model working
+   on one batch while the next pages are read; upserted into the new collection (ids and
+   payload exactly as a pass writes them).
 3. Verify the new collection: the point count is the sum of the pages' chunk counts,
    the audit against the (updated) page state is clean (every live page has exactly its
    chunks 0..n-1, ids derived from chunk ids, one content hash, nothing else), the vector
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from chunking import EXTRACTOR_ID, Splitter
 from embedders.base import Embedder
@@ -57,6 +59,7 @@ from embedders.base import Embedder
 from .audit import audit_collection
 from ..edges.catalog import Catalog
 from ..stages.fingerprints import Fingerprints
+from ..stages.embed import EmbedQueue
 from ..stages.write import build_points
 from ..errors import ConfigError, PagesyncError
 from ..core.plural import plural
@@ -256,6 +259,49 @@ def verify_built(
     return verify, problems
 
 
+_WRITE_BATCH = 16  # pages per upsert into the new collection
+
+
+class _NewCollection:
+    """The embed queue's sink in a reindex: each batch's points upserted into the new collection,
+    laid out exactly as a pass writes them. A page that got no vector fails the reindex."""
+
+    def __init__(self, store: Store, embedder_id: str):
+        self.store, self.embedder_id = store, embedder_id
+        self.written = 0
+        self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
+
+    def hold(self, item: TextItem) -> None:
+        """Nothing to hold: the build keeps the texts that changed until the switch."""
+
+    def would_write(self, items: Sequence[TextItem]) -> None:
+        raise AssertionError("a dry run of reindex embeds nothing")
+
+    def fail(self, page: PageState, message: str) -> None:
+        raise PagesyncError(message)
+
+    async def write(self, items: Sequence[TextItem]) -> None:
+        points = []
+        for item in items:
+            vectors = [v for v in item.vectors if v is not None]
+            assert len(vectors) == len(item.chunks), item.page.url  # the queue gave each chunk one
+            points += build_points(
+                item.page.url,
+                item.chunks,
+                vectors,
+                hash_=item.page.content_hash or "",
+                title=item.page.title or "",
+                fetched_at=item.fetched_at,
+                embedder_id=self.embedder_id,
+                headings=item.headings or None,
+            )
+        if points:
+            await asyncio.to_thread(self.store.upsert, points)
+            if self.sample is None:
+                self.sample = (points[0].id, list(points[0].vector or []))
+        self.written += len(points)
+
+
 class _Reindex:
     def __init__(
         self,
@@ -270,7 +316,6 @@ class _Reindex:
     ):
         self.catalog, self.collection, self.state = catalog, collection, state
         self.embedder, self.splitter, self.cfg = embedder, splitter, cfg
-        self.tokens_base = getattr(embedder, "tokens_embedded", None)  # a remote embedder's count so far
         self.fetcher, self.client_factory = fetcher, client_factory
         self.now = cfg.now or datetime.now(timezone.utc)
         self.now_iso = self.now.isoformat()
@@ -291,12 +336,10 @@ class _Reindex:
             drop_old=cfg.drop_old,
         )
         self.t0 = time.monotonic()
-        self.queue: list[TextItem] = []
-        self.queued = 0
         self.after: dict[str, PageState] = {}  # url -> page as recorded after the switch
         self.texts: list[tuple[str, str, str]] = []  # re-fetched texts that changed: kept after the switch
-        self.sample: tuple[str, list[float]] | None = None  # (point id, vector) for the search check
-        self.memo: VectorMemo | None = None  # the vectors made so far, by text (set up in `run`)
+        self.sink: _NewCollection | None = None  # where the build writes (set up in `_build`)
+        self.memo: VectorMemo | None = None  # the vectors made so far, by reuse key (set up in `run`)
         self.by_url: dict[str, PageState] = {}  # the live pages (set in `run`)
         # Where each page's text comes from, cut and fingerprinted as a pass would (`reindex_texts`).
         self.sources = PageTexts(
@@ -362,82 +405,82 @@ class _Reindex:
 
     # -- build ---------------------------------------------------------------------------------
     async def _build(self, plan: list[tuple[PageState, str]], harvest: Harvest | None, store: Store) -> None:
+        """Each page's text (`PageTexts.text_of`) into the embed queue, which embeds each distinct
+        text once in the whole reindex (its cache is the `VectorMemo` on disk) and hands the
+        batches to the new collection (`_NewCollection`), while the next pages are read."""
+        assert self.memo is not None  # made before the build (`run`)
+        sink = self.sink = _NewCollection(store, self.embedder.model_id)
+        counts = Report()  # the queue's counters, carried into the reindex's report below
+        queue: EmbedQueue[TextItem] = EmbedQueue(
+            store,
+            self.embedder,
+            sink,
+            counts,
+            batch=self.cfg.embed_batch,
+            write_batch=_WRITE_BATCH,
+            reuse_vectors=True,
+            reuse_cache=0,
+            reuse_leaving_chunks=0,
+            read_stored=False,  # the new collection is empty; the old one may hold another model's vectors
+            max_embed_tokens=None,
+            dry_run=False,
+            store_was_empty=True,
+            cache=self.memo,
+        )
         sem = asyncio.Semaphore(max(1, self.cfg.workers))
         window = max(16, 2 * self.cfg.workers)
-        for i in range(0, len(plan), window):
-            part = plan[i : i + window]
-            kept = self._texts([p.url for p, s in part if s == "state"])
-            items = await asyncio.gather(*(self.sources.text_of(p, s, kept, harvest, sem) for p, s in part))
-            # Re-fetched texts equal to the recorded ones are kept at once (right whatever
-            # becomes of this reindex); changed ones wait for the switch (they are few).
-            same = [
-                (i.page.url, i.page.content_hash or "", i.markdown)
-                for i in items
-                if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash
-            ]
-            if same and isinstance(self.state, TextKeeper):
-                self.state.put_texts(same)
-            for item in items:
-                if item is None:
-                    continue
-                item.page.chunk_count = len(item.chunks)  # a new chunker may cut the same text otherwise
-                if item.markdown is not None:
-                    item.page.text_chars = len(item.markdown)
-                self.report.text_sources[item.source] += 1
-                self.after[item.page.url] = item.page
-                if item.markdown is not None and item.page.content_hash != item.old_hash:
-                    self.texts.append((item.page.url, item.page.content_hash or "", item.markdown))
-                self.queue.append(item)
-                self.queued += len(item.chunks)
-                if self.queued >= self.cfg.embed_batch:
-                    await self._flush(store)
-        await self._flush(store)
+        try:
+            for i in range(0, len(plan), window):
+                part = plan[i : i + window]
+                kept = self._texts([p.url for p, s in part if s == "state"])
+                items = await asyncio.gather(*(self.sources.text_of(p, s, kept, harvest, sem) for p, s in part))
+                self._keep_same_texts(items)
+                for item in items:
+                    if item is None:
+                        continue
+                    self._record(item)
+                    await queue.enqueue(item)
+                    if queue.full():
+                        await queue.flush()  # returns while the model works on the batch
+            await queue.flush()
+            await queue.drain()
+        except BaseException:
+            queue.cancel()  # a batch in flight is not written
+            raise
+        finally:
+            r = self.report
+            r.chunks_embedded, r.chunks_reused = counts.chunks_embedded, counts.chunks_reused
+            r.tokens_embedded, r.chunks_written = counts.tokens_embedded, sink.written
+
+    def _keep_same_texts(self, items: Sequence[TextItem | None]) -> None:
+        """Re-fetched texts equal to the recorded ones are kept at once (right whatever becomes
+        of this reindex); changed ones wait for the switch (they are few)."""
+        same = [
+            (i.page.url, i.page.content_hash or "", i.markdown)
+            for i in items
+            if i is not None and i.markdown is not None and i.page.content_hash == i.old_hash
+        ]
+        if same and isinstance(self.state, TextKeeper):
+            self.state.put_texts(same)
+
+    def _record(self, item: TextItem) -> None:
+        """The page as the state records it after the switch, and its text if it changed."""
+        item.page.chunk_count = len(item.chunks)  # a new chunker may cut the same text otherwise
+        if item.markdown is not None:
+            item.page.text_chars = len(item.markdown)
+        self.report.text_sources[item.source] += 1
+        self.after[item.page.url] = item.page
+        if item.markdown is not None and item.page.content_hash != item.old_hash:
+            self.texts.append((item.page.url, item.page.content_hash or "", item.markdown))
 
     def _texts(self, urls: list[str]) -> dict[str, tuple[str, str]]:
         return self.state.get_texts(urls) if urls and isinstance(self.state, TextKeeper) else {}
 
-    async def _flush(self, store: Store) -> None:
-        if not self.queue:
-            return
-        batch, self.queue, self.queued = self.queue, [], 0
-        texts = [c for item in batch for c in item.inputs]
-        vectors: list[list[float]] = []
-        if texts:
-            try:
-                # Each distinct text is embedded once in the whole reindex (`VectorMemo`).
-                assert self.memo is not None  # made before the first flush (`run`)
-                vectors, sent = await asyncio.to_thread(self.memo.embed, texts, self.embedder.embed)
-            except Exception as exc:
-                raise PagesyncError(f"embedding failed: {exc}") from None
-            self.report.chunks_embedded += sent
-            self.report.chunks_reused += len(texts) - sent
-        counted = getattr(self.embedder, "tokens_embedded", None)
-        if isinstance(counted, int) and isinstance(self.tokens_base, int):
-            self.report.tokens_embedded = counted - self.tokens_base
-        points, pos = [], 0
-        for item in batch:
-            vecs = vectors[pos : pos + len(item.chunks)]
-            pos += len(item.chunks)
-            points += build_points(
-                item.page.url,
-                item.chunks,
-                vecs,
-                hash_=item.page.content_hash or "",
-                title=item.page.title or "",
-                fetched_at=item.fetched_at,
-                embedder_id=self.embedder.model_id,
-                headings=item.headings or None,
-            )
-        if points:
-            await asyncio.to_thread(store.upsert, points)
-            if self.sample is None:
-                self.sample = (points[0].id, list(points[0].vector or []))
-        self.report.chunks_written += len(points)
-
     # -- verify --------------------------------------------------------------------------------
     def _verify(self, store: Store, target: str) -> list[str]:
         self.report.verify, problems = verify_built(
-            store, self.catalog.vector_size(target), self.after, self.embedder.dimension, self.sample
+            store, self.catalog.vector_size(target), self.after, self.embedder.dimension,
+            self.sink.sample if self.sink is not None else None,
         )
         return problems
 

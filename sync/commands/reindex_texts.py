@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from chunking import Splitter, extract_page
 from chunking.split import Chunk, embedded_text
@@ -36,7 +36,7 @@ _HARVEST_FIELDS = ["url", "chunk_index", "content_hash", "text", "embedder", "fe
 
 @dataclass
 class TextItem:
-    """One page's text for the new collection, ready to embed."""
+    """One page's text for the new collection, on its way through the embed queue."""
 
     page: PageState  # as the state will record it after the switch
     source: str
@@ -45,12 +45,17 @@ class TextItem:
     markdown: str | None = None  # re-fetched text, kept in the state
     old_hash: str | None = None  # the page's hash before the reindex
     headings: list[tuple[str, ...]] = dataclasses.field(default_factory=list)  # per chunk: its heading path
+    # Per chunk: what the model embeds (its heading path, then the chunk), and what the embed
+    # queue fills in (`sync.stages.pending.Embeddable`): its reuse key and its vector.
+    inputs: list[str] = dataclasses.field(default_factory=list)
+    keys: list[str] = dataclasses.field(default_factory=list)
+    vectors: list[Sequence[float] | None] = dataclasses.field(default_factory=list)
+    reused: int = 0
 
-    @property
-    def inputs(self) -> list[str]:
-        """What the model embeds per chunk: its heading path, then the chunk."""
-        paths = self.headings or [() for _ in self.chunks]
-        return [embedded_text(t, h) for t, h in zip(self.chunks, paths, strict=True)]
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            paths = self.headings or [() for _ in self.chunks]
+            self.inputs = [embedded_text(t, h) for t, h in zip(self.chunks, paths, strict=True)]
 
 
 class Harvest:

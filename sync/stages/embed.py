@@ -1,7 +1,7 @@
 """Embed: a decided change's vectors, with as few model inputs as the pass can manage.
 
 Each new chunk takes a vector it already has (the page's own stored vectors, a page leaving
-this pass, the pass's cache of texts met before: `_VectorCache`), or waits for the batch
+this pass, the pass's cache of texts met before: `VectorCache`), or waits for the batch
 in flight that holds its text, or becomes one of this batch's model inputs, each text once
 (`enqueue`, `_assign`). A batch's model call runs in a worker thread while the pass goes
 on fetching (`flush` starts it, `drain` finishes it and hands the pages to the writer),
@@ -30,24 +30,53 @@ import asyncio
 import logging
 from array import array
 from collections import OrderedDict
-from typing import Sequence
+from typing import Generic, Protocol, Sequence, TypeVar
 
 from embedders.base import Embedder
 
 from ..core.hashing import reuse_key
 from ..core.page import PageState
+from ..core.report import Report
 from ..edges.store import Store
 from ..edges.threads import in_daemon_thread
 from ..errors import EmbedBatchError, PagesyncError
-from .outcomes import Outcomes
-from .pending import PendingPage
+from .pending import Embeddable
 from ..core.planning import pages_within_chunk_budget
 from .token_spend import TokenSpend
-from .write import Writer
 
-__all__ = ["EmbedQueue", "VectorCache"]
+__all__ = ["EmbedQueue", "VectorCache", "VectorLookup", "BatchSink"]
 
 log = logging.getLogger("pagesync")
+
+
+T = TypeVar("T", bound=Embeddable)
+T_in = TypeVar("T_in", bound=Embeddable, contravariant=True)
+
+
+class VectorLookup(Protocol):
+    """Vectors known by reuse key: the pass's `VectorCache`, or a reindex's `VectorMemo` on disk."""
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def get(self, key: str) -> Sequence[float] | None: ...
+
+    def put(self, key: str, vector: Sequence[float]) -> None: ...
+
+
+class BatchSink(Protocol[T_in]):
+    """Where the queue hands its pages: the pass's `write.Writer`, or a reindex's new collection.
+
+    `hold` a page as it is queued, `write` a batch whose every chunk has its vector (in queue
+    order), `would_write` a dry run's batch, `fail` a page whose vectors could not be had.
+    """
+
+    def hold(self, item: T_in) -> None: ...
+
+    async def write(self, items: Sequence[T_in]) -> None: ...
+
+    def would_write(self, items: Sequence[T_in]) -> None: ...
+
+    def fail(self, page: PageState, message: str) -> None: ...
 
 
 class VectorCache:
@@ -78,21 +107,21 @@ class VectorCache:
             self._d.popitem(last=False)
 
 
-class EmbedQueue:
-    """The pass's embed queue: vector reuse, batching, the model call's overlap, the token guard.
+class EmbedQueue(Generic[T]):
+    """The embed queue: vector reuse, batching, the model call's overlap, the token guard.
 
-    Takes decided changes (`enqueue`), hands each finished batch's pages to `writer.write`
-    in queue order, and fails a page whose vectors could not be had through `outcomes`.
-    `full()` is the backpressure the visits flush on; `stopped`: the token budget is spent
-    (the pass visits no more pages).
+    Takes pages waiting for vectors (`enqueue`: a pass's decided changes, a reindex's pages),
+    hands each finished batch's pages to `writer.write` in queue order, and fails a page whose
+    vectors could not be had through `writer.fail`. `full()` is the backpressure the visits
+    flush on; `stopped`: the token budget is spent (the pass visits no more pages).
     """
 
     def __init__(
         self,
         store: Store,
         embedder: Embedder,
-        writer: Writer,
-        outcomes: Outcomes,
+        writer: BatchSink[T],
+        report: Report,
         *,
         batch: int,
         write_batch: int,
@@ -104,24 +133,25 @@ class EmbedQueue:
         dry_run: bool,
         store_was_empty: bool,
         rebuilding: frozenset[str] = frozenset(),
+        cache: VectorLookup | None = None,
     ):
-        self.store, self.embedder, self.writer, self.outcomes = store, embedder, writer, outcomes
-        self.report = outcomes.report
+        self.store, self.embedder, self.writer, self.report = store, embedder, writer, report
         self.batch, self.write_batch, self.reuse_vectors = batch, write_batch, reuse_vectors
         self.dry_run = dry_run
         # A first index has nothing to read; a lost collection (rebuilt) holds nothing to reuse.
         self.store_was_empty, self.rebuilding = store_was_empty, rebuilding
-        self.queue: list[PendingPage] = []
+        self.queue: list[T] = []
         self.queued_chunks = 0
         # This batch's model inputs, each text once: reuse key -> text.
         self.to_embed: dict[str, str] = {}
         # The batch whose model call is in flight (see `flush`): its pages, its inputs, the call.
-        self.inflight: tuple[list[PendingPage], dict[str, str], asyncio.Future | None] | None = None
+        self.inflight: tuple[list[T], dict[str, str], asyncio.Future | None] | None = None
         self.inflight_keys: dict[str, str] = {}  # that batch's model inputs (reuse key -> text)
         self.last_fresh: dict[str, Sequence[float]] = {}  # the vectors of the batch finished last
         # A repair rewrites from scratch (`read_stored` False): nothing stored is read.
         self.read_stored = reuse_vectors and read_stored
-        self.cache = VectorCache(reuse_cache if reuse_vectors else 0)
+        # Vectors met so far, by reuse key: the pass's own (least recently used dropped), or `cache`.
+        self.cache: VectorLookup = cache if cache is not None else VectorCache(reuse_cache if reuse_vectors else 0)
         # Pages leaving this pass, as reuse sources (`sync.engine`'s docstring, "Vector reuse"):
         # given by the ledger as they are queued for the purge (`add_leaving`), their keys
         # read on the first need, their vectors per url.
@@ -151,11 +181,11 @@ class EmbedQueue:
         if self.leaving_on and (page.indexed or page.pending_hash is not None):
             self.leaving_todo.append(page)
 
-    async def enqueue(self, item: PendingPage) -> None:
+    async def enqueue(self, item: T) -> None:
         """Queue a decided change for its vectors and write: its stored vectors read first
         (reuse), then each chunk given a known vector or made a model input."""
         page, chunks = item.page, item.chunks
-        self.writer.hold_text(page.url, item.markdown)
+        self.writer.hold(item)
         stored: dict[str, list[float]] = {}
         # A new page may have points all the same: the state was lost or replaced while the
         # collection stayed (a deleted state.db, a fresh CI cache). Looked up unless the
@@ -239,7 +269,7 @@ class EmbedQueue:
                     self.cache.put(key, vec)
         return out
 
-    async def _late_reuse(self, batch: list[PendingPage], to_embed: dict[str, str]) -> None:
+    async def _late_reuse(self, batch: list[T], to_embed: dict[str, str]) -> None:
         """Before a batch's model call: its inputs that the pass has come to know since
         they were queued (a 301 or 404 met later whose page held the text, another page's
         stored vectors) take that vector and leave the inputs. The first chunk of each
@@ -278,7 +308,7 @@ class EmbedQueue:
             if len(vec) == self.embedder.dimension:
                 self.cache.put(key, vec)
 
-    def _assign(self, item: PendingPage, stored: dict[str, list[float]], keys: Sequence[str] | None = None) -> None:
+    def _assign(self, item: T, stored: dict[str, list[float]], keys: Sequence[str] | None = None) -> None:
         """Give each chunk a known vector (this page's stored ones or a leaving page's, then
         the pass's), or make its text one of this batch's model inputs, unless the batch
         already has it. `keys`: the chunks' reuse keys, when the caller has them already."""
@@ -318,8 +348,7 @@ class EmbedQueue:
             self.report.chunks_would_embed += sum(len(item.chunks) - item.reused for item in batch)
             for key in to_embed:  # later batches count these as a real pass would
                 self.cache.put(key, array("f"))
-            for item in batch:
-                self.outcomes.record(item.page, item.decision, len(item.chunks), item.reused)
+            self.writer.would_write(batch)
             return
         if self.reuse_vectors:
             # Chunks that waited on the batch just finished (its texts were in flight when they
@@ -370,7 +399,7 @@ class EmbedQueue:
             self.tokens.note()  # tokens a failed call spent are spent all the same
             # Nothing was deleted yet: every page keeps its old points and is retried.
             for item in batch:
-                self.outcomes.fail(item.page, f"embedding failed: {exc}")
+                self.writer.fail(item.page, f"embedding failed: {exc}")
             return
         self.tokens.note()
         fresh = {k: v for k, v in zip(keys, vectors) if k not in failed}
@@ -378,7 +407,7 @@ class EmbedQueue:
         for key, vec in fresh.items():
             self.cache.put(key, vec)
         self.last_fresh = fresh if self.reuse_vectors else {}
-        ready: list[PendingPage] = []
+        ready: list[T] = []
         pos = 0
         for item in batch:
             if self.reuse_vectors:
@@ -388,7 +417,7 @@ class EmbedQueue:
                 pos += len(item.chunks)
             why = next((failed[k] for k in mine if k in failed), None)
             if why is not None:  # old points and state kept: retried by a later pass
-                self.outcomes.fail(item.page, f"embedding failed: {why}")
+                self.writer.fail(item.page, f"embedding failed: {why}")
                 continue
             if self.reuse_vectors:
                 item.vectors = [fresh[k] if v is None else v for k, v in zip(item.keys, item.vectors)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from chunking.split import embedded_text
 
@@ -11,7 +11,19 @@ from ..core.decision import Decision
 from ..core.page import PageState
 from ..edges.fetcher import FetchResult
 
-__all__ = ["PendingPage"]
+__all__ = ["PendingPage", "Embeddable"]
+
+
+class Embeddable(Protocol):
+    """What the embed queue reads and fills of a page waiting for its vectors: per chunk, what
+    the model embeds (`inputs`), then its reuse key and its vector (None until known)."""
+
+    page: PageState
+    chunks: list[str]
+    inputs: list[str]
+    keys: list[str]
+    vectors: list[Sequence[float] | None]
+    reused: int  # chunks that are no model input of their own
 
 
 @dataclass

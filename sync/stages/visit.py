@@ -64,7 +64,7 @@ class Visitor:
         outcomes: Outcomes,
         scheduler: Scheduler,
         ledger: Ledger,
-        queue: EmbedQueue,
+        queue: EmbedQueue[PendingPage],
         splitter: Splitter,
         fingerprints: Fingerprints,
         check: CollectionCheck,

@@ -87,10 +87,19 @@ class Writer:
         self._texts = state if keep_texts and isinstance(state, TextKeeper) else None
         self._held: dict[str, str] = {}  # url -> extracted text of a page on its way to a write
 
-    def hold_text(self, url: str, markdown: str) -> None:
+    def hold(self, item: PendingPage) -> None:
         """Keep a queued page's text until its write is confirmed (then it goes to the state)."""
         if self._texts is not None:
-            self._held[url] = markdown
+            self._held[item.page.url] = item.markdown
+
+    def would_write(self, items: Sequence[PendingPage]) -> None:
+        """A dry run: count and list what `write` would have done (nothing is written)."""
+        for item in items:
+            self.outcomes.record(item.page, item.decision, len(item.chunks), item.reused)
+
+    def fail(self, page: PageState, message: str) -> None:
+        """A page whose vectors could not be had: its old points and state stay, retried later."""
+        self.outcomes.fail(page, message)
 
     async def write(self, items: Sequence[PendingPage]) -> None:
         """Mark `items` pending, replace their points, then record their new hash."""
