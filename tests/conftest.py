@@ -1,5 +1,6 @@
-"""Shared fixtures: a docs site on 127.0.0.1, a harness running passes against it, and a
-real Qdrant server for the server-mode tests (or a skip saying how to get one)."""
+"""Shared fixtures: a docs site on 127.0.0.1, a harness running passes against it, a working
+directory for the command-line tests, and a real Qdrant server for the server-mode tests (or a
+skip saying how to get one)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,14 @@ def site():
     with SiteServer(s) as server:
         s.server = server  # type: ignore[attr-defined]
         yield s
+
+
+@pytest.fixture
+def work(tmp_path):
+    """An empty working directory for the command-line tests (tests/cli_helpers.py runs `pagesync` in it)."""
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
 
 
 @pytest.fixture
@@ -116,7 +125,7 @@ SITE_FIXTURES = {"site", "harness", "two_sites"}
 
 def pytest_collection_modifyitems(config, items):
     """Markers from the fixtures a test takes, for `make test-fast` to leave out: `work`
-    (tests/commands/test_cli.py) runs `pagesync` as subprocesses, half a second to start each, so
+    (the command-line tests' directory) runs `pagesync` as subprocesses, half a second to start each, so
     `slow`; a site fixture makes it `integration`."""
     for item in items:
         names = set(getattr(item, "fixturenames", ()))

@@ -12,31 +12,13 @@ import pytest
 
 from chunking import Splitter
 from sync.commands.audit import audit_collection
-from sync.core.ids import chunk_id, point_id
 from sync.edges.state import StateDB
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
-from tests.helpers import Harness, page_html, para
-from tests.integration.test_property import comparable
+from tests.helpers import Harness, damage, page_html, para
+from tests.property_helpers import comparable
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def damage(store: EdgeStore, site, vec_dim: int = 16) -> dict[str, str]:
-    """Stray points, an old generation's tail left behind, a deleted chunk, a foreign point."""
-    v = [1.0] + [0.0] * (vec_dim - 1)
-    stray_url = site.server.url("/never-existed.html")
-    old_url = site.server.url("/p0.html")
-    gap_url = site.server.url("/p1.html")
-    points = [StoredPoint(point_id(chunk_id(stray_url, i)), {"url": stray_url, "chunk_id": chunk_id(stray_url, i),
-                                                             "chunk_index": i, "content_hash": "x" * 64, "text": "stray"}, v)
-              for i in range(2)]
-    points.append(StoredPoint(point_id(chunk_id(old_url, 40)), {"url": old_url, "chunk_id": chunk_id(old_url, 40),
-                                                                "chunk_index": 40, "content_hash": "0" * 64, "text": "old"}, v))
-    points.append(StoredPoint("00000000-0000-4000-8000-000000000001", {"note": "written by another tool"}, v))
-    store.upsert(points)
-    store.delete_points([point_id(chunk_id(gap_url, 1))])
-    return {"stray": stray_url, "old": old_url, "gap": gap_url}
 
 
 def build_site(site, n=4):

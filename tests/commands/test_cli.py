@@ -12,7 +12,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -22,75 +21,23 @@ from sync.commands.options import parse_duration as _parse_duration
 from sync.errors import ConfigError
 from sync.core.ids import chunk_id, point_id
 from sync.edges.edge_store import EdgeStore
+from tests.cli_helpers import (API_KEY, DEAD, ROOT, T0_ISO, cli, cli_build, cli_run, one_error_line, parallel,
+                                sitemap, state_db_rows, stored)
 from tests.helpers import page_html, para
 
-ROOT = Path(__file__).resolve().parents[2]
-T0 = "2026-01-01T00:00:00Z"
 REPORT_KEYS = {
     "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
     "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
     "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
 }
 PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder", "metadata"}
-DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
-KEY = "sekret-key-123"
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def cli(work: Path, *args: str, input: str | None = None, env: dict[str, str] | None = None):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
-    full_env["HF_HUB_OFFLINE"] = "1"
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=full_env, input=input,
-                          capture_output=True, text=True, timeout=60)
-
-
-def parallel(*calls):
-    """Run independent CLI calls side by side (each is a `lambda: cli(...)`); results in order."""
-    with ThreadPoolExecutor(len(calls)) as pool:
-        return list(pool.map(lambda f: f(), calls))
-
-
-def one_error_line(r) -> str:
-    """The contract's failure shape: one clear line on stderr, no traceback."""
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("pagesync: error:"), lines[0]
-    return lines[0]
-
-
-def build(site, n: int = 3, sections: int = 3) -> list[str]:
-    for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
-    return [site.server.url(f"/p{i}.html") for i in range(n)]
-
-
-def sitemap(site) -> str:
-    return site.server.url("/sitemap.xml")
-
-
-def run(site, work: Path, *extra: str, report: str | None = None):
-    args = ["run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", *extra]
-    if report:
-        args += ["--report", report]
-    return cli(work, *args)
-
-
 def export(work: Path, *extra: str) -> list[dict]:
     r = cli(work, "export", *extra)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
-
-
-def stored(work: Path, path: str = "q", collection: str = "pages") -> dict[str, dict]:
-    """The embedded collection's points, read in-process ({id: payload}; cheaper than `export`)."""
-    store = EdgeStore(work / path, collection)
-    try:
-        return {p.id: p.payload for p in store.scroll()}
-    finally:
-        store.close()
 
 
 def by_id(records: list[dict]) -> dict[str, dict]:
@@ -99,27 +46,10 @@ def by_id(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def state_rows(path: Path) -> tuple[list[tuple], int]:
-    db = sqlite3.connect(str(path))
-    try:
-        pages = [tuple(r) for r in db.execute("SELECT * FROM pages ORDER BY url")]
-        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    finally:
-        db.close()
-    return pages, runs
-
-
-@pytest.fixture
-def work(tmp_path):
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
 # -- run ----------------------------------------------------------------------------------------
 def test_run_report_keys_and_counts_then_a_full_pass_is_all_not_modified(site, work):
-    urls = build(site)
-    r = run(site, work, "--now", T0, report="R.json")
+    urls = cli_build(site)
+    r = cli_run(site, work, "--now", T0_ISO, report="R.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "R.json").read_text())
     assert REPORT_KEYS <= rep.keys()
@@ -142,7 +72,7 @@ def test_run_report_keys_and_counts_then_a_full_pass_is_all_not_modified(site, w
         assert datetime.fromisoformat(p["fetched_at"]) == datetime(2026, 1, 1, tzinfo=timezone.utc)
 
     # second pass, --full, over the unchanged site: every page answers 304, nothing is embedded
-    r = run(site, work, "--full", report="R2.json")
+    r = cli_run(site, work, "--full", report="R2.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "R2.json").read_text())
     assert REPORT_KEYS <= rep.keys()
@@ -154,8 +84,8 @@ def test_run_report_keys_and_counts_then_a_full_pass_is_all_not_modified(site, w
 
 
 def test_dry_run_prints_would_lines_and_writes_nothing(site, work):
-    urls = build(site)
-    r = run(site, work, "--dry-run")
+    urls = cli_build(site)
+    r = cli_run(site, work, "--dry-run")
     assert r.returncode == 0, r.stderr
     would = [ln for ln in r.stdout.splitlines() if ln.startswith("would")]
     assert len(would) == 3
@@ -168,26 +98,26 @@ def test_dry_run_prints_would_lines_and_writes_nothing(site, work):
 
 
 def test_dry_run_after_a_pass_changes_neither_collection_nor_state(site, work):
-    urls = build(site)
-    assert run(site, work, "--now", T0).returncode == 0
+    urls = cli_build(site)
+    assert cli_run(site, work, "--now", T0_ISO).returncode == 0
     points_before = stored(work)
-    state_before = state_rows(work / "s.db")
+    state_before = state_db_rows(work / "s.db")
     site.set("/p1.html", page_html("Page 1", [para("rewritten-1"), para("rewritten-2")]))
     site.remove("/p2.html")
 
-    r = run(site, work, "--dry-run", "--full")
+    r = cli_run(site, work, "--dry-run", "--full")
     assert r.returncode == 0, r.stderr
     would = [ln for ln in r.stdout.splitlines() if ln.startswith("would")]
     assert len(would) == 2, r.stdout
     assert any(urls[1] in ln and ln.startswith("would change ") for ln in would), r.stdout
     assert any(urls[2] in ln and ln.startswith("would remove ") for ln in would), r.stdout
     assert stored(work) == points_before
-    assert state_rows(work / "s.db") == state_before
+    assert state_db_rows(work / "s.db") == state_before
 
 
 def test_bad_now_exits_2_with_one_line_and_writes_nothing(site, work):
-    build(site)
-    r = run(site, work, "--now", "yesterday-ish")
+    cli_build(site)
+    r = cli_run(site, work, "--now", "yesterday-ish")
     assert r.returncode == 2
     assert "--now" in one_error_line(r)
     assert list(work.iterdir()) == []
@@ -214,8 +144,8 @@ def test_bad_durations_name_the_flag(text):
     ["--policy", "uniform", "--revisit-interval", "1h"],  # below the 6 h floor
 ])
 def test_bad_revisit_interval_exits_2_with_one_line_and_writes_nothing(site, work, extra):
-    build(site)
-    r = run(site, work, *extra)
+    cli_build(site)
+    r = cli_run(site, work, *extra)
     assert r.returncode == 2
     assert "interval" in one_error_line(r)
     assert list(work.iterdir()) == []
@@ -223,12 +153,12 @@ def test_bad_revisit_interval_exits_2_with_one_line_and_writes_nothing(site, wor
 
 
 def test_uniform_revisit_interval_schedules_every_page_that_far_ahead(site, work):
-    build(site)
-    r = run(site, work, "--now", T0, "--policy", "uniform", "--revisit-interval", "12h")
+    cli_build(site)
+    r = cli_run(site, work, "--now", T0_ISO, "--policy", "uniform", "--revisit-interval", "12h")
     assert r.returncode == 0, r.stderr
     with sqlite3.connect(work / "s.db") as db:
         due = {row[0] for row in db.execute("SELECT due_at FROM pages")}
-    assert due == {datetime(2026, 1, 1, 12, tzinfo=timezone.utc).timestamp()}, due  # T0 + 12 h
+    assert due == {datetime(2026, 1, 1, 12, tzinfo=timezone.utc).timestamp()}, due  # T0_ISO + 12 h
 
 
 @pytest.mark.parametrize("bad", ["ftp://example.com/sitemap.xml", "sitemap.xml"])
@@ -247,9 +177,9 @@ def test_run_without_sitemap_url_or_state_exits_2(work):
 
 
 def test_page_failures_exit_1_and_are_reported(site, work):
-    urls = build(site)
+    urls = cli_build(site)
     site.error("/p1.html", 500)
-    r = run(site, work, report="R.json")
+    r = cli_run(site, work, report="R.json")
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
     rep = json.loads((work / "R.json").read_text())
@@ -266,24 +196,24 @@ def test_page_failures_exit_1_and_are_reported(site, work):
 
 
 def test_the_summary_line_says_how_many_due_pages_max_fetches_left(site, work):
-    build(site, n=5)
-    r = run(site, work, "--max-fetches", "2", "--now", T0, report="R.json")
+    cli_build(site, n=5)
+    r = cli_run(site, work, "--max-fetches", "2", "--now", T0_ISO, report="R.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "R.json").read_text())
     assert rep["pages_deferred"] == 3
     summary = r.stderr.strip().splitlines()[-1]
     assert "0 failed, 3 deferred (--max-fetches); chunks:" in summary, summary
-    r = run(site, work, "--now", T0)  # nothing left over: not said
+    r = cli_run(site, work, "--now", T0_ISO)  # nothing left over: not said
     assert "deferred" not in r.stderr.strip().splitlines()[-1]
 
 
 def test_dead_qdrant_url_from_env_fails_with_one_clear_line(site, work):
-    build(site)
+    cli_build(site)
     r = cli(work, "run", "--sitemap", sitemap(site), "--state", "s.db", "--embedder", "fake",
-            env={"QDRANT_URL": DEAD, "QDRANT_API_KEY": KEY})
+            env={"QDRANT_URL": DEAD, "QDRANT_API_KEY": API_KEY})
     assert r.returncode in (1, 2), (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
-    assert KEY not in r.stderr and KEY not in r.stdout
+    assert API_KEY not in r.stderr and API_KEY not in r.stdout
     assert site.count() == 0, "the store is checked before anything is fetched"
     line = one_error_line(r)
     assert "Qdrant" in line
@@ -291,11 +221,11 @@ def test_dead_qdrant_url_from_env_fails_with_one_clear_line(site, work):
 
 # -- status -------------------------------------------------------------------------------------
 def test_status_shows_tracked_and_due_counts(site, work):
-    build(site)
-    assert run(site, work, "--now", T0).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work, "--now", T0_ISO).returncode == 0
     n_points = len(stored(work))
 
-    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)  # clock of the pass
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)  # clock of the pass
     assert r.returncode == 0, r.stderr
     assert "pages: 3 tracked" in r.stdout
     assert "due now: 0" in r.stdout
@@ -311,47 +241,47 @@ def test_status_shows_tracked_and_due_counts(site, work):
 def test_status_shows_failing_pages_with_a_few_examples_without_pages(site, work):
     """`status` used to list failing pages (and their errors) only with --pages:
     now it names the first few, with their last error, and how many more."""
-    urls = build(site, n=7, sections=1)
-    assert run(site, work, "--now", T0).returncode == 0
+    urls = cli_build(site, n=7, sections=1)
+    assert cli_run(site, work, "--now", T0_ISO).returncode == 0
     for i in range(7):
         site.error(f"/p{i}.html", 500)
-    assert run(site, work, "--now", T0, "--full").returncode == 1
-    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert cli_run(site, work, "--now", T0_ISO, "--full").returncode == 1
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)
     assert r.returncode == 0, r.stderr
     assert "failing: 7" in r.stdout
     shown = [ln for ln in r.stdout.splitlines() if ln.startswith("  ") and "HTTP 500" in ln]
     assert len(shown) == 5 and all(any(u in ln for u in urls) for ln in shown), r.stdout
     assert "2 more failing pages: see status --pages" in r.stdout, r.stdout
-    info = json.loads(cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", T0).stdout)
+    info = json.loads(cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO).stdout)
     assert info["pages_failing"] == 7 and len(info["failing_examples"]) == 5
     assert {"url", "failures", "last_error"} <= info["failing_examples"][0].keys()
     assert "HTTP 500" in info["failing_examples"][0]["last_error"]
-    r = cli(work, "status", "--pages", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    r = cli(work, "status", "--pages", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)
     assert "see status --pages" not in r.stdout  # every page is listed below
 
 
 def test_status_says_when_the_sitemap_lastmod_is_one_stamp(site, work):
     """The one case where the revisit policy alone decides, and the README's advice for it."""
-    build(site)
+    cli_build(site)
     site.sitemap_mode = "same-lastmod"
-    assert run(site, work, "--now", T0).returncode == 0
-    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert cli_run(site, work, "--now", T0_ISO).returncode == 0
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)
     assert r.returncode == 0, r.stderr
     assert "the same stamp on every URL" in r.stdout and "--policy uniform" in r.stdout
-    assert run(site, work, "--now", "2026-01-05T00:00:00Z", "--policy", "uniform").returncode == 0
+    assert cli_run(site, work, "--now", "2026-01-05T00:00:00Z", "--policy", "uniform").returncode == 0
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-05T00:00:00Z")
     assert "same stamp" not in r.stdout  # the advice is taken
 
 
 def test_status_shows_each_hosts_lastmod_trust(site, work):
-    build(site)
+    cli_build(site)
     for i in range(3):  # distinct stamps: a usable lastmod
         site.touch(f"/p{i}.html", 1_700_000_000 + 3600 * i)
-    assert run(site, work, "--now", T0, "--policy", "change-rate").returncode == 0
-    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0)
+    assert cli_run(site, work, "--now", T0_ISO, "--policy", "change-rate").returncode == 0
+    r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)
     assert "same stamp" not in r.stdout and "host " not in r.stdout  # no advance seen yet
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=1_700_000_000 + 86400)
-    assert run(site, work, "--now", "2026-01-01T01:00:00Z", "--policy", "change-rate").returncode == 0  # the advance is visited, confirmed
+    assert cli_run(site, work, "--now", "2026-01-01T01:00:00Z", "--policy", "change-rate").returncode == 0  # the advance is visited, confirmed
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     host = site.server.url("/").split("//")[1].split(":")[0]
     assert (f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "
@@ -363,8 +293,8 @@ def test_status_shows_each_hosts_lastmod_trust(site, work):
 
 # -- export / import ------------------------------------------------------------------------------
 def test_export_lines_and_round_trip_through_import(site, work):
-    build(site)
-    r = run(site, work, report="R.json")
+    cli_build(site)
+    r = cli_run(site, work, report="R.json")
     assert r.returncode == 0, r.stderr
     written = json.loads((work / "R.json").read_text())["chunks_written"]
 
@@ -474,8 +404,8 @@ def test_import_of_a_missing_file_exits_2(work):
 def test_export_into_a_closed_pipe_ends_quietly(site, work):
     """`pagesync export | head -1`: the reader leaves early. That was 'pagesync: error: [Errno
     32] Broken pipe', twice, and exit 2 (a usage error); now silence and 141, as SIGPIPE gives."""
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen([sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db",
@@ -487,9 +417,9 @@ def test_export_into_a_closed_pipe_ends_quietly(site, work):
 
 
 def test_status_export_import_accept_the_shared_options(site, work):
-    build(site)
-    assert run(site, work, "--collection", "docs").returncode == 0
-    common = ["--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY]
+    cli_build(site)
+    assert cli_run(site, work, "--collection", "docs").returncode == 0
+    common = ["--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", API_KEY]
 
     r = cli(work, "status", *common)
     assert r.returncode == 0, r.stderr
@@ -500,7 +430,7 @@ def test_status_export_import_accept_the_shared_options(site, work):
     dump = r.stdout
     assert len(dump.splitlines()) >= 3
 
-    r = cli(work, "import", "--collection", "docs2", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY, input=dump)
+    r = cli(work, "import", "--collection", "docs2", "--qdrant-path", "q", "--state", "s.db", "--api-key", API_KEY, input=dump)
     assert r.returncode == 0, r.stderr
     assert stored(work, collection="docs2") == stored(work, collection="docs")
 
@@ -514,7 +444,7 @@ def test_status_export_import_accept_the_shared_options(site, work):
         assert r.returncode == 2, (cmd, r.returncode, r.stderr)  # an unreachable server is exit 2
         assert "No such option" not in r.stderr
         assert "Traceback" not in r.stderr
-        assert KEY not in r.stderr and KEY not in r.stdout
+        assert API_KEY not in r.stderr and API_KEY not in r.stdout
         assert any(ln.startswith("pagesync: error:") and "Qdrant" in ln for ln in r.stderr.splitlines()), r.stderr
 
 
@@ -525,9 +455,9 @@ def test_audit_accepts_the_shared_options(site, work):
     assert r.returncode == 0, r.stderr
     for opt in ("--collection", "--qdrant-url", "--api-key", "--qdrant-path", "--state", "--json", "--fix"):
         assert opt in r.stdout, opt
-    build(site)
-    assert run(site, work, "--collection", "docs").returncode == 0
-    r = cli(work, "audit", "--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", KEY)
+    cli_build(site)
+    assert cli_run(site, work, "--collection", "docs").returncode == 0
+    r = cli(work, "audit", "--collection", "docs", "--qdrant-path", "q", "--state", "s.db", "--api-key", API_KEY)
     assert r.returncode == 0, r.stdout + r.stderr  # a fresh pass leaves nothing to find
 
 
@@ -535,11 +465,11 @@ def test_audit_accepts_the_shared_options(site, work):
 def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
     """The guard's refusal is the pass's, not a page's: one line that starts with what it is
     ("mass-deletion guard: ..."), not "error (pass): ...", in a dry run too; exit 1."""
-    build(site, n=10)
-    assert run(site, work, "--now", T0).returncode == 0
+    cli_build(site, n=10)
+    assert cli_run(site, work, "--now", T0_ISO).returncode == 0
     for i in range(6):
         site.remove(f"/p{i}.html")
-    r = run(site, work, "--now", "2026-01-01T01:00:00Z", *(["--dry-run"] if dry else []))
+    r = cli_run(site, work, "--now", "2026-01-01T01:00:00Z", *(["--dry-run"] if dry else []))
     assert r.returncode == 1, r.stderr
     guard = [ln for ln in r.stderr.splitlines() if "mass-deletion guard" in ln]
     assert len(guard) == 1, r.stderr
@@ -552,8 +482,8 @@ def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
 def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
     """Seen in use: `status` during a run waited 10 s and exited 2 ("open in another process").
     README: status always reports; the points are then not counted, and a warning says so."""
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     holder = EdgeStore(work / "q", "pages")  # as a running pass holds it
     try:
         holder.count()

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.commands.test_cli import ROOT, build, cli, one_error_line, run, sitemap, stored, work  # noqa: F401
+from tests.cli_helpers import ROOT, cli, cli_build, cli_run, one_error_line, sitemap, stored
 
 COMMON = ("--qdrant-path", "q", "--state", "s.db")
 
@@ -25,7 +25,7 @@ def _env() -> dict[str, str]:
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------
 def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site, work):
-    urls = build(site, n=4)
+    urls = cli_build(site, n=4)
     site.slow("/p3.html", 30)  # fetched last (one worker, sorted): the pass is still running then
     p = subprocess.Popen([sys.executable, "-m", "sync", "run", "--sitemap", sitemap(site), *COMMON,
                           "--embedder", "fake", "--workers", "1", "--embed-batch", "1", "--report", "R.json"],
@@ -55,7 +55,7 @@ def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site
     assert urls[3] not in written
 
     site.slow("/p3.html", 0)
-    r = run(site, work)  # the state lock was released; the pass picks up the rest
+    r = cli_run(site, work)  # the state lock was released; the pass picks up the rest
     assert r.returncode == 0, r.stderr
     assert {pl["url"] for pl in stored(work).values()} == set(urls)
     a = cli(work, "audit", *COMMON)
@@ -77,9 +77,9 @@ def test_now_before_the_last_pass_warns_and_no_history_goes_negative(site, work)
 
     from sync.core.history import history_from_json
 
-    build(site)
-    assert run(site, work, "--now", "2025-01-01T00:00:00Z").returncode == 0
-    r = run(site, work, "--now", "2024-06-01T00:00:00Z", "--full")
+    cli_build(site)
+    assert cli_run(site, work, "--now", "2025-01-01T00:00:00Z").returncode == 0
+    r = cli_run(site, work, "--now", "2024-06-01T00:00:00Z", "--full")
     assert r.returncode == 0, r.stderr
     warned = [ln for ln in r.stderr.splitlines() if "is before the last pass's clock" in ln]
     assert len(warned) == 1 and "--now 2024-06-01T00:00:00Z" in warned[0] and "2025-01-01T00:00:00+00:00" in warned[0]
@@ -88,7 +88,7 @@ def test_now_before_the_last_pass_warns_and_no_history_goes_negative(site, work)
     assert histories and all(v.elapsed_s >= 0 for h in histories for v in h)
     assert any(h and h[-1].elapsed_s == 0 for h in histories)
     # the same clock again and later ones give no warning
-    r = run(site, work, "--now", "2025-01-02T00:00:00Z", "--dry-run")
+    r = cli_run(site, work, "--now", "2025-01-02T00:00:00Z", "--dry-run")
     assert r.returncode == 0 and "before the last pass's clock" not in r.stderr
 
 
@@ -113,41 +113,41 @@ def _ts(day: float, hours: float = 0) -> float:
 
 
 def test_switching_to_uniform_caps_every_due_time_at_the_last_visit_plus_the_interval(site, work):
-    build(site)
+    cli_build(site)
     hd = ("--policy", "halve-double")
-    assert run(site, work, "--now", _at(0), *hd).returncode == 0  # first visits: due in 3 d
-    assert run(site, work, "--now", _at(3), *hd).returncode == 0  # unchanged: 6 d
-    assert run(site, work, "--now", _at(9), *hd).returncode == 0  # unchanged: 12 d
+    assert cli_run(site, work, "--now", _at(0), *hd).returncode == 0  # first visits: due in 3 d
+    assert cli_run(site, work, "--now", _at(3), *hd).returncode == 0  # unchanged: 6 d
+    assert cli_run(site, work, "--now", _at(9), *hd).returncode == 0  # unchanged: 12 d
     assert _due(work) == {_ts(21)}
     uni = ("--policy", "uniform", "--revisit-interval", "6h")
-    r = run(site, work, "--now", _at(10), *uni, "--dry-run", "--report", "D.json")
+    r = cli_run(site, work, "--now", _at(10), *uni, "--dry-run", "--report", "D.json")
     assert r.returncode == 0, r.stderr
     assert json.loads((work / "D.json").read_text())["pages_fetched"] == 3
     assert "(halve-double -> uniform 6 h): would reschedule 3 of 3 visited pages, 3 of them due now" in r.stderr
     assert _due(work) == {_ts(21)}, "a dry run writes nothing"
 
-    r = run(site, work, "--now", _at(10), *uni, "--report", "R.json")
+    r = cli_run(site, work, "--now", _at(10), *uni, "--report", "R.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "R.json").read_text())
     assert (rep["pages_fetched"], rep["pages_rescheduled"]) == (3, 3), r.stderr
     assert (rep["policy"], rep["revisit_interval_s"]) == ("uniform", 6 * 3600)
     assert sum("revisit policy changed" in ln for ln in r.stderr.splitlines()) == 1
     assert _due(work) == {_ts(10, 6)}
-    r = run(site, work, "--now", _at(10, 1), *uni, "--report", "R.json")  # no switch: no line, nothing due
+    r = cli_run(site, work, "--now", _at(10, 1), *uni, "--report", "R.json")  # no switch: no line, nothing due
     assert "revisit policy changed" not in r.stderr
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     # a longer interval: nothing is pulled earlier, each page keeps its due time until visited
-    r = run(site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json")
+    r = cli_run(site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json")
     assert "(uniform 6 h -> uniform 3 d): rescheduled 0 of 3 visited pages" in r.stderr
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     assert _due(work) == {_ts(10, 6)}
 
 
 def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(site, work):
-    build(site)
-    assert run(site, work, "--now", _at(0), "--policy", "uniform", "--revisit-interval", "30d").returncode == 0
+    cli_build(site)
+    assert cli_run(site, work, "--now", _at(0), "--policy", "uniform", "--revisit-interval", "30d").returncode == 0
     assert _due(work) == {_ts(30)}
-    r = run(site, work, "--now", _at(5), "--report", "R.json", "--policy", "change-rate")  # a first visit gives 3 d
+    r = cli_run(site, work, "--now", _at(5), "--report", "R.json", "--policy", "change-rate")  # a first visit gives 3 d
     assert r.returncode == 0, r.stderr
     assert "(uniform 30 d -> change-rate): rescheduled 3 of 3 visited pages, 3 of them due now" in r.stderr
     rep = json.loads((work / "R.json").read_text())
@@ -156,7 +156,7 @@ def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(s
 
 # -- status: no lastmod is not "one stamp on every URL" ----------------------------------------------
 def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site, work):
-    urls = build(site)
+    urls = cli_build(site)
     locs = "".join(f"<url><loc>{u}</loc></url>" for u in urls)
     site.set("/sitemap-plain.xml", '<?xml version="1.0" encoding="UTF-8"?><urlset '
              f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>', content_type="application/xml")
@@ -171,22 +171,22 @@ def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site
     assert "same stamp" not in st.stdout
 
     site.sitemap_mode = "same-lastmod"
-    assert run(site, work, "--report", "R.json").returncode == 0
+    assert cli_run(site, work, "--report", "R.json").returncode == 0
     assert json.loads((work / "R.json").read_text())["lastmod_state"] == "same"
     st = cli(work, "status", *COMMON)
     assert "sitemap lastmod: the same stamp on every URL (ignored) at the last pass" in st.stdout
     site.sitemap_mode = "plain"
     for i in range(3):  # distinct stamps: a usable lastmod
         site.touch(f"/p{i}.html", 1_700_000_000 + 3600 * i)
-    assert run(site, work, "--report", "R.json").returncode == 0
+    assert cli_run(site, work, "--report", "R.json").returncode == 0
     assert json.loads((work / "R.json").read_text())["lastmod_state"] == "varied"
     assert "sitemap lastmod:" not in cli(work, "status", *COMMON).stdout
 
 
 # -- import: a vector size that does not fit names the file's size, not an embedder's ---------------
 def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
-    build(site)
-    assert run(site, work).returncode == 0  # 16-d fake vectors
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0  # 16-d fake vectors
     line = json.dumps({"id": "00000000-0000-0000-0000-000000000001", "payload": {"url": "https://x.example/a"},
                        "vector": [0.6, 0.8, 0.0]})
     before = stored(work)
@@ -200,7 +200,7 @@ def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
 
 # -- a skipped child sitemap is said in the run's log and summary ----------------------------------
 def test_a_skipped_child_sitemap_is_logged_and_counted_in_the_summary(site, work):
-    build(site)
+    cli_build(site)
     index = ('<?xml version="1.0" encoding="UTF-8"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
              f"<sitemap><loc>{sitemap(site)}</loc></sitemap>"
              "<sitemap><loc>https://elsewhere.example/sitemap.xml</loc></sitemap></sitemapindex>")

@@ -10,8 +10,8 @@ import sqlite3
 import pytest
 
 from sync.edges.edge_store import EdgeStore
-from tests.commands.test_audit import damage
-from tests.commands.test_cli import build, cli, one_error_line, parallel, run, sitemap, stored, work  # noqa: F401
+from tests.cli_helpers import cli, cli_build, cli_run, one_error_line, parallel, sitemap, stored
+from tests.helpers import damage, page_html, para
 
 COMMON = ("--qdrant-path", "q", "--state", "s.db")
 
@@ -19,8 +19,8 @@ COMMON = ("--qdrant-path", "q", "--state", "s.db")
 # -- A: audit --fix checks the embedder before writing -------------------------------------------
 def indexed_and_damaged(site, work) -> None:
     """Four pages indexed with the 16-d fake embedder, then every audit category planted."""
-    build(site, n=4)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=4)
+    assert cli_run(site, work).returncode == 0
     store = EdgeStore(work / "q", "pages")
     try:
         damage(store, site)
@@ -47,8 +47,8 @@ def test_audit_fix_without_embedder_uses_the_one_the_points_name(site, work):
 
 
 def test_search_without_embedder_uses_the_one_the_points_name_and_a_wrong_one_is_exit_2(site, work):
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     ok, wrong = parallel(lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--json"),
                          lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--embedder", "fake-32"))
     assert ok.returncode == 0, ok.stderr
@@ -66,17 +66,17 @@ def _damage_state(path) -> None:
 
 
 def test_a_damaged_state_is_exit_2_naming_the_file_and_what_to_do(site, work):
-    build(site, n=30, sections=6)
-    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    cli_build(site, n=30, sections=6)
+    assert cli_run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
     db = work / "s.db"
     with sqlite3.connect(db) as c:  # fold the WAL in, so the damage is in the file the next open reads
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     assert db.stat().st_size > 20000
     _damage_state(db)
     calls = [
-        lambda: run(site, work, "--full"),
-        lambda: run(site, work, "--now", "2026-01-01T00:00:00Z"),  # nothing due
-        lambda: run(site, work, "--now", "2027-01-01T00:00:00Z"),  # everything due
+        lambda: cli_run(site, work, "--full"),
+        lambda: cli_run(site, work, "--now", "2026-01-01T00:00:00Z"),  # nothing due
+        lambda: cli_run(site, work, "--now", "2027-01-01T00:00:00Z"),  # everything due
         lambda: cli(work, "status", *COMMON),
         lambda: cli(work, "audit", *COMMON),
     ]
@@ -101,8 +101,8 @@ def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
     (tests/commands/test_cli.py::test_status_reports_from_the_state_while_a_pass_holds_the_store)."""
     import os
 
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     holder = EdgeStore(work / "q", "pages")
     holder.count()  # opens (and locks) the shard, as a pass does
     # Longer than cli()'s 60 s timeout: a reader that waited for the writer would fail the test.
@@ -122,8 +122,8 @@ def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
 
 
 def test_a_writer_waits_for_a_shard_held_and_says_how_long(site, work):
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     point = cli(work, "export", "--with-vectors", *COMMON).stdout.splitlines()[0]
     holder = EdgeStore(work / "q", "pages", reading=True)
     holder.count()
@@ -143,7 +143,7 @@ def test_a_store_wait_that_is_not_seconds_is_exit_2(work, value):
 
 
 def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
-    build(site)
+    cli_build(site)
     args = ("run", "--sitemap", sitemap(site), "--embedder", "fake")
     rs = parallel(
         lambda: cli(work, *args, "--state", "s.db", "--qdrant-url", "http://127.0.0.1:1"),
@@ -165,8 +165,8 @@ def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
 # -- H: a collection that does not exist -------------------------------------------------------------
 def test_a_mistyped_collection_is_exit_2_for_every_reader(site, work):
     """audit, export and search refuse; status reports, its first line a warning naming it."""
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     rs = parallel(*[lambda c=c: cli(work, c, "--collection", "pagse", *COMMON) for c in ("audit", "export")],
                   lambda: cli(work, "search", "x", "--collection", "pagse", "--qdrant-path", "q"),
                   lambda: cli(work, "status", "--collection", "pagse", *COMMON))
@@ -181,9 +181,9 @@ def test_a_mistyped_collection_is_exit_2_for_every_reader(site, work):
 
 def test_nothing_indexed_yet_is_not_a_missing_collection(site, work):
     """A first pass that indexed nothing (every page failed): status and audit say so, exit 0."""
-    build(site, n=1)
+    cli_build(site, n=1)
     site.error("/p0.html", 500)
-    assert run(site, work).returncode == 1
+    assert cli_run(site, work).returncode == 1
     rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON),
                   lambda: cli(work, "export", *COMMON))
     for r in rs:
@@ -192,10 +192,10 @@ def test_nothing_indexed_yet_is_not_a_missing_collection(site, work):
 
 # -- D: numbers that add up and say what they count ---------------------------------------------------
 def test_status_pages_line_adds_up_and_audit_examples_say_what_they_count(site, work):
-    urls = build(site, n=4)
-    assert run(site, work).returncode == 0
+    urls = cli_build(site, n=4)
+    assert cli_run(site, work).returncode == 0
     site.remove("/p3.html")
-    assert run(site, work, "--full").returncode == 0
+    assert cli_run(site, work, "--full").returncode == 0
     r = cli(work, "status", *COMMON)
     assert r.returncode == 0, r.stderr
     assert "pages: 3 tracked (3 live); 1 gone (no points); 4 in the state" in r.stdout, r.stdout
@@ -211,10 +211,10 @@ def test_status_pages_line_adds_up_and_audit_examples_say_what_they_count(site, 
 
 # -- E: a dry run's lines --------------------------------------------------------------------------------
 def test_dry_run_lines_read_as_would_be_actions(site, work):
-    urls = build(site)
-    assert run(site, work).returncode == 0
+    urls = cli_build(site)
+    assert cli_run(site, work).returncode == 0
     site.remove("/p2.html")
-    r = run(site, work, "--dry-run", "--full")
+    r = cli_run(site, work, "--dry-run", "--full")
     assert r.returncode == 0, r.stderr
     assert f"would remove {urls[2]}" in r.stderr
     assert any(ln.startswith("would remove") and urls[2] in ln for ln in r.stdout.splitlines()), r.stdout
@@ -225,25 +225,25 @@ def test_a_page_answering_an_error_in_a_dry_run_reads_as_failed_not_would_fail(s
     """The dry run fetched the page and it answered 500: that happened, so its lines say
     "failed", not "would fail", and no "error" line suggests that something failed to be
     written. The exit code stays the contract's: 1, pages failed."""
-    urls = build(site)
-    assert run(site, work).returncode == 0
+    urls = cli_build(site)
+    assert cli_run(site, work).returncode == 0
     site.error("/p1.html", 500)
-    r = run(site, work, "--dry-run", "--full")
+    r = cli_run(site, work, "--dry-run", "--full")
     assert r.returncode == 1, r.stderr
     out = r.stdout + r.stderr
     assert "would fail" not in out and not any(ln.startswith("error") for ln in r.stderr.splitlines()), out
     (line,) = [ln for ln in r.stdout.splitlines() if urls[1] in ln]
     assert line.startswith("failed ") and "(HTTP 500; a pass would keep its points and retry later)" in line, line
     assert f"failed {urls[1]}: HTTP 500 (dry run: nothing written)" in r.stderr, r.stderr
-    real = run(site, work, "--full")
+    real = cli_run(site, work, "--full")
     assert real.returncode == 1 and f"error {urls[1]}: HTTP 500" in real.stderr, real.stderr
 
 
 # -- F: -q / -v after `run`, quiet third parties, help texts -----------------------------------------------
 def test_run_takes_q_and_v_and_v_logs_skips_but_no_third_party_debug(site, work):
-    urls = build(site)
-    assert run(site, work, "-q").returncode == 0
-    r = run(site, work, "--full", "-v")
+    urls = cli_build(site)
+    assert cli_run(site, work, "-q").returncode == 0
+    r = cli_run(site, work, "--full", "-v")
     assert r.returncode == 0, r.stderr
     assert f"not_modified {urls[0]}" in r.stderr  # every page, skips included
     assert "Using selector" not in r.stderr and "minimum date" not in r.stderr
@@ -266,9 +266,9 @@ def test_help_texts():
 
 # -- G: an error names its URL once ---------------------------------------------------------------------------
 def test_a_sitemap_error_names_the_url_once(site, work):
-    build(site)
+    cli_build(site)
     site.sitemap_mode = "missing"  # the sitemap answers 404
-    r = run(site, work)
+    r = cli_run(site, work)
     assert r.returncode == 1, r.stderr
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
     assert line.count(sitemap(site)) == 1, line
@@ -277,8 +277,8 @@ def test_a_sitemap_error_names_the_url_once(site, work):
 def test_run_without_a_sitemap_or_url_is_a_usage_error_even_with_a_state(site, work):
     """The state does not keep the sources, and the scope is theirs: a run without them
     used to skip every due page as out of scope and exit 0."""
-    build(site)
-    assert run(site, work).returncode == 0
+    cli_build(site)
+    assert cli_run(site, work).returncode == 0
     r = cli(work, "run", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", "--now", "2030-01-01T00:00:00Z")
     assert r.returncode == 2
     assert "give --sitemap or --url" in one_error_line(r) and "--crawl" in one_error_line(r)
@@ -291,8 +291,8 @@ def test_audit_fix_now_is_the_repair_pass_clock(site, work):
     """A replay or backfill runs `run --now`; `audit --fix` in it must not record its repair
     pass at the wall clock (every later pass then warned that its --now was
     before the last pass's clock, and the repaired pages were scheduled from the real date)."""
-    build(site, n=4)
-    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    cli_build(site, n=4)
+    assert cli_run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
     store = EdgeStore(work / "q", "pages")
     try:
         damage(store, site)
@@ -308,7 +308,7 @@ def test_audit_fix_now_is_the_repair_pass_clock(site, work):
         db.close()
     assert last["now"].startswith("2026-01-01T06:00:00")
     assert max(fetched) == pytest.approx(1767247200.0)  # 2026-01-01T06:00:00Z, not today
-    r = run(site, work, "--now", "2026-01-02T00:00:00Z")
+    r = cli_run(site, work, "--now", "2026-01-02T00:00:00Z")
     assert r.returncode == 0 and "before the last pass's clock" not in r.stderr, r.stderr
     bad = cli(work, "audit", "--fix", "--now", "yesterday", *COMMON)
     assert bad.returncode == 2 and "--now 'yesterday'" in one_error_line(bad)
@@ -319,7 +319,7 @@ def test_a_run_with_another_embedder_of_the_same_size_is_refused_even_with_full(
     default all-MiniLM-L6-v2) re-embedded only the pages it visited; the collection then held
     both models' vectors, and audit, status and search said nothing. Refused (exit 2, nothing
     written), --full too; without --embedder a run keeps the collection's own model."""
-    build(site, n=3)
+    cli_build(site, n=3)
     common = ("--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db")
     assert cli(work, "run", *common, "--embedder", "fake-384").returncode == 0
     site.set("/p1.html", site.resources["/p1.html"].body.replace(b"p1-s1", b"p1-s1 edited"))
@@ -340,9 +340,8 @@ def test_audit_fix_with_one_state_leaves_another_states_site_alone(site, work):
     --state a.db` deleted the other site's points as orphans, and that site's next run did
     not notice (0 fetched). Points of a site a state never tracked are foreign to it."""
     from demo.site_server import Site, SiteServer
-    from tests.commands.test_cli import page_html, para
 
-    build(site, n=2)
+    cli_build(site, n=2)
     other = Site()
     with SiteServer(other) as server:
         other.server = server  # type: ignore[attr-defined]

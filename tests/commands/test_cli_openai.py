@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from tests.cli_helpers import DEAD, cli, cli_build, one_error_line, sitemap
 from tests.embedders.fake_openai import KEY, FakeOpenAI, serve
-from tests.commands.test_cli import DEAD, build, cli, one_error_line, sitemap
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def run_openai(site, work, url, key, *extra):
 
 def test_a_wrong_key_is_exit_2_before_any_page_is_fetched_and_never_printed(site, tmp_path, openai_server):
     fake, url = openai_server
-    build(site)
+    cli_build(site)
     wrong = "sk-wrong-abcdefXYZ123"
     r = run_openai(site, tmp_path, url, wrong)
     assert r.returncode == 2, r.stderr
@@ -45,7 +45,7 @@ def test_a_wrong_key_is_exit_2_before_any_page_is_fetched_and_never_printed(site
 
 
 def test_a_server_that_does_not_answer_is_exit_2_before_any_page_is_fetched(site, tmp_path):
-    build(site)
+    cli_build(site)
     r = run_openai(site, tmp_path, DEAD + "/v1", KEY)
     assert r.returncode == 2, r.stderr
     assert "does not answer" in one_error_line(r)
@@ -54,7 +54,7 @@ def test_a_server_that_does_not_answer_is_exit_2_before_any_page_is_fetched(site
 
 def test_a_pass_through_the_server_reports_its_tokens_and_search_uses_the_same_model(site, tmp_path, openai_server):
     fake, url = openai_server
-    build(site)
+    cli_build(site)
     r = run_openai(site, tmp_path, url, KEY, "--report", "r.json", "--embed-concurrency", "2")
     assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "r.json").read_text())
@@ -71,7 +71,7 @@ def test_a_pass_through_the_server_reports_its_tokens_and_search_uses_the_same_m
 
 def test_the_spending_guard_is_exit_1_with_one_line_and_nothing_sent(site, tmp_path, openai_server):
     fake, url = openai_server
-    build(site)
+    cli_build(site)
     r = run_openai(site, tmp_path, url, KEY, "--max-embed-tokens", "0", "--embed-dimensions", "8")
     assert r.returncode == 1, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if "token budget reached" in ln]
@@ -80,7 +80,7 @@ def test_the_spending_guard_is_exit_1_with_one_line_and_nothing_sent(site, tmp_p
 
 
 def test_remote_options_with_a_local_embedder_are_exit_2(site, tmp_path):
-    build(site)
+    cli_build(site)
     r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
             "--embedder", "fake", "--embed-dimensions", "8")
     assert r.returncode == 2

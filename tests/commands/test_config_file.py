@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sync.commands.cli import app
-from tests.helpers import page_html, para
+from tests.helpers import DOCS, build_docs, page_html, para
 
 
 @pytest.fixture
@@ -136,8 +136,6 @@ def test_a_crawl_and_its_site_rules_come_from_the_file(site, cwd):
     """A Sphinx-like site with no sitemap, driven by pagesync.toml alone: the crawl starts
     where the [[site]] says, its exclude keeps a page out, the default excludes keep the
     index and search pages out, and a top-level key (max_pages) bounds it."""
-    from tests.integration.test_crawl import DOCS, build_docs
-
     build_docs(site)
     (cwd / "pagesync.toml").write_text(
         'qdrant_path = "store"\nstate = "state.db"\nembedder = "fake"\nmax_pages = 100\n'

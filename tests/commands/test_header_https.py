@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.test_cli import cli
+from tests.cli_helpers import cli
 from tests.helpers import page_html, para
 
 pytestmark = pytest.mark.slow

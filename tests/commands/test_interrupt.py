@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from tests.commands.test_cli import ROOT, build, run, sitemap, stored
+from tests.cli_helpers import ROOT, cli_build, cli_run, sitemap, stored
 
 # Loaded by the pass's interpreter (sitecustomize on PYTHONPATH): the fake embedder becomes a
 # slow model that says on stderr when a batch starts, then works for a minute.
@@ -55,7 +55,7 @@ def _wait_for_line(stream, marker: str, timeout: float) -> list[str]:
 
 
 def test_ctrl_c_during_a_model_batch_and_a_slow_fetch_ends_the_pass_within_seconds(site, tmp_path):
-    urls = build(site, n=4)
+    urls = cli_build(site, n=4)
     site.slow("/p3.html", 60)  # a fetch in flight too
     hook = tmp_path / "hook"
     hook.mkdir()
@@ -81,11 +81,11 @@ def test_ctrl_c_during_a_model_batch_and_a_slow_fetch_ends_the_pass_within_secon
     assert p.returncode == 130 and took < BOUND_S, (p.returncode, took)
 
     site.slow("/p3.html", 0)
-    r = run(site, work)  # the plain fake embedder now
+    r = cli_run(site, work)  # the plain fake embedder now
     assert r.returncode == 0, r.stderr
     fresh = tmp_path / "fresh"
     fresh.mkdir()
-    assert run(site, fresh).returncode == 0
+    assert cli_run(site, fresh).returncode == 0
     strip = lambda pts: {i: {k: v for k, v in pl.items() if k not in ("fetched_at", "metadata")}  # noqa: E731
                          for i, pl in pts.items()}
     assert strip(stored(work)) == strip(stored(fresh))

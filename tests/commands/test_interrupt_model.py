@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from tests.commands.test_cli import ROOT, sitemap
+from tests.cli_helpers import ROOT, sitemap
 from tests.helpers import page_html, para
 
 pytest.importorskip("onnxruntime", reason="the ONNX backend needs onnxruntime: pip install -e '.[model]'")

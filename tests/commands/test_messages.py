@@ -9,7 +9,8 @@ from datetime import timedelta
 from demo.site_server import Resource
 
 
-from tests.commands.test_cli import build, cli, one_error_line, run, stored, work  # noqa: F401
+from tests.cli_helpers import ROOT, cli, cli_build, cli_run, one_error_line, stored
+from tests.helpers import second_site
 
 COMMON = ("--qdrant-path", "q", "--state", "s.db")
 
@@ -27,7 +28,7 @@ def _urlset(urls: list[str]) -> bytes:
 
 # -- a sitemap whose every URL is out of scope ---------------------------------------------------
 def test_a_host_alias_on_a_fresh_state_is_exit_2_naming_the_hosts_and_allow_host(site, work):
-    build(site, n=5)
+    cli_build(site, n=5)
     r = cli(work, "run", "--sitemap", _alias(site), *COMMON, "--embedder", "fake")
     assert r.returncode == 2, r.stdout + r.stderr
     line = one_error_line(r)
@@ -38,8 +39,8 @@ def test_a_host_alias_on_a_fresh_state_is_exit_2_naming_the_hosts_and_allow_host
 
 
 def test_a_host_alias_on_a_tracked_site_is_exit_2_and_purges_nothing(site, work):
-    build(site, n=6)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=6)
+    assert cli_run(site, work).returncode == 0
     before = stored(work)
     assert len({p["url"] for p in before.values()}) == 6
     for extra in ((), ("--full",), ("--dry-run",)):
@@ -51,11 +52,11 @@ def test_a_host_alias_on_a_tracked_site_is_exit_2_and_purges_nothing(site, work)
     assert stored(work) == before
     status = cli(work, "status", *COMMON)
     assert "6 tracked (6 live)" in status.stdout, status.stdout
-    assert run(site, work).returncode == 0  # the right name goes on as before
+    assert cli_run(site, work).returncode == 0  # the right name goes on as before
 
 
 def test_a_sitemap_index_whose_children_are_all_out_of_scope_is_exit_2(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     site.sitemap_mode = "index"  # its children are named 127.0.0.1
     r = cli(work, "run", "--sitemap", _alias(site), *COMMON, "--embedder", "fake")
     assert r.returncode == 2, r.stdout + r.stderr
@@ -63,7 +64,7 @@ def test_a_sitemap_index_whose_children_are_all_out_of_scope_is_exit_2(site, wor
 
 
 def test_a_few_out_of_scope_urls_are_one_warning_line(site, work):
-    urls = build(site, n=2)
+    urls = cli_build(site, n=2)
     port = site.server.base_url.rsplit(":", 1)[1]
     others = [f"http://localhost:{port}/p{i}.html" for i in range(4)] + ["http://other.example/x"]
     site.resources["/mixed.xml"] = Resource(_urlset([*urls, *others]), "application/xml", in_sitemap=False)
@@ -78,7 +79,7 @@ def test_a_few_out_of_scope_urls_are_one_warning_line(site, work):
 def test_the_guard_advises_the_scope_not_a_mass_delete_when_pages_only_left_the_scope(site, harness):
     """Pages indexed through --allow-host, the flag dropped: more than the guard's share
     would go, all of them for scope. The refusal names --allow-host, not --allow-mass-delete."""
-    build(site, n=6)
+    cli_build(site, n=6)
     port = site.server.base_url.rsplit(":", 1)[1]
     listed = [site.server.url("/p0.html")] + [f"http://localhost:{port}/p{i}.html" for i in range(1, 6)]
     site.resources["/custom.xml"] = Resource(_urlset(listed), "application/xml", in_sitemap=False)
@@ -113,14 +114,14 @@ def test_an_html_page_is_not_a_sitemap_whatever_its_markup():
 
 
 def test_an_html_page_as_sitemap_is_exit_2_on_a_first_run_and_a_sitemap_error_after(site, work):
-    build(site, n=3)
+    cli_build(site, n=3)
     page = site.server.url("/p0.html")
     r = cli(work, "run", "--sitemap", page, *COMMON, "--embedder", "fake")
     assert r.returncode == 2, r.stdout + r.stderr
     line = one_error_line(r)
     assert f"--sitemap {page} is not a sitemap: the answer is an HTML page" in line, line
     assert "tag mismatch" not in line and "line " not in line
-    assert run(site, work).returncode == 0  # tracked now
+    assert cli_run(site, work).returncode == 0  # tracked now
     before = stored(work)
     r = cli(work, "run", "--sitemap", page, *COMMON, "--embedder", "fake", "--full")
     assert r.returncode == 1, r.stdout + r.stderr
@@ -159,8 +160,8 @@ def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
 def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, work):
     import sqlite3
 
-    build(site, n=3)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=3)
+    assert cli_run(site, work).returncode == 0
     with sqlite3.connect(work / "s.db") as db:  # printable garbage where a run report was
         db.execute("UPDATE runs SET report = '{\"now\": 3,, x'")
     r = cli(work, "status", *COMMON)
@@ -168,7 +169,7 @@ def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, w
     with sqlite3.connect(work / "s.db") as db:  # random bytes where a text was
         db.execute("UPDATE runs SET report = '{}'")
         db.execute("UPDATE pages SET title = CAST(X'FF00FE9C41' AS TEXT), url = url || CAST(X'C3' AS TEXT)")
-    for r in (cli(work, "status", "--pages", *COMMON), run(site, work, "--full")):
+    for r in (cli(work, "status", "--pages", *COMMON), cli_run(site, work, "--full")):
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
         line = one_error_line(r)
         assert "s.db is damaged" in line and "state import" in line and "delete it" in line, line
@@ -177,26 +178,26 @@ def test_a_state_whose_texts_are_not_utf8_is_the_damaged_line_and_exit_2(site, w
 
 # -- --now out of range ------------------------------------------------------------------------------
 def test_a_now_out_of_range_is_exit_2_with_one_line_for_every_command(site, work):
-    build(site, n=2)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=2)
+    assert cli_run(site, work).returncode == 0
     before = stored(work)
     calls = {"9999-12-31T23:00:00Z": ("run", "status", "audit"), "9999-12-31T23:59:59-01:00": ("status",),
              "0001-01-01T00:00:00+01:00": ("run",)}
     for now, commands in calls.items():
         for command in commands:
             if command == "run":
-                r = run(site, work, "--now", now)
+                r = cli_run(site, work, "--now", now)
             else:
                 r = cli(work, command, *(("--fix",) if command == "audit" else ()), "--now", now, *COMMON)
             assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
             assert f"--now {now!r} is out of range" in one_error_line(r)
     assert stored(work) == before
-    assert run(site, work, "--now", "2999-12-31T00:00:00Z").returncode == 0  # the last year allowed
+    assert cli_run(site, work, "--now", "2999-12-31T00:00:00Z").returncode == 0  # the last year allowed
 
 
 # -- the extraction libraries' own log lines ------------------------------------------------------------
 def test_the_extraction_libraries_log_lines_show_only_with_v(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     site.set("/p1.html", "<html></html>")  # trafilatura: "discarding data: None"
     sm = site.server.url("/sitemap.xml")
     rs = [cli(work, *pre, "run", "--sitemap", sm, "--qdrant-path", f"q{i}", "--state", f"s{i}.db", "--embedder", "fake",
@@ -265,15 +266,15 @@ def test_a_full_disk_error_from_the_store_is_a_store_full_error(tmp_path, monkey
 
 
 def test_a_pass_on_a_full_disk_stops_with_one_line_and_exit_1_and_the_next_one_resumes(site, work):
-    build(site, n=3)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=3)
+    assert cli_run(site, work).returncode == 0
     site.set("/p1.html", site.resources["/p1.html"].body.replace(b"p1-s1", b"p1-s1 edited"))
     full = cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *COMMON, "--embedder", "fake", "--full",
                env={"PAGESYNC_MIN_FREE_MB": str(2**39)})  # more than any disk has: the disk counts as full
     assert full.returncode == 1, full.stdout + full.stderr
     line = one_error_line(full)
     assert "replace refused" in line and "free some space" in line and "resumes" in line, line
-    again = run(site, work)  # space freed: the page is still due (its write is pending)
+    again = cli_run(site, work)  # space freed: the page is still due (its write is pending)
     assert again.returncode == 0, again.stderr
     assert "1 changed" in again.stderr or "change 1" in again.stderr, again.stderr
     assert any("p1-s1 edited" in p["text"] for p in stored(work).values())
@@ -318,8 +319,6 @@ def _cli_as(prefix: list[str], work, *args: str):
     import subprocess
     import sys
 
-    from tests.commands.test_cli import ROOT
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -329,7 +328,7 @@ def _cli_as(prefix: list[str], work, *args: str):
 
 def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site, work):
     prefix = _unprivileged(work)
-    build(site, n=2)
+    cli_build(site, n=2)
     state = ("--qdrant-path", "q", "--state", "d/s.db")
     assert cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *state, "--embedder", "fake").returncode == 0
     d, db = work / "d", work / "d" / "s.db"
@@ -365,8 +364,8 @@ def test_a_read_only_embedded_store_says_why_in_one_line_and_status_still_report
     import os
 
     prefix = _unprivileged(work)
-    build(site, n=2)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=2)
+    assert cli_run(site, work).returncode == 0
     q = work / "q"
     modes = {}
     for root, dirs, files in os.walk(q):  # read-only, all the way down (as a read-only copy or mount)
@@ -396,9 +395,7 @@ def test_one_sites_sitemap_now_naming_another_host_purges_nothing_and_advises_th
     """Two sites; the second's sitemap starts naming its pages by another name of the host
     (localhost). That site's pages are not "gone": nothing is purged, and the error says
     the scope, not --allow-mass-delete."""
-    from tests.integration.test_safety import second_site
-
-    build(site, n=6)
+    cli_build(site, n=6)
     with second_site() as (other, server):
         port = server.base_url.rsplit(":", 1)[1]
         other.resources["/alias.xml"] = Resource(_urlset([server.url(f"/b{i}.html") for i in range(2)]),

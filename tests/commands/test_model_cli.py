@@ -9,15 +9,8 @@ import numpy as np
 import pytest
 
 from chunking.split import embedded_text
+from tests.cli_helpers import cli, cli_build, one_error_line, sitemap, stored
 from tests.embedders.st_cache import cached_model
-from tests.commands.test_cli import build, cli, one_error_line, sitemap, stored
-
-
-@pytest.fixture
-def work(tmp_path):
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
 
 
 def _run(site, work, *extra, env=None):
@@ -25,7 +18,7 @@ def _run(site, work, *extra, env=None):
 
 
 def test_a_model_not_on_this_machine_is_exit_2_and_nothing_is_asked_of_the_network(site, work, tmp_path):
-    build(site)
+    cli_build(site)
     # Even with offline mode off and the hub's address pointed at a server that logs
     # every request, nothing is asked of it.
     env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
@@ -41,7 +34,7 @@ def test_a_model_not_on_this_machine_is_exit_2_and_nothing_is_asked_of_the_netwo
 
 
 def test_another_model_on_an_existing_collection_is_exit_2_pointing_at_reindex(site, work):
-    build(site)
+    cli_build(site)
     assert _run(site, work, "--embedder", "fake").returncode == 0
     before = stored(work)
     site.clear_log()
@@ -60,7 +53,7 @@ def test_another_model_on_an_existing_collection_is_exit_2_pointing_at_reindex(s
 @pytest.mark.model
 @pytest.mark.slow  # the command line as subprocesses, each loading the model
 def test_reindex_to_a_cached_model_by_name_then_run_by_its_folder_embeds_nothing(site, work, tmp_path, minilm):
-    build(site)
+    cli_build(site)
     snapshot = cached_model(tmp_path / "hf", "acme/docs-minilm")
     env = {"HF_HOME": str(tmp_path / "hf")}
     assert _run(site, work, "--embedder", "fake-384").returncode == 0  # the same size, another model

@@ -16,14 +16,7 @@ from typer.testing import CliRunner
 from sync.commands.cli import app
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
-from tests.commands.test_cli import build, cli, one_error_line, sitemap, state_rows, stored
-
-
-@pytest.fixture
-def work(tmp_path):
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
+from tests.cli_helpers import cli, cli_build, one_error_line, sitemap, state_db_rows, stored
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def _vector_size(work: Path) -> int | None:
 # -- (1) the model: the collection's own, --full or not ------------------------------------------
 @pytest.mark.slow  # the command line as subprocesses
 def test_a_full_run_without_embedder_keeps_the_collections_model(site, work):
-    build(site)
+    cli_build(site)
     assert _run(site, work, "--embedder", "fake-384").returncode == 0
     before = stored(work)
     r = _run(site, work, "--full", "--report", "r.json")
@@ -77,7 +70,7 @@ def test_a_full_run_without_embedder_keeps_the_collections_model(site, work):
 
 @pytest.mark.slow  # the command line as subprocesses
 def test_a_run_after_a_reindex_uses_the_new_model(site, work):
-    build(site)
+    cli_build(site)
     assert _run(site, work, "--embedder", "fake-16").returncode == 0
     r = cli(work, "reindex", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake-384")
     assert r.returncode == 0, r.stderr
@@ -108,7 +101,7 @@ def _points_of(work: Path, model_id: str, size: int) -> None:
     ("st:/srv/models/docs", "cannot find by that name"),  # a folder's id: it names no folder
 ])
 def test_the_collections_model_that_cannot_run_here_is_exit_2_naming_it(site, cwd, model_id, says):
-    build(site)
+    cli_build(site)
     _points_of(cwd, model_id, 4)
     r = _invoke("run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db")
     assert r.exit_code == 2, r.stderr
@@ -122,7 +115,7 @@ def test_the_collections_model_that_cannot_run_here_is_exit_2_naming_it(site, cw
 @pytest.mark.slow  # the command line as subprocesses
 @pytest.mark.parametrize("status", [404, 410])
 def test_a_crawl_whose_start_page_is_gone_is_exit_1_and_creates_nothing(site, work, status):
-    build(site)
+    cli_build(site)
     if status == 410:
         site.gone("/indx.html")
     start = site.server.url("/indx.html")
@@ -133,7 +126,7 @@ def test_a_crawl_whose_start_page_is_gone_is_exit_1_and_creates_nothing(site, wo
     assert said == [f"error {start}: crawl start page: HTTP {status}"], r.stderr
     assert "a page failed" not in r.stderr and "1 crawl start page gone" in r.stderr
     assert not (work / "q" / "pages").exists()
-    assert state_rows(work / "s.db")[0] == []  # no page row
+    assert state_db_rows(work / "s.db")[0] == []  # no page row
     # and nothing pins a model: a run with another embedder goes on
     r = _run(site, work, "--embedder", "fake-8")
     assert r.returncode == 0, r.stderr
@@ -146,14 +139,14 @@ def test_a_run_that_writes_nothing_creates_no_collection(site, work):
     r = _run(site, work, "--embedder", "fake-384")  # an empty sitemap: nothing to write
     assert r.returncode == 0, r.stderr
     assert not (work / "q" / "pages").exists()
-    build(site)
+    cli_build(site)
     r = _run(site, work, "--embedder", "fake-8")
     assert r.returncode == 0, r.stderr
     assert _vector_size(work) == 8 and _embedders(work) == {"fake-hash-8"}
 
 
 def test_an_empty_collection_of_another_size_is_made_anew_at_the_first_write(site, cwd):
-    build(site)
+    cli_build(site)
     r = _invoke("run", "--sitemap", site.server.url("/none.xml"), "--qdrant-path", "q", "--state", "s.db",
                 "--embedder", "fake-384")
     assert r.exit_code == 1  # a run into nothing: its record names fake-hash-384

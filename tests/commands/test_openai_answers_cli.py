@@ -9,7 +9,7 @@ import math
 import httpx
 import pytest
 
-from tests.commands.test_cli import build, cli, sitemap
+from tests.cli_helpers import cli, cli_build, sitemap
 from tests.embedders.fake_openai import KEY, FakeOpenAI, serve
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def test_nan_vectors_from_the_server_are_exit_1_and_never_written(site, tmp_path
     server, url = serve(fake)
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY, "PAGESYNC_CACHE_DIR": str(tmp_path / "cache")}
     try:
-        build(site)
+        cli_build(site)
         r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
                 "--embedder", "openai:m", "--report", "r.json", env=env)
     finally:

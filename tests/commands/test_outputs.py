@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.commands.test_cli import ROOT, build, cli, one_error_line, run, work  # noqa: F401
+from tests.cli_helpers import ROOT, cli, cli_build, cli_run, one_error_line
 
 
 def nothing_written(work) -> bool:
@@ -22,19 +22,19 @@ def nothing_written(work) -> bool:
 
 # -- --metrics and --report: refused before the pass ------------------------------------------------
 def test_metrics_into_a_fifo_is_exit_2_before_the_pass_and_the_fifo_stays(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     os.mkfifo(work / "m.prom")
-    r = run(site, work, "--metrics", "m.prom")
+    r = cli_run(site, work, "--metrics", "m.prom")
     assert r.returncode == 2 and "is a FIFO" in one_error_line(r), r.stderr
     assert stat.S_ISFIFO(os.lstat(work / "m.prom").st_mode)  # not replaced by a rename
     assert nothing_written(work)
 
 
 def test_metrics_through_a_symlink_is_exit_2_and_the_link_stays(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     (work / "real.prom").write_text("old\n")
     (work / "m.prom").symlink_to("real.prom")
-    r = run(site, work, "--metrics", "m.prom")
+    r = cli_run(site, work, "--metrics", "m.prom")
     assert r.returncode == 2 and "is a symlink" in one_error_line(r), r.stderr
     assert (work / "m.prom").is_symlink() and (work / "real.prom").read_text() == "old\n"
     assert nothing_written(work)
@@ -45,7 +45,7 @@ def test_metrics_through_a_symlink_is_exit_2_and_the_link_stays(site, work):
 def test_a_report_path_that_takes_no_file_is_exit_2_before_the_pass(site, work, where, says):
     """A FIFO nobody reads would hang after the pass; /dev/full and a dangling symlink would
     fail only after the collection was written."""
-    build(site, n=2)
+    cli_build(site, n=2)
     os.mkfifo(work / "fifo")
     (work / "dangling").symlink_to(work / "no-such-dir" / "r.json")
     r = cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
@@ -56,10 +56,10 @@ def test_a_report_path_that_takes_no_file_is_exit_2_before_the_pass(site, work, 
 
 
 def test_a_report_through_a_symlink_to_a_file_is_written_there(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     (work / "r.json").write_text("")
     (work / "link.json").symlink_to("r.json")
-    r = run(site, work, report="link.json")
+    r = cli_run(site, work, report="link.json")
     assert r.returncode == 0, r.stderr
     assert '"pages_added": 2' in (work / "r.json").read_text()
 
@@ -112,8 +112,8 @@ NO_PROMTOOL = "promtool is not installed (Debian: apt install prometheus)"
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason=NO_PROMTOOL)
 def test_every_metric_a_run_writes_passes_promtool(site, work):
-    build(site, n=3)
-    r = run(site, work, "--metrics", "pagesync.prom", "--policy", "uniform", "--revisit-interval", "1d")
+    cli_build(site, n=3)
+    r = cli_run(site, work, "--metrics", "pagesync.prom", "--policy", "uniform", "--revisit-interval", "1d")
     assert r.returncode == 0, r.stderr
     text = (work / "pagesync.prom").read_text()
     assert "pagesync_revisit_interval_seconds" in text and "pagesync_status_oldest_visit_age_seconds" in text
@@ -140,8 +140,8 @@ def test_every_command_taking_a_collection_takes_state():
 
 
 def test_search_accepts_the_state_run_was_given(site, work):
-    build(site, n=2)
-    assert run(site, work).returncode == 0
+    cli_build(site, n=2)
+    assert cli_run(site, work).returncode == 0
     r = cli(work, "search", "p0-s1", "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake", "--json")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith("[")

@@ -33,17 +33,8 @@ from sync.commands.status import collect_status
 from sync.edges.client_store import ClientStore
 from sync.edges.edge_store import EdgeStore
 from sync.commands.transfer import export_points
-from tests.helpers import T0, Harness, page_html, para
-from tests.commands.test_cli import cli, one_error_line, parallel, sitemap, stored
-
-EMB16, EMB32 = HashEmbedder(16), HashEmbedder(32)
-
-
-def build_site(site, n: int = 4, sections: int = 4) -> list[str]:
-    for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}", 80) for j in range(sections)]))
-    return [site.server.url(f"/p{i}.html") for i in range(n)]
-
+from tests.cli_helpers import cli, one_error_line, parallel, sitemap, stored
+from tests.helpers import EMB16, EMB32, T0, Harness, build_long_pages, page_html, para, reindex
 
 class SharedClientStore(ClientStore):
     """A ClientStore that leaves the shared (local-mode) client open when closed."""
@@ -54,12 +45,6 @@ class SharedClientStore(ClientStore):
 
 def without(points: dict[str, dict], *keys: str) -> dict[str, dict]:
     return {pid: {k: v for k, v in p.items() if k not in keys} for pid, p in points.items()}
-
-
-def reindex(h: Harness, embedder, catalog=None, collection: str = "pages", splitter=None, **cfg):
-    with StateDB(h.state_path) as st:
-        return run_reindex(catalog or EdgeCatalog(h.store_path), collection, state=st, embedder=embedder,
-                           splitter=splitter or h.splitter, cfg=ReindexConfig(**cfg))
 
 
 def vectors(store) -> dict[str, list[float]]:
@@ -76,7 +61,7 @@ def state_pages(h: Harness) -> dict:
 
 # -- the page texts kept in the state ------------------------------------------------------------
 def test_state_keeps_texts_of_written_pages_and_forgets_purged_ones(site, harness):
-    urls = build_site(site, n=3)
+    urls = build_long_pages(site, n=3)
     harness.run()
     with StateDB(harness.state_path) as st:
         pages = {p.url: p for p in st.all_pages()}
@@ -140,7 +125,7 @@ def test_an_edge_shard_in_use_is_waited_for(tmp_path):
 
 # -- the main path -------------------------------------------------------------------------------
 def test_reindex_16_to_32_on_edge_then_run_embeds_nothing(site, harness):
-    urls = build_site(site)
+    urls = build_long_pages(site)
     harness.run()
     before = harness.points()
     old_vectors = vectors(EdgeStore(harness.store_path, "pages"))
@@ -192,7 +177,7 @@ def test_reindex_16_to_32_on_edge_then_run_embeds_nothing(site, harness):
 
 
 def test_dry_run_writes_nothing(site, harness):
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     harness.run()
     with StateDB(harness.state_path) as st:
         st._db.execute("DELETE FROM page_texts WHERE url = ?", (site.server.url("/p2.html"),))
@@ -213,7 +198,7 @@ def test_dry_run_writes_nothing(site, harness):
 def test_each_text_source(site, harness):
     """Kept text, old points, and a re-fetch (no text kept and old points unusable: another
     chunker's, or a generation with a chunk missing; and a page that changed meanwhile)."""
-    urls = build_site(site, n=5)
+    urls = build_long_pages(site, n=5)
     harness.run()
     old = harness.points()
     with StateDB(harness.state_path) as st:
@@ -249,7 +234,7 @@ def test_each_text_source(site, harness):
 
 
 def test_a_new_chunker_uses_kept_texts_and_old_points_are_not_reused(site, harness):
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     harness.run()
     old = harness.points()
     finer = Splitter(chunk_size=200, chunk_overlap=0)
@@ -277,7 +262,7 @@ class FailingEmbedder(HashEmbedder):
 
 
 def test_a_failure_mid_build_leaves_the_alias_on_the_old_collection(site, harness):
-    build_site(site)
+    build_long_pages(site)
     harness.run()
     rep = reindex(harness, EMB16)  # the alias exists now: pages -> pages__...
     alias_before = read_aliases(harness.store_path)
@@ -315,7 +300,7 @@ class LossyCatalog(EdgeCatalog):
 
 
 def test_a_collection_that_fails_verification_is_not_switched_to(site, harness):
-    build_site(site, n=2)
+    build_long_pages(site, n=2)
     harness.run()
     with pytest.raises(ReindexFailed, match="verification failed") as exc:
         reindex(harness, EMB32, catalog=LossyCatalog(harness.store_path))
@@ -326,7 +311,7 @@ def test_a_collection_that_fails_verification_is_not_switched_to(site, harness):
 
 
 def test_a_page_that_cannot_be_read_again_fails_the_reindex(site, harness):
-    urls = build_site(site, n=3)
+    urls = build_long_pages(site, n=3)
     harness.run()
     with StateDB(harness.state_path) as st:
         st.drop_texts(urls)
@@ -342,7 +327,7 @@ def test_a_page_that_cannot_be_read_again_fails_the_reindex(site, harness):
 def test_nothing_to_reindex_is_a_config_error(site, harness, tmp_path):
     with StateDB(tmp_path / "s.db") as st, pytest.raises(ConfigError, match="does not exist"):
         run_reindex(EdgeCatalog(tmp_path / "q"), "pages", state=st, embedder=EMB16)
-    build_site(site, n=1)
+    build_long_pages(site, n=1)
     harness.run()
     with StateDB(tmp_path / "empty.db") as st, pytest.raises(ConfigError, match="no indexed pages"):
         run_reindex(EdgeCatalog(harness.store_path), "pages", state=st, embedder=EMB16)
@@ -402,7 +387,7 @@ def client_look(client):
 
 @pytest.mark.parametrize("backend", ["edge", "local"])
 def test_readers_never_see_a_partial_collection(site, harness, backend):
-    build_site(site, n=6)
+    build_long_pages(site, n=6)
     if backend == "edge":
         harness.run()
         catalog = EdgeCatalog(harness.store_path)
@@ -439,7 +424,7 @@ def test_readers_never_see_a_partial_collection(site, harness, backend):
 
 
 def test_local_mode_first_switch_needs_drop_old_or_another_alias(site, harness):
-    build_site(site, n=2)
+    build_long_pages(site, n=2)
     client = QdrantClient(location=":memory:")
     harness.run(store=SharedClientStore(client, "pages"))
     catalog = ClientCatalog(client)
@@ -477,7 +462,7 @@ def test_reindex_with_the_page_state_in_qdrant(site, tmp_path):
     the name readers use, so the next pass finds it whatever the alias points at."""
     from sync.edges.qdrant_state import QdrantState
 
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     h = Harness(site, tmp_path, state="qdrant")
     h.run()
     before = h.points()
@@ -500,7 +485,7 @@ def test_reindex_with_the_page_state_in_qdrant(site, tmp_path):
 def test_server_alias_switch(site, harness, qdrant_server):
     url, key = qdrant_server
     name = f"pagesync_reindex_{uuid.uuid4().hex[:10]}"
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     store = ClientStore.connect(url, name, api_key=key, timeout=10)
     catalog = ClientCatalog.of(store)
     harness.run(store=SharedClientStore(store.client, name, api_key=key))
@@ -552,7 +537,7 @@ def test_cli_reindex_then_every_reader_goes_through_the_alias(site, tmp_path):
     common = ["--qdrant-path", "q", "--state", "s.db"]
     r = cli(work, "reindex", *common, "--embedder", "fake")
     assert r.returncode == 2 and "no page state" in one_error_line(r)
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     r = cli(work, "run", "--sitemap", sitemap(site), *common, "--embedder", "fake-16")
     assert r.returncode == 0, r.stderr
     before = stored(work)
@@ -614,7 +599,7 @@ def test_cli_reindex_then_every_reader_goes_through_the_alias(site, tmp_path):
     assert "reindex failed" in line and "kept for inspection" in line and "pages__" in line
     assert read_aliases(work / "q") == alias
 
-    build_site(site, n=3)
+    build_long_pages(site, n=3)
     r = cli(work, "reindex", *common, "--embedder", "fake-8", "--drop-old")
     assert r.returncode == 0, r.stderr
     # the failed attempt's re-fetches that found the recorded text kept it in the state

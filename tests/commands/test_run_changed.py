@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.commands.test_cli import T0, cli
+from tests.cli_helpers import T0_ISO, cli
 from tests.helpers import page_html, para
 
 pytestmark = pytest.mark.slow
@@ -20,7 +20,7 @@ def synced(site, tmp_path):
         site.set(p, page_html(p, [para(p)]))
     sm = site.server.url("/sitemap.xml")
     args = ("--sitemap", sm, "--embedder", "fake", "--qdrant-path", "q", "--state", "s.db")
-    r = cli(tmp_path, "run", *args, "--now", T0)
+    r = cli(tmp_path, "run", *args, "--now", T0_ISO)
     assert r.returncode == 0, r.stderr
     site.clear_log()
     return args

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.test_crawl import DOCS, build_docs
+from tests.helpers import DOCS, build_docs
 
 ROOT = Path(__file__).resolve().parents[2]
 

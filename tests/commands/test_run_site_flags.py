@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
+from tests.cli_helpers import cli_run, one_error_line
 from tests.helpers import page_html, para
-from tests.commands.test_cli import one_error_line, run, work  # noqa: F401
 
 
 def test_a_selector_that_is_no_css_is_exit_2_before_any_request(site, work):
     site.set("/p.html", page_html("P", [para("p")]))
-    r = run(site, work, "--select", "div[")
+    r = cli_run(site, work, "--select", "div[")
     assert r.returncode == 2
     assert "--select 'div[' is not a CSS selector" in one_error_line(r)
     assert site.requests == [] and not (work / "s.db").exists()
@@ -20,12 +20,12 @@ def test_a_selector_that_is_no_css_is_exit_2_before_any_request(site, work):
 def test_exclude_include_and_the_default_excludes_from_the_command_line(site, work):
     for name in ("/guide/a.html", "/guide/b.html", "/blog/c.html", "/genindex.html"):
         site.set(name, page_html(name, [para(name)]))
-    r = run(site, work, "--include", "*/guide/*", "--include", "*/genindex.html", "--exclude", "*/b.html",
+    r = cli_run(site, work, "--include", "*/guide/*", "--include", "*/genindex.html", "--exclude", "*/b.html",
             report="rep.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "rep.json").read_text())
     assert rep["pages_added"] == 1 and rep["pages_excluded"] == 3
-    r = run(site, work, "--no-default-excludes", "--include", "*/genindex.html", "--include", "*/guide/*",
+    r = cli_run(site, work, "--no-default-excludes", "--include", "*/genindex.html", "--include", "*/guide/*",
             report="rep.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "rep.json").read_text())

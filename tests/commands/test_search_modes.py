@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from tests.commands.test_cli import build, cli, one_error_line, parallel, run, work  # noqa: F401
+from tests.cli_helpers import cli, cli_build, cli_run, one_error_line, parallel
 from tests.helpers import page_html
 
 pytestmark = pytest.mark.slow
 
 
 def test_each_mode_finds_the_chunk_that_holds_the_identifier(site, work):
-    build(site)
+    cli_build(site)
     site.set("/testing.html", page_html("Testing", ["Use the CliRunner to invoke a command in a test."]))
-    assert run(site, work).returncode == 0
+    assert cli_run(site, work).returncode == 0
     want = site.server.url("/testing.html")
     default, hybrid, keyword, dense = parallel(
         *[lambda m=m: cli(work, "search", "CliRunner", "--qdrant-path", "q", "--json", *m)

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.commands.test_cli import DEAD, build, cli, one_error_line, sitemap
+from tests.cli_helpers import DEAD, cli, cli_build, one_error_line, sitemap
 from tests.embedders.fake_openai import FakeOpenAI, serve
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def test_a_password_in_openai_base_url_is_in_no_output_file_or_cache(site, tmp_p
     fake = EchoingOpenAI()
     server, url = serve(fake)
     try:
-        build(site)
+        cli_build(site)
         base = url.replace("http://", f"http://{USERINFO}@")
         env = {"OPENAI_BASE_URL": base, "PAGESYNC_CACHE_DIR": str(tmp_path / "cache")}
         r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",

@@ -17,8 +17,8 @@ from sync.errors import ConfigError
 from sync.edges.qdrant_state import QdrantState
 from sync.edges.state import GONE, LIVE, NEW, PageState, StateDB
 from sync.commands.transfer import export_state, import_state
-from tests.commands.test_cli import DEAD, KEY, build, cli, one_error_line, sitemap, work  # noqa: F401  (work: a fixture)
-from tests.edges.test_state import T0, full_page
+from tests.cli_helpers import API_KEY, DEAD, cli, cli_build, one_error_line, sitemap
+from tests.helpers import T0_NOON, full_page
 
 
 def fill(st) -> None:
@@ -26,11 +26,11 @@ def fill(st) -> None:
     st.put_many([
         full_page("https://docs.example.com/a"),
         full_page("https://docs.example.com/caf\u00e9?x=1"),
-        PageState(url="https://docs.example.com/new", status=NEW, first_seen_at=T0),
-        PageState(url="https://docs.example.com/gone", status=GONE, in_sitemap=True, due_at=T0 + timedelta(days=3),
+        PageState(url="https://docs.example.com/new", status=NEW, first_seen_at=T0_NOON),
+        PageState(url="https://docs.example.com/gone", status=GONE, in_sitemap=True, due_at=T0_NOON + timedelta(days=3),
                   interval=timedelta(hours=6)),
         PageState(url="https://other.example.org/p", status=LIVE, source="url", content_hash="e" * 64,
-                  due_at=T0 - timedelta(microseconds=1), chunk_count=0),
+                  due_at=T0_NOON - timedelta(microseconds=1), chunk_count=0),
     ])
     st.add_host_trust({"docs.example.com": (5, 3), "other.example.org": (1, 0)})
     for i in range(3):
@@ -75,7 +75,7 @@ def test_round_trip_sqlite_to_qdrant_to_sqlite(tmp_path):
         import_state(b, io.StringIO(second))
         assert everything(b) == original
         assert dump(b) == first
-        assert b.due_urls(T0) == q.due_urls(T0) and b.tracked_count() == q.tracked_count() == 4
+        assert b.due_urls(T0_NOON) == q.due_urls(T0_NOON) and b.tracked_count() == q.tracked_count() == 4
 
 
 def test_import_refuses_a_state_that_is_not_empty_unless_replace(tmp_path):
@@ -121,11 +121,11 @@ def invoke(*args: str, input: str | None = None):
 def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work, caplog, monkeypatch):
     """Every CLI path around the Qdrant state. One real subprocess (a dead server with an
     API key: the user's view of stderr) runs while the rest run in-process."""
-    build(site)
+    cli_build(site)
     common = ["--sitemap", sitemap(site), "--embedder", "fake"]
     dead: list = []
     t = threading.Thread(target=lambda: dead.append(
-        cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", KEY)))
+        cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", API_KEY)))
     t.start()
     caplog.set_level(logging.INFO, logger="pagesync")
     with StateDB(work / "s.db") as st:
@@ -168,12 +168,12 @@ def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work, caplog, mon
     t.join(timeout=120)
     (d,) = dead
     assert d.returncode == 2, d.stderr  # an unreachable server: configuration, not a page failure
-    assert KEY not in d.stderr and KEY not in d.stdout
+    assert API_KEY not in d.stderr and API_KEY not in d.stdout
     assert "Qdrant state" in one_error_line(d)
 
 
 def test_cli_wait_lock_waits_for_the_other_pass(site, work):
-    build(site, n=1)
+    cli_build(site, n=1)
     common = ["run", "--sitemap", sitemap(site), "--embedder", "fake", "--qdrant-path", str(work / "q"),
               "--state", str(work / "s.db")]
     with StateDB(work / "s.db") as holder:

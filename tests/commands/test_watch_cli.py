@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.test_cli import ROOT, build, cli, run, sitemap
+from tests.cli_helpers import ROOT, cli, cli_build, cli_run, sitemap
 from tests.helpers import page_html, para
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -77,15 +77,8 @@ class Watch:
             self.p.wait()
 
 
-@pytest.fixture
-def work(tmp_path):
-    d = tmp_path / "work"
-    d.mkdir()
-    return d
-
-
 def test_an_edit_is_searchable_after_the_poll_that_sees_it(site, work):
-    build(site, n=3)
+    cli_build(site, n=3)
     w = Watch(site, work)
     try:
         w.wait_for("watch: pass done")
@@ -112,7 +105,7 @@ def test_an_edit_is_searchable_after_the_poll_that_sees_it(site, work):
 
 
 def test_readers_are_never_refused_between_passes(site, work):
-    build(site, n=3)
+    cli_build(site, n=3)
     w = Watch(site, work)
     try:
         w.wait_for("watch: pass done")
@@ -127,7 +120,7 @@ def test_readers_are_never_refused_between_passes(site, work):
 
 
 def test_a_failing_pass_is_retried_and_the_watcher_goes_on(site, work):
-    build(site, n=2)
+    cli_build(site, n=2)
     (work / "blocker").write_text("a file where the state's directory should be")
     w = Watch(site, work, "--state", "blocker/s.db")
     try:
@@ -157,7 +150,7 @@ class Delay(float):
 
 
 def test_sigterm_mid_pass_exits_0_and_the_next_full_run_embeds_nothing(site, work):
-    build(site, n=3)
+    cli_build(site, n=3)
     w = Watch(site, work)
     try:
         w.wait_for("watch: pass done")
@@ -170,7 +163,7 @@ def test_sigterm_mid_pass_exits_0_and_the_next_full_run_embeds_nothing(site, wor
         w.kill()
     assert "watch: stopped" in "".join(w.lines) and "Traceback" not in "".join(w.lines)
     site.slow("/p2.html", 0)
-    r = run(site, work, "--full", report="r.json")
+    r = cli_run(site, work, "--full", report="r.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "r.json").read_text())
     assert rep["chunks_embedded"] == 0 and rep["pages_failed"] == 0

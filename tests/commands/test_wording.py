@@ -14,7 +14,7 @@ from sync.core.report import Report
 from sync.commands.status import render_status
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
-from tests.commands.test_cli import cli, run, work  # noqa: F401
+from tests.cli_helpers import cli, cli_run
 
 # A count of one followed (within two words) by a plural noun: "1 points", "1 live pages".
 ONE_PLURAL = re.compile(r"(?<![\d.,])\b1 (?:[a-z-]+ ){0,2}(?:points|pages|chunks|failures|advances|bytes|entries|hosts|runs)\b")
@@ -41,9 +41,9 @@ def singular_free(text: str) -> str:
 def test_run_status_and_audit_say_one_point_not_one_points(site, work):
     site.set("/a.html", render_page("Tiny", "<p>Just one short paragraph of text here, nothing else at all.</p>"))
     url = site.server.url("/a.html")
-    dry = run(site, work, "--dry-run")
+    dry = cli_run(site, work, "--dry-run")
     assert "1 chunk, 0 reused" in singular_free(dry.stdout), dry.stdout
-    assert run(site, work).returncode == 0
+    assert cli_run(site, work).returncode == 0
     status = cli(work, "status", "--pages", *COMMON)
     assert "1 point;" in singular_free(status.stdout) and " 1 chunk " in status.stdout, status.stdout
     audit = cli(work, "audit", *COMMON)

@@ -17,7 +17,7 @@ import sync.edges.fetcher as fetcher_mod
 from sync.core.decision import Outcome
 from sync.errors import FetchError
 from sync.core.inflate import ACCEPT_ENCODING, BoundedDecoder
-from tests.edges.test_fetcher import Recorder, Streamed, fetch_page, run
+from tests.fetch_helpers import Recorder, Streamed, fetch_page, run_fetcher
 
 CAP = 1024 * 1024
 INFLATED = 64 * CAP  # what each bomb inflates to
@@ -79,7 +79,7 @@ def test_a_sitemap_bomb_is_a_fetch_error_with_bounded_memory(name, monkeypatch):
 
     def go():
         with pytest.raises(FetchError, match=f"larger than {CAP} bytes"):
-            run(lambda r: _answer(body, coding, "application/xml"), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+            run_fetcher(lambda r: _answer(body, coding, "application/xml"), lambda f: f.fetch_bytes("https://e.com/s.xml"))
 
     _, peak = _peak(go)
     assert peak < 8 * CAP

@@ -18,7 +18,6 @@ from sync.edges.fetcher import (
     parse_retry_after,
     DEFAULT_USER_AGENT,
     Fetcher,
-    FetchResult,
     HostQueue,
     Validators,
     classify_status,
@@ -26,58 +25,8 @@ from sync.edges.fetcher import (
     make_client,
 )
 from sync.edges.httpcache import ReadOnlyCache, RobotsAnswer, SitemapCopy
+from tests.fetch_helpers import HTML, URL, Recorder, Streamed, fetch_page, html_response, run_fetcher
 from tests.helpers import run_virtual
-
-HTML = b"<html><head><title>T</title></head><body><main><p>Hello there.</p></main></body></html>"
-URL = "https://docs.example.com/page.html"
-
-
-class Recorder:
-    """A MockTransport handler: returns `respond(request)` and records every request."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.respond(request)
-
-
-def run(handler, coro_fn, **fetcher_kw):
-    """Build a client on a MockTransport, a Fetcher on it, and run `coro_fn(fetcher)` on a
-    simulated clock (`run_virtual`): waits and timeouts take no wall time, and their
-    lengths are exact whatever the load."""
-
-    fetcher_kw.setdefault("respect_robots", False)  # robots.txt has tests of its own below
-
-    async def go():
-        async with make_client(transport=httpx.MockTransport(handler), timeout=5) as client:
-            return await coro_fn(Fetcher(client, **fetcher_kw))
-
-    return run_virtual(go())
-
-
-def fetch_page(handler, url=URL, validators=None, **kw) -> FetchResult:
-    return run(handler, lambda f: f.fetch_page(url, validators), **kw)
-
-
-class Streamed(httpx.AsyncByteStream):
-    """A body served as a real stream. (httpx reads a plain `content=` body eagerly, which
-    bypasses the wire-byte counter, unlike any real transport.)"""
-
-    def __init__(self, body: bytes, chunk: int = 4096):
-        self.body, self.chunk = body, chunk
-
-    async def __aiter__(self):
-        for i in range(0, len(self.body), self.chunk):
-            yield self.body[i : i + self.chunk]
-
-
-def html_response(status=200, body=HTML, headers=None, ctype="text/html; charset=utf-8"):
-    h = {"content-type": ctype}
-    h.update(headers or {})
-    return httpx.Response(status, stream=Streamed(body), headers=h)
 
 
 # -- conditional requests ------------------------------------------------------------------
@@ -489,14 +438,14 @@ def test_fetch_bytes_returns_body_and_wire_size():
     async def both(f):
         return await f.fetch_bytes("https://e.com/plain.xml"), await f.fetch_bytes("https://e.com/enc.xml")
 
-    (b1, w1), (b2, w2) = run(handler, both)
+    (b1, w1), (b2, w2) = run_fetcher(handler, both)
     assert b1 == raw and w1 == len(raw)
     assert b2 == raw and w2 == len(gz)
 
 
 def test_fetch_bytes_sends_no_conditional_headers_and_accepts_any_content_type():
     rec = Recorder(lambda r: httpx.Response(200, content=b"\x1f\x8bxyz", headers={"content-type": "application/gzip"}))
-    body, _ = run(rec, lambda f: f.fetch_bytes("https://e.com/sitemap.xml.gz"))
+    body, _ = run_fetcher(rec, lambda f: f.fetch_bytes("https://e.com/sitemap.xml.gz"))
     assert body == b"\x1f\x8bxyz"
     assert "if-none-match" not in rec.requests[0].headers
 
@@ -504,26 +453,26 @@ def test_fetch_bytes_sends_no_conditional_headers_and_accepts_any_content_type()
 @pytest.mark.parametrize("status", [304, 404, 410, 403, 429, 500, 503])
 def test_fetch_bytes_raises_fetch_error_on_non_2xx(status):
     with pytest.raises(FetchError, match=str(status)):
-        run(Recorder(lambda r: httpx.Response(status, content=b"x")), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+        run_fetcher(Recorder(lambda r: httpx.Response(status, content=b"x")), lambda f: f.fetch_bytes("https://e.com/s.xml"))
 
 
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadTimeout])
 def test_fetch_bytes_maps_transport_errors_to_fetch_error(exc_type):
     with pytest.raises(FetchError):
-        run(_raiser(exc_type), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+        run_fetcher(_raiser(exc_type), lambda f: f.fetch_bytes("https://e.com/s.xml"))
 
 
 def test_fetch_bytes_over_cap_raises_fetch_error(monkeypatch):
     monkeypatch.setattr(fetcher_mod, "MAX_SITEMAP_BYTES", 1000)
     with pytest.raises(FetchError):
-        run(Recorder(lambda r: httpx.Response(200, stream=Streamed(b"z" * 1001, 100))),
+        run_fetcher(Recorder(lambda r: httpx.Response(200, stream=Streamed(b"z" * 1001, 100))),
             lambda f: f.fetch_bytes("https://e.com/s.xml"))
 
 
 @pytest.mark.parametrize("bad_url", ["http://[::1/sitemap.xml", "https://e.com/" + "a" * 70_000])
 def test_fetch_bytes_malformed_url_raises_fetch_error(bad_url):
     with pytest.raises(FetchError):
-        run(Recorder(lambda r: httpx.Response(200, content=b"<urlset/>")), lambda f: f.fetch_bytes(bad_url))
+        run_fetcher(Recorder(lambda r: httpx.Response(200, content=b"<urlset/>")), lambda f: f.fetch_bytes(bad_url))
 
 
 # -- per-host concurrency ---------------------------------------------------------------------------
@@ -559,7 +508,7 @@ def test_per_host_concurrency_bound(per_host):
     async def many(f):
         return await asyncio.gather(*(f.fetch_page(f"https://a.example.com/p{i}") for i in range(10)))
 
-    results = run(probe, many, per_host=per_host)
+    results = run_fetcher(probe, many, per_host=per_host)
     assert all(r.outcome is Outcome.OK for r in results)
     assert probe.count == 10
     assert probe.peak["a.example.com"] == per_host  # bounded, and the bound is actually used
@@ -572,7 +521,7 @@ def test_hosts_are_bounded_independently():
         urls = [f"https://{h}.example.com/p{i}" for i in range(6) for h in ("a", "b")]
         return await asyncio.gather(*(f.fetch_page(u) for u in urls))
 
-    run(probe, many, per_host=2)
+    run_fetcher(probe, many, per_host=2)
     assert probe.peak["a.example.com"] == 2
     assert probe.peak["b.example.com"] == 2
     assert probe.total_peak == 4
@@ -587,7 +536,7 @@ def test_fetch_bytes_shares_the_per_host_bound():
             *(f.fetch_bytes(f"https://a.example.com/s{i}.xml") for i in range(4)),
         )
 
-    run(probe, mixed, per_host=2)
+    run_fetcher(probe, mixed, per_host=2)
     assert probe.peak["a.example.com"] == 2
 
 
@@ -672,7 +621,7 @@ def test_robots_read_once_per_host():
     async def many(f):
         return await asyncio.gather(*(f.fetch_page(f"https://docs.example.com/p{i}.html") for i in range(5)))
 
-    run(site, many, respect_robots=True)
+    run_fetcher(site, many, respect_robots=True)
     assert [r.url.path for r in site.requests].count("/robots.txt") == 1
 
 
@@ -685,7 +634,7 @@ def test_crawl_delay_spaces_requests_with_a_cap():
         await asyncio.gather(*(f.fetch_page(f"https://docs.example.com/p{i}.html") for i in range(3)))
         return loop.time() - t
 
-    elapsed = run(site, three, respect_robots=True, max_crawl_delay=0.2)
+    elapsed = run_fetcher(site, three, respect_robots=True, max_crawl_delay=0.2)
     assert 0.35 <= elapsed < 5  # two gaps of the capped 0.2 s, not 100 s
 
 
@@ -705,7 +654,7 @@ def test_retry_after_backs_the_host_off():
         second = await f.fetch_page("https://docs.example.com/b.html")
         return first, second
 
-    first, second = run(site, two)
+    first, second = run_fetcher(site, two)
     assert first.outcome is Outcome.ERROR and first.retry_after == 3600
     assert second.outcome is Outcome.ERROR and "backing off" in second.error
     assert len(site.requests) == 1  # the second page was not requested
@@ -728,7 +677,7 @@ def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
         pages = (f.fetch_page(f"https://docs.example.com/{n}.html") for n in ("a", "b", "c"))
         return await asyncio.wait_for(asyncio.gather(*pages), 10)
 
-    first, second, third = run(handler, together, per_host=1)
+    first, second, third = run_fetcher(handler, together, per_host=1)
     assert first.outcome is Outcome.ERROR and first.retry_after == 3600
     for r in (second, third):
         assert r.outcome is Outcome.ERROR and "backing off" in r.error and r.retry_after > 3500
@@ -759,7 +708,7 @@ def test_host_queue_hands_out_at_once_what_needs_no_request(robots, first, why):
             got.append((url, await f.fetch_page(url)))
         return got
 
-    got = run(handler, lambda f: asyncio.wait_for(drain(f), 10), respect_robots=True, max_crawl_delay=100)
+    got = run_fetcher(handler, lambda f: asyncio.wait_for(drain(f), 10), respect_robots=True, max_crawl_delay=100)
     assert [u for u, _ in got] == urls
     assert all(why in r.error for _, r in got[1:])
 
@@ -806,7 +755,7 @@ def robots_paths(rec) -> int:
 
 
 def page_visit(rec, cache, now, path="/public.html"):
-    return run(rec, lambda f: f.fetch_page(ORIGIN + path), respect_robots=True, cache=cache, now=now)
+    return run_fetcher(rec, lambda f: f.fetch_page(ORIGIN + path), respect_robots=True, cache=cache, now=now)
 
 
 def test_fresh_cached_robots_answer_is_used_without_a_request():
@@ -850,7 +799,7 @@ def test_robots_failure_is_reused_within_the_pass_but_not_cached(status):
     async def two(f):
         return [await f.fetch_page(f"{ORIGIN}/p{i}.html") for i in range(2)]
 
-    results = run(site, two, respect_robots=True, cache=cache, now=T0)
+    results = run_fetcher(site, two, respect_robots=True, cache=cache, now=T0)
     assert all(r.outcome is Outcome.ERROR for r in results)  # a failure, not a skip: exit 1, retried soon
     assert all(r.error == f"robots.txt answered {status}: host not crawled this pass" for r in results)
     assert robots_paths(site) == 1 and cache.robots[ORIGIN] == good and cache.writes == 0
@@ -868,7 +817,7 @@ def test_robots_network_error_is_not_cached():
 def test_robots_cache_key_is_the_origin():
     cache = DictCache()
     site = _robots_site(200, b"User-agent: *\nAllow: /\n")
-    run(site, lambda f: f.fetch_page("https://Docs.Example.com:8443/a.html"), respect_robots=True, cache=cache, now=T0)
+    run_fetcher(site, lambda f: f.fetch_page("https://Docs.Example.com:8443/a.html"), respect_robots=True, cache=cache, now=T0)
     assert list(cache.robots) == ["https://docs.example.com:8443"]
 
 
@@ -900,7 +849,7 @@ def get_sitemap(rec, cache, now=T0, url=SITEMAP):
         body, wire = await f.fetch_bytes(url)
         return body, wire, f.sitemaps_not_modified
 
-    return run(rec, go, cache=cache, now=now)
+    return run_fetcher(rec, go, cache=cache, now=now)
 
 
 def test_sitemap_first_fetch_is_plain_and_its_copy_kept():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from sync.core.decision import Outcome
-from tests.edges.test_fetcher import Recorder, fetch_page, html_response
+from tests.fetch_helpers import Recorder, fetch_page, html_response
 
 URL = "https://docs.example.com/page.html"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from sync.core.decision import Outcome
-from tests.edges.test_fetcher import Recorder, fetch_page, html_response, run
+from tests.fetch_helpers import Recorder, fetch_page, html_response, run_fetcher
 
 URL = "https://docs.example.com/page.html"
 
@@ -37,7 +37,7 @@ def test_a_permanent_move_to_an_unwanted_page_is_answered_as_the_move():
         f.unwanted = lambda u: "excluded" if u.endswith("/genindex.html") else None
         return await f.fetch_page(URL)
 
-    res = run(seen, go)
+    res = run_fetcher(seen, go)
     assert [r.url.path for r in seen.requests] == ["/page.html"]
     assert res.status == 301 and res.moved_permanently
     assert res.redirects == [(301, "https://docs.example.com/genindex.html")]
@@ -51,6 +51,6 @@ def test_a_temporary_redirect_to_an_unwanted_page_is_not_followed():
         f.unwanted = lambda u: "excluded by --exclude */genindex.html" if u.endswith("/genindex.html") else None
         return await f.fetch_page(URL)
 
-    res = run(seen, go)
+    res = run_fetcher(seen, go)
     assert [r.url.path for r in seen.requests] == ["/page.html"]
     assert res.outcome is Outcome.ERROR and "not followed: excluded by --exclude" in res.error

@@ -24,6 +24,7 @@ from sync.edges.edge_store import EdgeStore
 from sync.edges.store import PageWrite
 from sync.errors import ConfigError
 from sync.stages.write import build_points
+from tests.helpers import EMB32, build_long_pages, reindex
 
 EMB = HashEmbedder(16)
 PAGES = {
@@ -227,10 +228,8 @@ def test_import_refuses_a_sparse_vector_that_is_not_one(store):
 
 
 def test_reindex_builds_its_collection_with_keyword_vectors(site, harness):
-    from tests.commands.test_reindex import EMB32, build_site, reindex
-
     old_edge(harness.store_path)  # the pass fills a collection from before keyword vectors
-    build_site(site)
+    build_long_pages(site)
     harness.run()
     store = EdgeStore(harness.store_path, "pages")
     n = store.count()

@@ -21,7 +21,7 @@ from sync.edges.state import GONE, LIVE, PageState
 from sync.edges.client_store import ClientStore, RetryingClient
 from sync.edges.edge_store import EdgeStore
 from tests.helpers import Harness, page_html, para
-from tests.integration.test_property import SiteEdits
+from tests.property_helpers import SiteEdits
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "sekret-key-123"
@@ -186,7 +186,7 @@ def test_a_pass_refuses_while_another_holds_the_lease_and_fetches_nothing(site, 
 
 # -- the product's property, with the state in Qdrant -----------------------------------------------------
 class QdrantSiteEdits(SiteEdits):
-    """tests/integration/test_property.py's machine, the incremental side on the Qdrant state (local
+    """The property's machine (tests/property_helpers.py), the incremental side on the Qdrant state (local
     mode); the fresh index it is compared with stays on the embedded store."""
 
     def __init__(self) -> None:

@@ -24,6 +24,7 @@ from sync.errors import ConfigError, StateLockedError
 from sync.edges.qdrant_state import QdrantState
 from sync.edges.state import GONE, LIVE, NEW, PageState, StateDB, from_epoch, to_epoch
 from sync.edges.state_protocol import State
+from tests.helpers import full_page
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -62,37 +63,6 @@ def db(reopen):
 
 def test_both_states_satisfy_the_protocol(db):
     assert isinstance(db, State)
-
-
-def full_page(url="https://e.com/a") -> PageState:
-    return PageState(
-        url=url,
-        status=LIVE,
-        source="url",
-        in_sitemap=True,
-        sitemap_lastmod="2025-12-31T00:00:00+00:00",
-        etag='W/"abc-1"',
-        last_modified="Wed, 31 Dec 2025 10:00:00 GMT",
-        content_hash="c" * 64,
-        fingerprint="f" * 16,
-        pending_hash="d" * 64,
-        chunk_count=7,
-        title="Install \u2014 caf\u00e9 docs",
-        interval=timedelta(days=2, hours=3, minutes=4, seconds=5, microseconds=678_000),
-        due_at=T0 + timedelta(days=2),
-        first_seen_at=T0 - timedelta(days=100, microseconds=123_456),
-        last_fetched_at=T0,
-        last_changed_at=T0 - timedelta(days=1),
-        failures=3,
-        last_error="HTTP 503",
-        history="[[3600.0,1],[7200.0,0]]",
-        lastmod_pending=True,
-        moved_to="https://e.com/a-new",
-        unlinked_since=T0 - timedelta(hours=5),
-        unlinked_by="https://e.com/hub.html",
-        unlinked_misses=2,
-        text_chars=4321,
-    )
 
 
 def test_round_trip_all_fields(db):

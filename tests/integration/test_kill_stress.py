@@ -36,8 +36,8 @@ import pytest
 from sync.errors import StoreError
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
+from tests.cli_helpers import ROOT
 from tests.helpers import group_alive, page_html, para, without_fetched_at
-from tests.commands.test_cli import ROOT
 
 # Each iteration kills at another moment; three cover both kills (parent only, whole group)
 # and both search pool sizes. bench/kill_stress.py runs hundreds.

@@ -29,7 +29,7 @@ import pytest
 
 from demo.site_server import render_page
 from sync.core.ids import chunk_id, point_id
-from tests.helpers import para
+from tests.helpers import by_url, para
 
 pytestmark = pytest.mark.nginx
 
@@ -274,13 +274,6 @@ class Cli:
         proc = subprocess.run(cmd, cwd=REPO, env=self._env(), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"pagesync export exited {proc.returncode}:\n{proc.stderr}"
         return {rec["id"]: rec["payload"] for rec in map(json.loads, proc.stdout.splitlines())}
-
-
-def by_url(points: dict[str, dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for p in points.values():
-        out.setdefault(p["url"], []).append(p)
-    return {u: sorted(ps, key=lambda p: p["chunk_index"]) for u, ps in out.items()}
 
 
 def check_contract(points: dict[str, dict]) -> None:

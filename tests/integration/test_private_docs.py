@@ -10,8 +10,8 @@ import pytest
 
 from demo.site_server import Site, SiteServer
 from sync.core.site_rules import SiteRules, SiteRuleSet
+from tests.cli_helpers import cli, cli_run, one_error_line
 from tests.helpers import Harness, page_html, para
-from tests.commands.test_cli import cli, one_error_line, run as cli_run, work  # noqa: F401
 
 SECRET = "Bearer s3cret-token-value"
 

@@ -18,9 +18,8 @@ from sync.core.ids import chunk_id, point_id
 from sync.core.site_rules import SiteRules, SiteRuleSet, page_fingerprint
 from sync.edges.state import StateDB
 from sync.edges.edge_store import EdgeStore
-from tests.commands.test_cli import cli, sitemap, stored, work  # noqa: F401
-from tests.commands.test_reindex import reindex
-from tests.helpers import para, without_fetched_at
+from tests.cli_helpers import cli, sitemap, stored
+from tests.helpers import para, reindex, without_fetched_at
 
 pytestmark = pytest.mark.integration
 

@@ -3,17 +3,16 @@ redirects as the RFCs mean them, Retry-After, size/type limits, the mass-deletio
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 
 from demo.site_server import Resource
 from sync.edges.state import GONE, StateDB
-from tests.helpers import page_html, para
-from tests.integration.test_engine import build, by_url
+from tests.helpers import build_pages, by_url, page_html, para, second_site
+from tests.property_helpers import assert_equals_fresh
 
 
 def test_robots_disallow_skips_and_keeps_points(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     before = harness.points()
     site.set("/robots.txt", "User-agent: *\nDisallow: /p1.html\n", content_type="text/plain")
@@ -26,7 +25,7 @@ def test_robots_disallow_skips_and_keeps_points(site, harness):
 
 
 def test_robots_5xx_disallows_all_for_now_and_purges_nothing(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     site.error("/robots.txt", 503)
@@ -43,7 +42,7 @@ def test_robots_5xx_disallows_all_for_now_and_purges_nothing(site, harness):
 
 
 def test_robots_answer_is_reused_for_24_hours(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     site.set("/robots.txt", "User-agent: *\nAllow: /\n", content_type="text/plain")
     harness.run()
     assert site.count(path="/robots.txt") == 1
@@ -57,7 +56,7 @@ def test_robots_answer_is_reused_for_24_hours(site, harness):
 
 
 def test_sitemap_discovered_through_robots_txt(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     site.set("/robots.txt", f"User-agent: *\nAllow: /\nSitemap: {site.server.url('/sitemap.xml')}\n",
              content_type="text/plain")
     rep = harness.run(sitemaps=[site.server.url("/robots.txt")])
@@ -65,7 +64,7 @@ def test_sitemap_discovered_through_robots_txt(site, harness):
 
 
 def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     base = site.server.base_url
     port = base.rsplit(":", 1)[1]
     hostile = [f"http://localhost:{port}/p0.html", "http://169.254.169.254/latest/meta-data/",
@@ -84,7 +83,7 @@ def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
 def test_invalid_sitemap_locs_are_counted_and_reported_as_skipped(site, harness):
     """Relative, mailto:, empty and other non-http <loc> entries used to vanish uncounted
    : they are skipped pages now, each with its reason, like out-of-scope ones."""
-    build(site, n=1)
+    build_pages(site, n=1)
     base = site.server.base_url
     locs = [f"{base}/p0.html", "/p1.html", "mailto:docs@example.com", "", "ftp://example.com/file"]
     body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
@@ -114,7 +113,7 @@ def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
     """A page indexed through --allow-host, its host dropped from the run: still listed,
     never fetched, and gone from the collection as a fresh index of this configuration
     would be, under "out of scope", not "left the sitemap"."""
-    build(site, n=2)
+    build_pages(site, n=2)
     base = site.server.base_url
     port = base.rsplit(":", 1)[1]
     other = f"http://localhost:{port}/p0.html"
@@ -131,7 +130,7 @@ def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
 
 
 def test_permanent_redirect_moves_the_key_to_the_target(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     old, new = site.server.url("/p1.html"), site.server.url("/p1-new.html")
     body = site.resources["/p1.html"].body
@@ -147,7 +146,7 @@ def test_permanent_redirect_moves_the_key_to_the_target(site, harness):
 
 
 def test_temporary_redirect_does_not_move_the_key(site, harness):
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     site.set("/elsewhere.html", page_html("Page 0", [para("temporarily elsewhere")]), in_sitemap=False)
     site.redirect("/p0.html", "/elsewhere.html", status=307)
@@ -158,7 +157,7 @@ def test_temporary_redirect_does_not_move_the_key(site, harness):
 
 
 def test_retry_after_defers_the_page(site, harness):
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     site.error("/p0.html", 429, headers={"Retry-After": "86400"})
     rep = harness.run(full=True)
@@ -168,7 +167,7 @@ def test_retry_after_defers_the_page(site, harness):
 
 
 def test_oversized_and_non_text_pages_are_skipped_not_failed(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     site.set("/p0.html", b"%PDF-1.7", content_type="application/pdf")
@@ -181,7 +180,7 @@ def test_oversized_and_non_text_pages_are_skipped_not_failed(site, harness):
 
 
 def test_mass_deletion_guard_blocks_then_allows(site, harness):
-    build(site, n=10)
+    build_pages(site, n=10)
     harness.run()
     before = harness.points()
     for i in range(6):
@@ -196,7 +195,7 @@ def test_mass_deletion_guard_blocks_then_allows(site, harness):
 
 
 def test_site_answering_404_everywhere_purges_nothing(site, harness):
-    build(site, n=8)
+    build_pages(site, n=8)
     harness.run()
     before = harness.points()
     for i in range(8):
@@ -212,7 +211,7 @@ EMPTIED = "<html><head><title>Docs</title></head><body><nav><a href='/'>Home</a>
 
 
 def test_a_deploy_that_extracts_to_nothing_everywhere_purges_nothing(site, harness, tmp_path):
-    build(site, n=8)
+    build_pages(site, n=8)
     harness.run()
     before = harness.points()
     for i in range(8):
@@ -222,16 +221,14 @@ def test_a_deploy_that_extracts_to_nothing_everywhere_purges_nothing(site, harne
     assert "--allow-mass-delete" in rep.errors[-1]["error"]
     assert harness.points() == before
     # The deploy is rolled back: the pages held back are whole again, nothing re-embedded.
-    build(site, n=8)
+    build_pages(site, n=8)
     rep = harness.run(full=True, advance=timedelta(hours=2))
     assert rep.ok and rep.pages_removed == 0 and rep.chunks_embedded == 0
     assert harness.points() == before
 
 
 def test_a_page_emptied_alone_is_purged_and_the_collection_equals_a_fresh_index(site, harness, tmp_path):
-    from tests.stages.test_moved import assert_equals_fresh
-
-    build(site, n=8)
+    build_pages(site, n=8)
     harness.run()
     site.set("/p3.html", EMPTIED)
     rep = harness.run(full=True)
@@ -241,14 +238,14 @@ def test_a_page_emptied_alone_is_purged_and_the_collection_equals_a_fresh_index(
     assert site.server.url("/p3.html") not in by_url(harness.points())
     assert_equals_fresh(harness)
     # Its text comes back: indexed again.
-    build(site, n=8)
+    build_pages(site, n=8)
     rep = harness.run(full=True, advance=timedelta(hours=2))
     assert rep.ok and rep.pages_added + rep.pages_changed == 1
     assert_equals_fresh(harness, "fresh-2")
 
 
 def test_empty_sitemap_purges_nothing(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     for i in range(2):
@@ -268,9 +265,7 @@ SHELL = ("<!doctype html><html><head><title>{title}</title><script defer src='/s
 def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
     """Seen in use: 152 of 160 pages 'changed' to the <noscript> line, 4,116 chunks deleted,
     exit 0. Such changes count toward the mass-deletion guard as purges do."""
-    from tests.stages.test_moved import assert_equals_fresh
-
-    build(site, n=8, sections=6)
+    build_pages(site, n=8, sections=6)
     harness.run()
     before = harness.points()
     for i in range(8):
@@ -285,7 +280,7 @@ def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
     assert held.failures == 1 and "held by the mass-deletion guard" in held.last_error
 
     # Rolled back: nothing to do, and the collection is what a fresh index makes.
-    build(site, n=8, sections=6)
+    build_pages(site, n=8, sections=6)
     rep = harness.run(full=True, advance=timedelta(hours=2))
     assert rep.ok and rep.pages_changed == 0 and rep.chunks_embedded == 0
     assert harness.points() == before
@@ -293,9 +288,7 @@ def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
 
 
 def test_a_javascript_shell_deploy_goes_through_with_allow_mass_delete(site, harness):
-    from tests.stages.test_moved import assert_equals_fresh
-
-    build(site, n=8, sections=6)
+    build_pages(site, n=8, sections=6)
     harness.run()
     for i in range(8):
         site.set(f"/p{i}.html", SHELL.format(title=f"Page {i}"))
@@ -307,9 +300,7 @@ def test_a_javascript_shell_deploy_goes_through_with_allow_mass_delete(site, har
 def test_a_few_pages_cut_to_a_stub_are_edits_and_are_written(site, harness):
     """Below the guard's share a collapse is an edit: written in the same pass, the other
     changes of the pass too, and the collection equals a fresh index."""
-    from tests.stages.test_moved import assert_equals_fresh
-
-    build(site, n=10, sections=6)
+    build_pages(site, n=10, sections=6)
     harness.run()
     site.set("/p1.html", page_html("Page 1", [para("now a stub", words=8)]))   # 6 sections to 1 short one
     site.set("/p2.html", SHELL.format(title="Page 2"))
@@ -341,8 +332,6 @@ def test_one_section_pages_all_changed_to_one_stub_are_held(site, harness):
     """A page of one section is one chunk, and so is the stub: no chunk is lost, but the
     text fell to a fraction of its length on every page at once. Held, then written once
     the site is back."""
-    from tests.stages.test_moved import assert_equals_fresh
-
     for i in range(8):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"short {i}", words=50)]))
     harness.run()
@@ -377,24 +366,11 @@ def test_tiny_one_section_pages_edited_alike_are_written(site, harness):
     assert rep.ok and rep.pages_changed == 8 and rep.mass_delete_blocked == 0
 
 
-@contextlib.contextmanager
-def second_site():
-    """Another docs site on 127.0.0.1 (its own port): two pages, b0 and b1."""
-    from demo.site_server import Site, SiteServer
-
-    other = Site()
-    with SiteServer(other) as server:
-        other.server = server  # type: ignore[attr-defined]
-        for i in range(2):
-            other.set(f"/b{i}.html", page_html(f"B {i}", [para(f"b{i}")]))
-        yield other, server
-
-
 def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
     """Seen in use: three sitemaps; one site's sitemap came back as an empty urlset and its
     pages were purged ("left the sitemap"), exit 0; with that sitemap alone it was refused.
     Per site now: a configured site whose sitemap lists nothing purges nothing."""
-    build(site, n=6)
+    build_pages(site, n=6)
     with second_site() as (other, server):
         both = [harness.sitemap(), server.url("/sitemap.xml")]
         assert harness.run(sitemaps=both).pages_added == 8
@@ -412,7 +388,7 @@ def test_one_sites_empty_sitemap_among_several_purges_nothing(site, harness):
 
 def test_a_sitemap_dropped_from_the_config_still_takes_its_pages_with_it(site, harness):
     """Not an empty sitemap: a site no longer configured is out of scope, and its pages go."""
-    build(site, n=6)
+    build_pages(site, n=6)
     with second_site() as (_, server):
         assert harness.run(sitemaps=[harness.sitemap(), server.url("/sitemap.xml")]).pages_added == 8
         rep = harness.run()

@@ -12,7 +12,7 @@ import pytest
 
 from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
-from tests.integration.test_engine import build
+from tests.helpers import build_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "run_ci_example.sh"
@@ -36,7 +36,7 @@ def test_workflow_file_runs_the_same_commands():
 
 @pytest.mark.slow  # the command line as subprocesses
 def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
-    build(site, n=3)
+    build_pages(site, n=3)
     first = run_example(site, tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     report = json.loads((tmp_path / "report.json").read_text())
@@ -67,7 +67,7 @@ def test_the_library_snippet_runs(site, tmp_path, doc, heading):
     section = text[text.index(heading):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "https://docs.example.com/sitemap.xml" in code and "make_embedder(None)" in code
-    build(site, n=2)
+    build_pages(site, n=2)
     code = code.replace("https://docs.example.com/sitemap.xml", site.server.url("/sitemap.xml"))
     code = code.replace("make_embedder(None)", 'make_embedder("fake")')
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -87,7 +87,7 @@ def test_the_readme_app_snippet_reads_what_a_pass_wrote(site, tmp_path):
     section = text[text.index("### Use it from my app"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "open_collection(" in code and "PagesyncRetriever" in code
-    build(site, n=2)
+    build_pages(site, n=2)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     sync = subprocess.run([sys.executable, "-m", "sync", "run", "--sitemap", site.server.url("/sitemap.xml"),
                            "--embedder", "fake", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,

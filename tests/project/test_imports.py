@@ -4,24 +4,11 @@ neither the engine nor httpx, the stores or the model (a pass that fetches nothi
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
-import sys
 
 import pytest
 
 import sync
-
-HEAVY = ("sync.engine", "sync.edges.fetcher", "sync.edges.edge_store", "sync.edges.client_store", "sync.commands.audit", "sync.edges.qdrant_state", "httpx", "lxml",
-         "qdrant_client", "qdrant_edge", "torch", "sentence_transformers", "onnxruntime", "trafilatura",
-         "langchain_text_splitters", "rich", "pygments")
-
-
-def loaded_after(code: str) -> dict[str, bool]:
-    probe = f"import sys, json\n{code}\nprint(json.dumps({{m: m in sys.modules for m in {HEAVY!r}}}))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
+from tests.helpers import loaded_after
 
 def test_import_sync_cli_loads_nothing_heavy():
     assert [m for m, v in loaded_after("import sync.commands.cli").items() if v] == []

@@ -9,6 +9,7 @@ import pytest
 
 import sync.engine as engine
 import sync.stages
+from tests.helpers import loaded_after
 
 STAGES = Path(sync.stages.__file__).parent
 
@@ -46,8 +47,6 @@ def test_no_stage_imports_the_engine_or_a_command():
 
 
 def test_the_pure_planning_loads_no_fetcher():
-    from tests.project.test_imports import loaded_after
-
     loaded = loaded_after("import sync.core.planning")
     assert not loaded["httpx"] and not loaded["sync.engine"] and not loaded["sync.edges.fetcher"]
 
@@ -144,7 +143,5 @@ def test_each_module_is_named_in_its_package_docstring(package):
 
 
 def test_the_store_protocol_module_loads_no_backend():
-    from tests.project.test_imports import loaded_after
-
     loaded = loaded_after("import sync.edges.store")
     assert not loaded["qdrant_client"] and not loaded["qdrant_edge"] and not loaded["sync.edges.edge_store"]

@@ -10,7 +10,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from demo.site_server import render_page
-from tests.helpers import Harness, page_html, para
+from tests.cli_helpers import cli_run
+from tests.helpers import EMB16, Harness, page_html, para, reindex
 
 
 def _texts(harness) -> dict[str, list[str]]:
@@ -122,7 +123,6 @@ def test_reindex_reads_again_a_page_the_old_hash_kept_stale(site, harness, monke
 
     import sync.engine as engine
     import sync.stages.visit as visit
-    from tests.commands.test_reindex import EMB16, reindex
 
     site.set("/code.html", _code_page("    "))
     old_hash = lambda md: hashlib.sha256(re.sub(r"\s+", " ", md).strip().encode()).hexdigest()  # noqa: E731
@@ -180,15 +180,13 @@ def test_the_default_cap_is_2000_chunks():
 
 
 def test_cli_max_chunks_per_page(site, tmp_path):
-    from tests.commands.test_cli import run
-
     site.set("/long.html", _long_page(40))
     site.set("/small.html", page_html("Small", [para("small")]))
-    r = run(site, tmp_path, "--max-chunks-per-page", "5", "--now", "2026-01-01T00:00:00Z", report="R.json")
+    r = cli_run(site, tmp_path, "--max-chunks-per-page", "5", "--now", "2026-01-01T00:00:00Z", report="R.json")
     assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "R.json").read_text())
     assert rep["pages_skipped"] == 1 and rep["pages_added"] == 1
     assert "over the cap of 5 per page" in rep["skipped"][0]["reason"]
     assert "over the cap of 5 per page" in r.stderr  # said without -v
-    r = run(site, tmp_path, "--max-chunks-per-page", "0")
+    r = cli_run(site, tmp_path, "--max-chunks-per-page", "0")
     assert r.returncode == 2

@@ -11,14 +11,10 @@ import pytest
 from sync.core.planning import plan_events
 from sync.edges.state import LIVE, PageState, StateDB
 from sync.edges.edge_store import EdgeStore
-from tests.helpers import T0, Harness, lose_collection, page_html, para, without_fetched_at
+from tests.cli_helpers import cli, cli_build, cli_run, stored
+from tests.helpers import T0, Harness, build_pages, lose_collection, without_fetched_at
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
-
-
-def build(site, n=4, sections=3):
-    for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
 
 
 def fresh_points(site, tmp_path):
@@ -35,7 +31,7 @@ def strip(points):
 @both_states
 @pytest.mark.parametrize("full", [False, True])
 def test_a_lost_collection_is_rebuilt_within_the_pass_despite_304s(site, harness, tmp_path, caplog, full):
-    build(site)
+    build_pages(site)
     first = harness.run()
     assert first.pages_added == 4 and not first.collection_lost
     lose_collection(harness)
@@ -53,7 +49,7 @@ def test_a_lost_collection_is_rebuilt_within_the_pass_despite_304s(site, harness
 
 
 def test_another_collection_name_is_filled_from_the_state(site, harness, tmp_path):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     harness.collection = "other"
     rep = harness.run(advance=timedelta(minutes=5), rebuild=True)
@@ -63,7 +59,7 @@ def test_another_collection_name_is_filled_from_the_state(site, harness, tmp_pat
 
 @pytest.mark.parametrize("harness", ["qdrant"], indirect=True)
 def test_an_emptied_collection_on_a_server_is_noticed(site, harness, tmp_path):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     store = harness.open_store()
     try:
@@ -78,7 +74,7 @@ def test_an_emptied_collection_on_a_server_is_noticed(site, harness, tmp_path):
 
 def test_the_embedded_store_answers_emptiness_without_loading_a_shard(site, harness):
     assert EdgeStore(harness.store_path, "pages").is_empty() is True  # missing
-    build(site, n=1)
+    build_pages(site, n=1)
     harness.run()
     store = EdgeStore(harness.store_path, "pages")
     try:
@@ -89,7 +85,7 @@ def test_the_embedded_store_answers_emptiness_without_loading_a_shard(site, harn
 
 
 def test_dry_run_on_a_lost_collection_reports_and_writes_nothing(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     lose_collection(harness)
     with StateDB(harness.state_path) as st:
@@ -104,7 +100,7 @@ def test_dry_run_on_a_lost_collection_reports_and_writes_nothing(site, harness):
 
 
 def test_a_lost_page_that_left_the_site_is_purged_not_rebuilt(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     lose_collection(harness)
     site.remove("/p0.html")
@@ -129,13 +125,10 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     """The tester's repro: index, rm -rf the --qdrant-path, `status`, then `run --full`."""
     import json
 
-    from tests.commands.test_cli import build as cli_build
-    from tests.commands.test_cli import cli, run, stored
-
     work = tmp_path / "work"
     work.mkdir()
     cli_build(site)
-    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    assert cli_run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
     n = len(stored(work))
     shutil.rmtree(work / "q")
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--json")
@@ -143,7 +136,7 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert "was not found in q (a mistyped" in json.loads(st.stdout)["warnings"][0]
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
     assert st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run --rebuild" in st.stdout
-    r = run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
+    r = cli_run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
     assert r.returncode == 0, r.stderr
     assert sum("missing or empty but the state records" in ln for ln in r.stderr.splitlines()) == 1
     rep = json.loads((work / "r.json").read_text())
@@ -159,13 +152,10 @@ def test_cli_status_on_an_emptied_embedded_collection_points_to_audit_fix(site, 
     shard it has no reason to open, so status names the repair that does."""
     import json
 
-    from tests.commands.test_cli import build as cli_build
-    from tests.commands.test_cli import cli, run, stored
-
     work = tmp_path / "work"
     work.mkdir()
     cli_build(site)
-    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    assert cli_run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
     urls = {p["url"] for p in stored(work).values()}
     store = EdgeStore(work / "q", "pages")
     try:
@@ -184,7 +174,7 @@ def test_cli_status_on_an_emptied_embedded_collection_points_to_audit_fix(site, 
 
 # -- robots.txt answering 5xx: disallow all for now, but as failures ------------------------------
 def test_robots_503_on_a_first_run_fails_the_pages_and_retries_them_soon(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     site.error("/robots.txt", 503)
     rep = harness.run()
     assert not rep.ok and rep.pages_failed == 3 and rep.pages_skipped == 0 and rep.pages_added == 0
@@ -200,7 +190,7 @@ def test_robots_503_on_a_first_run_fails_the_pages_and_retries_them_soon(site, h
 
 
 def test_robots_503_keeps_what_is_indexed(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     before = harness.points()
     site.error("/robots.txt", 503)
@@ -210,7 +200,7 @@ def test_robots_503_keeps_what_is_indexed(site, harness):
 
 
 def test_robots_404_still_allows_all(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     site.error("/robots.txt", 404)
     rep = harness.run()
     assert rep.ok and rep.pages_added == 2 and rep.pages_failed == 0
@@ -220,7 +210,7 @@ def test_robots_404_still_allows_all(site, harness):
 def test_pages_skipped_counts_every_skipped_page_including_out_of_scope_sitemap_entries(site, harness):
     from demo.site_server import Resource
 
-    build(site, n=2)
+    build_pages(site, n=2)
     site.set("/big.bin", b"\x00" * 100, content_type="application/octet-stream")  # a page skipped: not text
     base = site.server.base_url
     urls = [f"{base}/p0.html", f"{base}/p1.html", f"{base}/big.bin", "http://attacker.example/x",

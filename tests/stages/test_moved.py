@@ -10,30 +10,16 @@ from datetime import timedelta
 
 from demo.site_server import Resource
 from sync.edges.state import GONE, StateDB
-from tests.helpers import Harness, page_html, para
-from tests.integration.test_property import _diff, comparable_with_vectors
+from tests.helpers import build_pages, page_html, para
+from tests.property_helpers import assert_equals_fresh
 
 GUIDE = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
-
-
-def build(site, n=4, sections=3):
-    for i in range(n):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(sections)]))
 
 
 def listed_redirect(site, path, target, status=301):
     """`path` answers a redirect to `target` and the sitemap still lists it."""
     site.redirect(path, target, status=status)
     site.resources[path].in_sitemap = True
-
-
-def assert_equals_fresh(h: Harness, name: str = "fresh") -> None:
-    fresh = Harness(h.site, h.tmp / name, stamp_site=False)
-    fresh.now = h.now
-    frep = fresh.run()
-    assert frep.pages_failed == 0, frep.errors
-    inc, exp = comparable_with_vectors(h), comparable_with_vectors(fresh)
-    assert inc == exp, _diff(inc, exp)
 
 
 def requests_to(site, path):
@@ -69,7 +55,7 @@ def test_stale_301s_in_the_sitemap_settle_on_a_fresh_state(site, harness):
 
 
 def test_a_live_page_that_moves_is_removed_once(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     harness.run()
     body = site.resources["/p1.html"].body
     site.set("/p1-new.html", body, in_sitemap=False)  # same body, same ETag as the old page had
@@ -91,7 +77,7 @@ def test_a_live_page_that_moves_is_removed_once(site, harness):
 
 
 def test_an_undone_redirect_is_indexed_again_and_its_target_dropped(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     old_body = site.resources["/p1.html"].body
     site.set("/p1-new.html", page_html("Page 1", [para("p1 moved")]), in_sitemap=False)
     listed_redirect(site, "/p1.html", "/p1-new.html")
@@ -106,7 +92,7 @@ def test_an_undone_redirect_is_indexed_again_and_its_target_dropped(site, harnes
 
 
 def test_removals_count_only_pages_that_were_live(site, harness):
-    build(site, n=2)
+    build_pages(site, n=2)
     site.set("/gone.html", b"gone", status=410)  # listed, 410 from the start
     listed_redirect(site, "/old.html", "/p0.html")
     rep = harness.run()
@@ -123,7 +109,7 @@ def test_removals_count_only_pages_that_were_live(site, harness):
 
 
 def test_guard_counts_only_live_pages_of_the_tracked_ones(site, harness):
-    build(site, n=10)
+    build_pages(site, n=10)
     for i in range(4):
         site.set(f"/dead{i}.html", b"", status=404)  # listed, gone since the first pass
     harness.run()
@@ -140,7 +126,7 @@ def test_guard_counts_only_live_pages_of_the_tracked_ones(site, harness):
 
 
 def test_failed_or_empty_sitemap_reports_the_pass_blocked(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     site.sitemap_mode = "missing"
     rep = harness.run(advance=timedelta(hours=1))
@@ -153,7 +139,7 @@ def test_failed_or_empty_sitemap_reports_the_pass_blocked(site, harness):
 
 
 def test_full_revisits_gone_pages_still_listed(site, harness):
-    build(site, n=3)
+    build_pages(site, n=3)
     harness.run()
     good = site.resources["/p1.html"]
     site.resources["/p1.html"] = Resource(b"", status=404, mtime=good.mtime)  # still listed, same lastmod

@@ -14,6 +14,7 @@ from sync.errors import CollectionLostError, ConfigError
 from sync.core.points_check import MISSING_MARK, REBUILD_MARK, short_pages
 from sync.edges.state import LIVE, PageState, StateDB
 from sync.commands.status import collect_status
+from tests.cli_helpers import cli_build, cli_run, one_error_line
 from tests.helpers import T0, Harness, lose_collection, page_html, para
 
 both_states = pytest.mark.parametrize("harness", ["sqlite", "qdrant"], indirect=True)
@@ -89,22 +90,19 @@ def test_a_lost_collection_is_refused_without_rebuild_and_nothing_is_created(sit
 
 
 def test_cli_a_mistyped_collection_on_run_is_exit_2_with_both_readings(site, tmp_path):
-    from tests.commands.test_cli import build as cli_build
-    from tests.commands.test_cli import one_error_line, run
-
     work = tmp_path / "work"
     work.mkdir()
     cli_build(site)
-    assert run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
+    assert cli_run(site, work, "--now", "2026-01-01T00:00:00Z").returncode == 0
     before = (work / "s.db").read_bytes()
     site.clear_log()
-    r = run(site, work, "--collection", "pagse", "--now", "2026-01-01T01:00:00Z")
+    r = cli_run(site, work, "--collection", "pagse", "--now", "2026-01-01T01:00:00Z")
     assert r.returncode == 2, r.stderr
     line = one_error_line(r)
     assert "collection 'pagse' is missing or empty" in line and "mistyped" in line and "--rebuild" in line, line
     assert site.requests == [] and not (work / "q" / "pagse").exists()
     assert (work / "s.db").read_bytes() == before
-    r = run(site, work, "--collection", "pagse", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
+    r = cli_run(site, work, "--collection", "pagse", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
     assert r.returncode == 0, r.stderr
     assert json.loads((work / "r.json").read_text())["pages_rebuilt"] == 3
 

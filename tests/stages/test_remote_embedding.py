@@ -15,7 +15,7 @@ from embedders.limits import token_bound
 from embedders.openai_api import OpenAIEmbedder
 from sync.edges.state import StateDB
 from tests.embedders.fake_openai import KEY, FakeOpenAI, words
-from tests.helpers import page_html, para
+from tests.helpers import page_html, para, reindex
 
 PROBE = ["pagesync dimension probe"]
 
@@ -135,8 +135,6 @@ def test_the_model_id_names_the_model_and_size_in_every_point(site, harness):
 
 
 def test_reindex_onto_a_remote_model_reports_its_tokens(site, harness):
-    from tests.commands.test_reindex import reindex
-
     for i in range(2):
         site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}")]))
     harness.run()

@@ -21,7 +21,9 @@ from embedders import HashEmbedder
 from sync.errors import CollectionMismatchError, StoreError
 from sync.edges.state import StateDB
 from sync.edges.edge_store import EdgeStore
-from tests.helpers import Harness, para, without_fetched_at
+from tests.cli_helpers import cli_run
+from tests.helpers import Harness, build_pages, para, without_fetched_at
+from tests.property_helpers import assert_equals_fresh
 
 PAGE = "/guide.html"
 
@@ -412,8 +414,6 @@ def test_reused_vectors_are_the_models_vectors_for_their_texts(site, tmp_path):
 
 @pytest.mark.slow  # the command line as subprocesses
 def test_cli_reports_chunks_reused_and_no_reuse_flag(site, tmp_path):
-    from tests.commands.test_cli import run as cli_run
-
     sections = ten_sections()
     site.set(PAGE, guide(sections))
     assert cli_run(site, tmp_path, report="r1.json").returncode == 0
@@ -457,10 +457,7 @@ def test_permanently_moved_page_keeps_its_vectors_under_the_new_url(site, tmp_pa
 def test_a_lost_state_re_embeds_nothing_the_collection_still_holds(site, harness):
     """Seen in use: after the state file was deleted, the next pass re-added every page and
     embedded all 757 chunks again, although their vectors were in the collection."""
-    from tests.integration.test_engine import build
-    from tests.stages.test_moved import assert_equals_fresh
-
-    build(site, n=4)
+    build_pages(site, n=4)
     first = harness.run()
     for f in harness.state_path.parent.glob(harness.state_path.name + "*"):
         f.unlink()
