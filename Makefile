@@ -53,9 +53,11 @@ docs: install
 demo-docs: install
 	$(BIN)/python demo/run_demo.py --docs
 
-# ruff check (the rules in pyproject.toml) over the repository, then mypy over sync/, chunking/
-# and embedders/ (about a minute without its cache, .mypy_cache; seconds with it).
+# ruff's formatter (the layout: `ruff format .` fixes it) and ruff check (the rules in
+# pyproject.toml) over the repository, then mypy over sync/, chunking/ and embedders/ (about a
+# minute without its cache, .mypy_cache; seconds with it).
 lint: install
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

@@ -27,8 +27,15 @@ def cli(work: Path, *args: str, input: str | None = None, env: dict[str, str] | 
     full_env["HF_HUB_OFFLINE"] = "1"
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=full_env, input=input,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sync", *args],
+        cwd=work,
+        env=full_env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def parallel(*calls):

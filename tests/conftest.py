@@ -17,8 +17,9 @@ from tests.helpers import Harness
 # (derandomize, no example database), no deadline and no too-slow health check, so a
 # loaded machine changes how long the suite takes, never whether it passes.
 # HYPOTHESIS_PROFILE=dev draws new examples each run (and keeps failing ones in .hypothesis/).
-settings.register_profile("ci", derandomize=True, database=None, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -43,8 +44,10 @@ def _share_the_default_ssl_context() -> None:
 
 _share_the_default_ssl_context()
 
-NO_SERVER = ("no Qdrant server: set QDRANT_URL=http://host:6333 (and QDRANT_API_KEY) or start Docker "
-             "to run the server-mode tests (store contract, Qdrant state)")
+NO_SERVER = (
+    "no Qdrant server: set QDRANT_URL=http://host:6333 (and QDRANT_API_KEY) or start Docker "
+    "to run the server-mode tests (store contract, Qdrant state)"
+)
 
 
 @pytest.fixture

@@ -41,8 +41,10 @@ def para(seed: str, words: int = 60) -> str:
     """Deterministic prose-like text, distinct per seed."""
     import hashlib
 
-    vocab = ("alpha beta gamma delta install configure deploy server client request response cache token "
-             "index vector page sitemap chunk embed store query filter update delete schedule retry error").split()
+    vocab = (
+        "alpha beta gamma delta install configure deploy server client request response cache token "
+        "index vector page sitemap chunk embed store query filter update delete schedule retry error"
+    ).split()
     h = hashlib.sha256(seed.encode()).digest()
     out = []
     for i in range(words):
@@ -85,14 +87,17 @@ def sphinx_page(name: str, pages: list[str], body: str | None = None, head: str 
     headerlinks, genindex/search in the related bar, fragments on the same page."""
     depth = name.count("/")
     up = "../" * depth
-    toc = "".join(f'<li class="toctree-l1"><a class="reference internal" href="{up}{p}.html">{p}</a></li>'
-                  for p in pages)
+    toc = "".join(
+        f'<li class="toctree-l1"><a class="reference internal" href="{up}{p}.html">{p}</a></li>' for p in pages
+    )
     text = body or f"<p>{para(name)}</p><p>{para(name + ' more')}</p>"
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name} - Demo docs</title>{head}</head><body>"
-            f'<div class="related"><a href="{up}genindex.html">index</a> <a href="{up}search.html">search</a></div>'
-            f'<div class="body" role="main"><section id="s"><h1>{name}<a class="headerlink" href="#s">¶</a></h1>'
-            f'{text}<p><a href="#s">this section</a></p></section></div>'
-            f'<div class="sphinxsidebar"><ul>{toc}</ul></div></body></html>')
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name} - Demo docs</title>{head}</head><body>"
+        f'<div class="related"><a href="{up}genindex.html">index</a> <a href="{up}search.html">search</a></div>'
+        f'<div class="body" role="main"><section id="s"><h1>{name}<a class="headerlink" href="#s">¶</a></h1>'
+        f'{text}<p><a href="#s">this section</a></p></section></div>'
+        f'<div class="sphinxsidebar"><ul>{toc}</ul></div></body></html>'
+    )
 
 
 def build_docs(site, pages=DOCS, linked=None):
@@ -130,8 +135,16 @@ class Harness:
     connection) with the page state in the companion collection (`QdrantState`).
     """
 
-    def __init__(self, site: Site, tmp: Path, embedder=None, splitter=None, collection: str = "pages",
-                 state: str = "sqlite", stamp_site: bool = True):
+    def __init__(
+        self,
+        site: Site,
+        tmp: Path,
+        embedder=None,
+        splitter=None,
+        collection: str = "pages",
+        state: str = "sqlite",
+        stamp_site: bool = True,
+    ):
         self.site = site
         self.tmp = tmp
         self.embedder = embedder or HashEmbedder(16)
@@ -165,19 +178,43 @@ class Harness:
     def sitemap(self) -> str:
         return self.site.server.url("/sitemap.xml")  # type: ignore[attr-defined]
 
-    def run(self, *, full: bool = False, dry_run: bool = False, advance: timedelta = timedelta(0), store=None,
-            state_path: Path | None = None, embedder=None, sitemaps=None, urls=(), fetcher_kw=None, checkpoint=None,
-            **cfg):
+    def run(
+        self,
+        *,
+        full: bool = False,
+        dry_run: bool = False,
+        advance: timedelta = timedelta(0),
+        store=None,
+        state_path: Path | None = None,
+        embedder=None,
+        sitemaps=None,
+        urls=(),
+        fetcher_kw=None,
+        checkpoint=None,
+        **cfg,
+    ):
         self.now += advance
         store = store or self.open_store()
-        pc = PassConfig(sitemaps=[self.sitemap()] if sitemaps is None else sitemaps, urls=list(urls), now=self.now,
-                        full=full, dry_run=dry_run, **cfg)
+        pc = PassConfig(
+            sitemaps=[self.sitemap()] if sitemaps is None else sitemaps,
+            urls=list(urls),
+            now=self.now,
+            full=full,
+            dry_run=dry_run,
+            **cfg,
+        )
 
         async def go():
             async with make_client(timeout=5) as client:
-                return await arun_pass(pc, fetcher=Fetcher(client, **(fetcher_kw or {})), store=store, state=st,
-                                       embedder=embedder or self.embedder, splitter=self.splitter,
-                                       checkpoint=checkpoint)
+                return await arun_pass(
+                    pc,
+                    fetcher=Fetcher(client, **(fetcher_kw or {})),
+                    store=store,
+                    state=st,
+                    embedder=embedder or self.embedder,
+                    splitter=self.splitter,
+                    checkpoint=checkpoint,
+                )
 
         with self.open_state(store, state_path) as st:
             try:
@@ -281,8 +318,14 @@ def reindex(h: "Harness", embedder, catalog=None, collection: str = "pages", spl
     from sync.edges.catalog import EdgeCatalog
 
     with StateDB(h.state_path) as st:
-        return run_reindex(catalog or EdgeCatalog(h.store_path), collection, state=st, embedder=embedder,
-                           splitter=splitter or h.splitter, cfg=ReindexConfig(**cfg))
+        return run_reindex(
+            catalog or EdgeCatalog(h.store_path),
+            collection,
+            state=st,
+            embedder=embedder,
+            splitter=splitter or h.splitter,
+            cfg=ReindexConfig(**cfg),
+        )
 
 
 def damage(store: EdgeStore, site, vec_dim: int = 16) -> dict[str, str]:
@@ -291,11 +334,33 @@ def damage(store: EdgeStore, site, vec_dim: int = 16) -> dict[str, str]:
     stray_url = site.server.url("/never-existed.html")
     old_url = site.server.url("/p0.html")
     gap_url = site.server.url("/p1.html")
-    points = [StoredPoint(point_id(chunk_id(stray_url, i)), {"url": stray_url, "chunk_id": chunk_id(stray_url, i),
-                                                             "chunk_index": i, "content_hash": "x" * 64, "text": "stray"}, v)
-              for i in range(2)]
-    points.append(StoredPoint(point_id(chunk_id(old_url, 40)), {"url": old_url, "chunk_id": chunk_id(old_url, 40),
-                                                                "chunk_index": 40, "content_hash": "0" * 64, "text": "old"}, v))
+    points = [
+        StoredPoint(
+            point_id(chunk_id(stray_url, i)),
+            {
+                "url": stray_url,
+                "chunk_id": chunk_id(stray_url, i),
+                "chunk_index": i,
+                "content_hash": "x" * 64,
+                "text": "stray",
+            },
+            v,
+        )
+        for i in range(2)
+    ]
+    points.append(
+        StoredPoint(
+            point_id(chunk_id(old_url, 40)),
+            {
+                "url": old_url,
+                "chunk_id": chunk_id(old_url, 40),
+                "chunk_index": 40,
+                "content_hash": "0" * 64,
+                "text": "old",
+            },
+            v,
+        )
+    )
     points.append(StoredPoint("00000000-0000-4000-8000-000000000001", {"note": "written by another tool"}, v))
     store.upsert(points)
     store.delete_points([point_id(chunk_id(gap_url, 1))])
@@ -335,9 +400,25 @@ def full_page(url="https://e.com/a") -> PageState:
 
 
 # What importing pagesync must not load (tests/project/test_imports.py, test_layout.py).
-HEAVY = ("sync.engine", "sync.edges.fetcher", "sync.edges.edge_store", "sync.edges.client_store", "sync.commands.audit", "sync.edges.qdrant_state", "httpx", "lxml",
-         "qdrant_client", "qdrant_edge", "torch", "sentence_transformers", "onnxruntime", "trafilatura",
-         "langchain_text_splitters", "rich", "pygments")
+HEAVY = (
+    "sync.engine",
+    "sync.edges.fetcher",
+    "sync.edges.edge_store",
+    "sync.edges.client_store",
+    "sync.commands.audit",
+    "sync.edges.qdrant_state",
+    "httpx",
+    "lxml",
+    "qdrant_client",
+    "qdrant_edge",
+    "torch",
+    "sentence_transformers",
+    "onnxruntime",
+    "trafilatura",
+    "langchain_text_splitters",
+    "rich",
+    "pygments",
+)
 
 
 def loaded_after(code: str) -> dict[str, bool]:
@@ -354,4 +435,3 @@ def store_clock(on_sleep):
     import types
 
     return types.SimpleNamespace(monotonic=time.monotonic, time=time.time, sleep=on_sleep)
-

@@ -35,8 +35,9 @@ class CloseVector(list):
     __hash__ = None  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, list) and len(self) == len(other)
-                and all(abs(a - b) <= 1e-5 for a, b in zip(self, other)))
+        return (
+            isinstance(other, list) and len(self) == len(other) and all(abs(a - b) <= 1e-5 for a, b in zip(self, other))
+        )
 
     def __ne__(self, other: object) -> bool:
         return not self == other
@@ -71,8 +72,12 @@ class SiteEdits(RuleBasedStateMachine):
     def _publish(self, path: str, paras: list[str], nav: str = "a", **kw) -> None:
         self.clock += 10  # every edit gets a later mtime, hence a later sitemap lastmod
         self.content[path] = paras
-        self.site.set(path, page_html(path.strip("/"), paras, nav=["Guide", f"Nav {nav}"], footer=f"© {nav}"),
-                      mtime=self.clock, **kw)
+        self.site.set(
+            path,
+            page_html(path.strip("/"), paras, nav=["Guide", f"Nav {nav}"], footer=f"© {nav}"),
+            mtime=self.clock,
+            **kw,
+        )
 
     def _new_para(self) -> str:
         self.version += 1
@@ -88,7 +93,9 @@ class SiteEdits(RuleBasedStateMachine):
     def add_page(self, data) -> None:
         free = [p for p in PAGES if p not in self.content]
         if free:
-            self._publish(data.draw(st.sampled_from(free)), [self._new_para() for _ in range(data.draw(st.integers(1, 4)))])
+            self._publish(
+                data.draw(st.sampled_from(free)), [self._new_para() for _ in range(data.draw(st.integers(1, 4)))]
+            )
 
     @precondition(lambda self: self.content)
     @rule(data=st.data())
@@ -162,8 +169,9 @@ class SiteEdits(RuleBasedStateMachine):
         written = {c["url"] for c in rep.changes if c["action"] in ("added", "changed")}
         after_urls = {p["url"] for p in incremental.values()}
         sources = set().union(*(t for u, t in before.items() if u in written or u not in after_urls))
-        new_texts = {embedded_text(p["text"], p["headings"]) for p in incremental.values()
-                     if p["url"] in written} - sources
+        new_texts = {
+            embedded_text(p["text"], p["headings"]) for p in incremental.values() if p["url"] in written
+        } - sources
         assert rep.chunks_embedded == len(new_texts), (rep.chunks_embedded, sorted(new_texts))
 
         self.fresh_runs += 1

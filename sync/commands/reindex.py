@@ -479,7 +479,10 @@ class _Reindex:
     # -- verify --------------------------------------------------------------------------------
     def _verify(self, store: Store, target: str) -> list[str]:
         self.report.verify, problems = verify_built(
-            store, self.catalog.vector_size(target), self.after, self.embedder.dimension,
+            store,
+            self.catalog.vector_size(target),
+            self.after,
+            self.embedder.dimension,
             self.sink.sample if self.sink is not None else None,
         )
         return problems

@@ -38,11 +38,14 @@ def test_the_bundled_counter_is_the_models_tokenizer(counter):
     assert counter.count("hello world") == 4
 
 
-@pytest.mark.parametrize("name, path", [
-    ("sphinx-options.html", ("Options", "Choice Options")),
-    ("mkdocs-material-options.html", ("Options", "Choice options")),
-    ("docusaurus-options.html", ("Options | My Site", "Choice options")),
-])
+@pytest.mark.parametrize(
+    "name, path",
+    [
+        ("sphinx-options.html", ("Options", "Choice Options")),
+        ("mkdocs-material-options.html", ("Options", "Choice options")),
+        ("docusaurus-options.html", ("Options | My Site", "Choice options")),
+    ],
+)
 def test_real_generator_output_summary_is_text_and_chunks_have_paths(name, path, counter):
     ex = extract_page((FIXTURES / name).read_bytes())
     assert not re.search(r"(?m)^#+ .*(Changelog|Changed in)", ex.markdown)  # a <summary> is no heading
@@ -82,13 +85,16 @@ def test_embedded_text_is_the_path_then_the_chunk():
     assert Chunk("Body.", ("T",)).embedded == "T\n\nBody."
 
 
-@pytest.mark.parametrize("title, meta, want", [
-    ("Options", {"h1": "Options", "h2": "Boolean Flags"}, ("Options", "Boolean Flags")),
-    ("Options — Click Documentation", {"h1": "Options"}, ("Options — Click Documentation",)),
-    ("Guide", {"h1": "Install", "h2": "Linux", "h3": "Debian"}, ("Guide", "Install", "Linux", "Debian")),
-    ("", {"h1": "Install", "h2": "Linux"}, ("Install", "Linux")),
-    ("T", {}, ("T",)),
-])
+@pytest.mark.parametrize(
+    "title, meta, want",
+    [
+        ("Options", {"h1": "Options", "h2": "Boolean Flags"}, ("Options", "Boolean Flags")),
+        ("Options — Click Documentation", {"h1": "Options"}, ("Options — Click Documentation",)),
+        ("Guide", {"h1": "Install", "h2": "Linux", "h3": "Debian"}, ("Guide", "Install", "Linux", "Debian")),
+        ("", {"h1": "Install", "h2": "Linux"}, ("Install", "Linux")),
+        ("T", {}, ("T",)),
+    ],
+)
 def test_heading_path(title, meta, want):
     assert heading_path(title, meta) == want
 
@@ -96,7 +102,8 @@ def test_heading_path(title, meta, want):
 _word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_0123456789", min_size=1, max_size=14)
 _para = st.lists(_word, min_size=1, max_size=120).map(" ".join)
 _code = st.lists(_para.map(lambda p: "    " + p[:60]), min_size=1, max_size=30).map(
-    lambda xs: "```python\n" + "\n".join(xs) + "\n```")
+    lambda xs: "```python\n" + "\n".join(xs) + "\n```"
+)
 
 
 @st.composite
@@ -129,25 +136,31 @@ def test_settings_name_the_tokenizer_and_the_bound(counter):
     assert Splitter(200, 20, counter=counter).settings != s
 
 
-@pytest.mark.parametrize("limit, given, want", [
-    (256, {}, (256, 25, 256)),
-    (512, {"chunk_tokens": 200}, (200, 20, 512)),
-    (8191, {}, (1024, 102, 8191)),
-    (None, {}, (1024, 102, None)),
-    (None, {"max_chunk_tokens": 500}, (500, 50, 500)),
-    (8191, {"max_chunk_tokens": 2000, "chunk_overlap": 0}, (1024, 0, 2000)),
-    (None, {"assumed_limit": 512}, (512, 51, 512)),                       # a remote model of unknown input
-    (None, {"assumed_limit": 512, "max_chunk_tokens": 8000}, (1024, 102, 8000)),  # the flag raises it
-    (8191, {"assumed_limit": 512}, (1024, 102, 8191)),                    # a known limit wins
-])
+@pytest.mark.parametrize(
+    "limit, given, want",
+    [
+        (256, {}, (256, 25, 256)),
+        (512, {"chunk_tokens": 200}, (200, 20, 512)),
+        (8191, {}, (1024, 102, 8191)),
+        (None, {}, (1024, 102, None)),
+        (None, {"max_chunk_tokens": 500}, (500, 50, 500)),
+        (8191, {"max_chunk_tokens": 2000, "chunk_overlap": 0}, (1024, 0, 2000)),
+        (None, {"assumed_limit": 512}, (512, 51, 512)),  # a remote model of unknown input
+        (None, {"assumed_limit": 512, "max_chunk_tokens": 8000}, (1024, 102, 8000)),  # the flag raises it
+        (8191, {"assumed_limit": 512}, (1024, 102, 8191)),  # a known limit wins
+    ],
+)
 def test_chunk_sizes(limit, given, want):
     s = chunk_sizes(limit, **given)
     assert (s.chunk_tokens, s.chunk_overlap, s.max_tokens) == want
 
 
 def test_an_assumed_input_names_the_flag():
-    with pytest.raises(ConfigError, match="more than the model reads \\(512 tokens, assumed of a model whose input "
-                                          "is not known: give --max-chunk-tokens N\\)"):
+    with pytest.raises(
+        ConfigError,
+        match="more than the model reads \\(512 tokens, assumed of a model whose input "
+        "is not known: give --max-chunk-tokens N\\)",
+    ):
         chunk_sizes(None, chunk_tokens=600, assumed_limit=512)
 
 
@@ -169,12 +182,15 @@ def test_openai_chunks_are_bounded_in_bytes(model, bound):
     assert sp.settings != splitter_for(emb, max_chunk_tokens=256).settings
 
 
-@pytest.mark.parametrize("limit, given", [
-    (256, {"chunk_tokens": 300}),
-    (256, {"max_chunk_tokens": 512}),
-    (256, {"chunk_tokens": 100, "chunk_overlap": 100}),
-    (None, {"chunk_tokens": 4}),
-])
+@pytest.mark.parametrize(
+    "limit, given",
+    [
+        (256, {"chunk_tokens": 300}),
+        (256, {"max_chunk_tokens": 512}),
+        (256, {"chunk_tokens": 100, "chunk_overlap": 100}),
+        (None, {"chunk_tokens": 4}),
+    ],
+)
 def test_chunk_sizes_that_cannot_hold_are_config_errors(limit, given):
     with pytest.raises(ConfigError):
         chunk_sizes(limit, **given)

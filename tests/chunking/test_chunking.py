@@ -36,6 +36,7 @@ def extracted():
 
 # -- extract_page -------------------------------------------------------------------------------
 
+
 def test_boilerplate_removed(extracted):
     md = extracted.markdown
     for word in NAV + ["Footerwomble", "Acme Docs"]:
@@ -49,8 +50,10 @@ def test_headings_kept(extracted):
     assert re.search(r"^#+ Configuration options$", md, re.M)
     assert re.search(r"^#+ Advanced tuning$", md, re.M)
     # heading levels keep their order of depth
-    lv = {t: len(re.search(rf"^(#+) {t}$", md, re.M).group(1)) for t in ("Install Guide", "Configuration options",
-                                                                        "Advanced tuning")}
+    lv = {
+        t: len(re.search(rf"^(#+) {t}$", md, re.M).group(1))
+        for t in ("Install Guide", "Configuration options", "Advanced tuning")
+    }
     assert lv["Install Guide"] < lv["Configuration options"] < lv["Advanced tuning"]
 
 
@@ -105,8 +108,9 @@ def test_title_only_path_agrees_with_trafilaturas_extract_metadata(html):
 
 def test_nav_and_footer_changes_keep_the_content_hash():
     base = extract_page(docs_page(), "text/html")
-    other = extract_page(docs_page(nav=["Home", "Pricing", "Brand new menu"], footer="(c) 2027 Someone Else"),
-                         "text/html")
+    other = extract_page(
+        docs_page(nav=["Home", "Pricing", "Brand new menu"], footer="(c) 2027 Someone Else"), "text/html"
+    )
     assert content_hash(other.markdown) == content_hash(base.markdown)
 
 
@@ -137,8 +141,10 @@ def test_plain_text_non_utf8_is_decoded():
     assert e.markdown == "caf\u00e9 na\u00efve"
 
 
-@pytest.mark.parametrize("content_type, charset", [("text/plain", "koi8-r"), ("text/plain; charset=koi8-r", None),
-                                                   ("text/markdown", "iso-8859-5")])
+@pytest.mark.parametrize(
+    "content_type, charset",
+    [("text/plain", "koi8-r"), ("text/plain; charset=koi8-r", None), ("text/markdown", "iso-8859-5")],
+)
 def test_plain_text_in_its_declared_charset_is_decoded_with_it(content_type, charset):
     """The Content-Type header's charset was dropped and every non-UTF-8 body read as cp1252:
     a koi8-r page was indexed as mojibake."""
@@ -151,8 +157,11 @@ def test_plain_text_in_its_declared_charset_is_decoded_with_it(content_type, cha
 def test_html_in_a_declared_charset_is_decoded_with_it(declared):
     """trafilatura ignores both labels and guesses; on a short latin-1 page it guessed wrong
     ("élève" came out as "élčve")."""
-    head = {"header": "", "meta": "<meta charset='iso-8859-1'>",
-            "http-equiv": "<meta http-equiv='Content-Type' content='text/html; charset=iso-8859-1'>"}[declared]
+    head = {
+        "header": "",
+        "meta": "<meta charset='iso-8859-1'>",
+        "http-equiv": "<meta http-equiv='Content-Type' content='text/html; charset=iso-8859-1'>",
+    }[declared]
     html = render_page("Café", "<p>Un élève à Noël, déjà. Un élève à Noël, déjà.</p>")
     html = html.replace("<meta charset='utf-8'>", head)
     e = extract_page(html.encode("latin-1"), "text/html", charset="iso-8859-1" if declared == "header" else None)
@@ -162,8 +171,10 @@ def test_html_in_a_declared_charset_is_decoded_with_it(declared):
 
 @pytest.mark.parametrize(
     "html",
-    [b"<html><head><title>Empty</title></head><body></body></html>",
-     b"<html><head><title>Empty</title></head><body><main>  \n </main></body></html>"],
+    [
+        b"<html><head><title>Empty</title></head><body></body></html>",
+        b"<html><head><title>Empty</title></head><body><main>  \n </main></body></html>",
+    ],
 )
 def test_html_without_main_content_yields_empty_markdown(html):
     e = extract_page(html, "text/html")
@@ -172,6 +183,7 @@ def test_html_without_main_content_yields_empty_markdown(html):
 
 
 # -- Splitter -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("md", ["", " ", "\n\n\t  \n"])
 def test_empty_gives_no_chunks(md):
@@ -309,6 +321,7 @@ def test_short_page_extracts_its_text_not_the_nav():
 
 # -- chunk texts stay put when sections come and go (what vector reuse relies on) ---------------
 
+
 def _chunks_by_section(chunks: list[str]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for c in chunks:
@@ -386,8 +399,12 @@ def test_sections_are_langchains_wherever_no_title_is_glued(md):
     md = re.sub(r"(?m)^# ", "## ", md)
     ours = Splitter().sections(md)
     # (their line groups are apart by a two-space hard break, ours by a blank line)
-    theirs = [d.page_content.replace("  \n", "\n\n") for d in MarkdownHeaderTextSplitter(
-        [("#", "h1"), ("##", "h2"), ("###", "h3")], strip_headers=False).split_text(md)]
+    theirs = [
+        d.page_content.replace("  \n", "\n\n")
+        for d in MarkdownHeaderTextSplitter([("#", "h1"), ("##", "h2"), ("###", "h3")], strip_headers=False).split_text(
+            md
+        )
+    ]
     assert "\n\n".join(ours) == "\n\n".join(theirs)
     heading_only = [s for s in ours if all(re.match(r"#{1,6}( |$)", ln) for ln in s.split("\n") if ln)]
     assert not heading_only or len(ours) == 1
@@ -402,22 +419,32 @@ def test_chunker_settings_name_the_grouping():
 
 # -- code keeps its whitespace ------------------------------------------------------------------
 
-_PY = 'class MyClass:\n    """A simple example class"""\n    i = 12345\n\n    def f(self):\n        return "hello world"'
+_PY = (
+    'class MyClass:\n    """A simple example class"""\n    i = 12345\n\n    def f(self):\n        return "hello world"'
+)
 _NESTED = "def walk(tree):\n    for node in tree:\n        if node.children:\n            for child in node.children:\n                yield child\n        else:\n            yield node"
 _BLANKS = "import os\n\n\ndef main():\n    x = 1\n\n    return x"
 _TABS = "all:\n\tcc -o app main.c\n\t@echo done"
-_COMMENTS = "def update(self, keys):\n    # provides new signature\n    # but does not break __init__()\n    return keys"
+_COMMENTS = (
+    "def update(self, keys):\n    # provides new signature\n    # but does not break __init__()\n    return keys"
+)
 
 
-@pytest.mark.parametrize("md, code", [
-    ("## Classes\n\nA class:\n\n```\n" + _PY + "\n```\n\nThen more.", _PY),
-    ("## Walk\n\n```python\n" + _NESTED + "\n```", "```python\n" + _NESTED + "\n```"),
-    ("# T\n\n## Blank lines\n\nText.\n\n```py\n" + _BLANKS + "\n```\nAfter, no blank line.", _BLANKS),
-    ("## Make\n\n~~~makefile\n" + _TABS + "\n~~~", "~~~makefile\n" + _TABS + "\n~~~"),
-    ("## Comments\n\n```\n" + _COMMENTS + "\n```", _COMMENTS),
-    ("## In a list\n\n- step one:\n\n    ```bash\n    if true; then\n        echo hi\n    fi\n    ```\n\n- step two",
-     "    ```bash\n    if true; then\n        echo hi\n    fi\n    ```"),
-], ids=["python", "nested-lang", "blank-lines", "tabs-tilde", "comments", "list-item"])
+@pytest.mark.parametrize(
+    "md, code",
+    [
+        ("## Classes\n\nA class:\n\n```\n" + _PY + "\n```\n\nThen more.", _PY),
+        ("## Walk\n\n```python\n" + _NESTED + "\n```", "```python\n" + _NESTED + "\n```"),
+        ("# T\n\n## Blank lines\n\nText.\n\n```py\n" + _BLANKS + "\n```\nAfter, no blank line.", _BLANKS),
+        ("## Make\n\n~~~makefile\n" + _TABS + "\n~~~", "~~~makefile\n" + _TABS + "\n~~~"),
+        ("## Comments\n\n```\n" + _COMMENTS + "\n```", _COMMENTS),
+        (
+            "## In a list\n\n- step one:\n\n    ```bash\n    if true; then\n        echo hi\n    fi\n    ```\n\n- step two",
+            "    ```bash\n    if true; then\n        echo hi\n    fi\n    ```",
+        ),
+    ],
+    ids=["python", "nested-lang", "blank-lines", "tabs-tilde", "comments", "list-item"],
+)
 def test_code_block_kept_verbatim_in_its_sections_chunk(md, code):
     chunks = Splitter(chunk_size=1000, chunk_overlap=100).split(md)
     (chunk,) = [c for c in chunks if code.strip().split("\n")[0].strip() in c]
@@ -449,7 +476,9 @@ _code_body = st.lists(_code_line, min_size=1, max_size=25).map("\n".join).filter
 
 
 @settings(max_examples=120, deadline=None)
-@given(markdown_docs(), _code_body, st.sampled_from(["```", "```python", "~~~", "```js"]), st.integers(60, 600), st.data())
+@given(
+    markdown_docs(), _code_body, st.sampled_from(["```", "```python", "~~~", "```js"]), st.integers(60, 600), st.data()
+)
 def test_code_lines_keep_their_leading_whitespace(md, body, fence, size, data):
     # Wherever a code block lands and however it is split, every non-blank line of it shows up
     # in some chunk with its indentation intact; a small block stays whole.
@@ -475,8 +504,10 @@ def test_a_fence_opened_mid_line_does_not_swap_code_and_prose():
     closing fence line: the code after it must still keep its indentation."""
     from chunking.split import Splitter
 
-    md = ("## S\n\nTo call it, just call ```\nBase.method(self,\narguments)\n```\n.\n\nThen:\n\n"
-          "```\nclass A:\n    def f(self):\n        # a comment\n        return 1\n```\n\nEnd text.")
+    md = (
+        "## S\n\nTo call it, just call ```\nBase.method(self,\narguments)\n```\n.\n\nThen:\n\n"
+        "```\nclass A:\n    def f(self):\n        # a comment\n        return 1\n```\n\nEnd text."
+    )
     (chunk,) = Splitter().split(md)
     assert "just call\n```\nBase.method(self,\narguments)\n```" in chunk
     assert "```\nclass A:\n    def f(self):\n        # a comment\n        return 1\n```" in chunk

@@ -12,22 +12,32 @@ TOC = "Section A heading"
 
 
 def page(inner: str, outside: str = "") -> bytes:
-    return (f"<html><head><title>Retries</title></head><body><nav><a href='/'>Home</a></nav>{outside}"
-            "<CONTAINER><h1>Retries</h1><p>Requests are retried three times with backoff between attempts, "
-            f"which is the default.</p>{inner}<p>More text about retries goes here and explains it.</p>"
-            "</CONTAINER><footer>footer</footer></body></html>")
+    return (
+        f"<html><head><title>Retries</title></head><body><nav><a href='/'>Home</a></nav>{outside}"
+        "<CONTAINER><h1>Retries</h1><p>Requests are retried three times with backoff between attempts, "
+        f"which is the default.</p>{inner}<p>More text about retries goes here and explains it.</p>"
+        "</CONTAINER><footer>footer</footer></body></html>"
+    )
 
 
 @pytest.mark.parametrize("container", ["main", "article", "div role='main'"])
-@pytest.mark.parametrize("aside, kept", [
-    # Starlight's admonition
-    (f"<aside aria-label='Note' class='starlight-aside starlight-aside--note'><p>Note</p><p>{NOTE}</p></aside>", True),
-    # docutils >= 0.18 footnote
-    (f"<aside class='footnote brackets' id='f1'><span class='label'>1</span><p>{NOTE}</p></aside>", True),
-    # a table of contents: all links
-    (f"<aside class='toc'><ul><li><a href='#a'>{TOC}</a></li><li><a href='#b'>Section B heading</a></li></ul></aside>",
-     False),
-])
+@pytest.mark.parametrize(
+    "aside, kept",
+    [
+        # Starlight's admonition
+        (
+            f"<aside aria-label='Note' class='starlight-aside starlight-aside--note'><p>Note</p><p>{NOTE}</p></aside>",
+            True,
+        ),
+        # docutils >= 0.18 footnote
+        (f"<aside class='footnote brackets' id='f1'><span class='label'>1</span><p>{NOTE}</p></aside>", True),
+        # a table of contents: all links
+        (
+            f"<aside class='toc'><ul><li><a href='#a'>{TOC}</a></li><li><a href='#b'>Section B heading</a></li></ul></aside>",
+            False,
+        ),
+    ],
+)
 def test_asides_in_the_main_content(container, aside, kept):
     tag = container.split()[0]
     html = page(aside).replace("<CONTAINER>", f"<{container}>").replace("</CONTAINER>", f"</{tag}>")

@@ -115,12 +115,26 @@ def _chunks(md: str) -> list[str]:
     return Splitter(chunk_size=1000, chunk_overlap=0).split(md)
 
 
-@pytest.mark.parametrize("html, title, prose, code, boilerplate", [
-    (SPHINX, "Options", ["ALPHA_HOME_DIR is read", "*globs*", "run_log files"],
-     ["def main():", "    if ready:", "        cleanup(x)"], ["Powered by", "Navigation", "Page source"]),
-    (MKDOCS, "Configuration", ["snake_case_names", "mkdocs.yml"],
-     ["site_name: Beta", "theme:", "  name: material"], ["Beta Docs", "Home", "Made with"]),
-], ids=["sphinx", "mkdocs"])
+@pytest.mark.parametrize(
+    "html, title, prose, code, boilerplate",
+    [
+        (
+            SPHINX,
+            "Options",
+            ["ALPHA_HOME_DIR is read", "*globs*", "run_log files"],
+            ["def main():", "    if ready:", "        cleanup(x)"],
+            ["Powered by", "Navigation", "Page source"],
+        ),
+        (
+            MKDOCS,
+            "Configuration",
+            ["snake_case_names", "mkdocs.yml"],
+            ["site_name: Beta", "theme:", "  name: material"],
+            ["Beta Docs", "Home", "Made with"],
+        ),
+    ],
+    ids=["sphinx", "mkdocs"],
+)
 def test_generator_markup_stays_out_of_titles_and_chunks(html, title, prose, code, boilerplate):
     ex = extract_page(html.encode(), "text/html; charset=utf-8")
     chunks = _chunks(ex.markdown)

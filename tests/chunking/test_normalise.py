@@ -13,25 +13,31 @@ from chunking.normalise import normalise_markdown, unescape_converted
 from sync.core.hashing import content_hash
 
 
-@pytest.mark.parametrize("raw, normal", [
-    ("", ""),
-    ("  \n\t\n ", ""),
-    ("a   b\t c", "a b c"),
-    ("one\ntwo  \nthree", "one two three"),  # soft wraps and a two-space hard break fold
-    ("a\n\n\n\nb", "a\n\nb"),  # a paragraph break stays one blank line
-    ("# T\ntext\n## U", "# T\ntext\n## U"),  # block starts are never joined
-    ("- one\n  continued\n- two", "- one continued\n- two"),
-    ("> quoted\nlazily", "> quoted lazily"),
-    ("| a | b |  \n|---|---|\n| 1 | 2 |", "| a | b |\n|---|---|\n| 1 | 2 |"),
-    ("Title\n=====\ntext", "Title\n=====\ntext"),
-    ("```py\ndef f():   \n    return  1\n```", "```py\ndef f():\n    return  1\n```"),
-    ("~~~\n\tcc  -o app\n\n\n~~~", "~~~\n\tcc  -o app\n\n\n~~~"),  # blank code lines are kept
-    ("text\n\n    code\n        deeper\n\n    more\n\nafter", "text\n\n```\ncode\n    deeper\n\nmore\n```\n\nafter"),
-    ("text\n    not code: a continuation", "text not code: a continuation"),
-    ("- item\n\n    - nested, not code", "- item\n\n- nested, not code"),
-    ("just call ```\nf(x,\n  y)\n```\n.", "just call\n```\nf(x,\n  y)\n```\n."),
-    ("a\r\nb\rc", "a b c"),
-])
+@pytest.mark.parametrize(
+    "raw, normal",
+    [
+        ("", ""),
+        ("  \n\t\n ", ""),
+        ("a   b\t c", "a b c"),
+        ("one\ntwo  \nthree", "one two three"),  # soft wraps and a two-space hard break fold
+        ("a\n\n\n\nb", "a\n\nb"),  # a paragraph break stays one blank line
+        ("# T\ntext\n## U", "# T\ntext\n## U"),  # block starts are never joined
+        ("- one\n  continued\n- two", "- one continued\n- two"),
+        ("> quoted\nlazily", "> quoted lazily"),
+        ("| a | b |  \n|---|---|\n| 1 | 2 |", "| a | b |\n|---|---|\n| 1 | 2 |"),
+        ("Title\n=====\ntext", "Title\n=====\ntext"),
+        ("```py\ndef f():   \n    return  1\n```", "```py\ndef f():\n    return  1\n```"),
+        ("~~~\n\tcc  -o app\n\n\n~~~", "~~~\n\tcc  -o app\n\n\n~~~"),  # blank code lines are kept
+        (
+            "text\n\n    code\n        deeper\n\n    more\n\nafter",
+            "text\n\n```\ncode\n    deeper\n\nmore\n```\n\nafter",
+        ),
+        ("text\n    not code: a continuation", "text not code: a continuation"),
+        ("- item\n\n    - nested, not code", "- item\n\n- nested, not code"),
+        ("just call ```\nf(x,\n  y)\n```\n.", "just call\n```\nf(x,\n  y)\n```\n."),
+        ("a\r\nb\rc", "a b c"),
+    ],
+)
 def test_normal_form_table(raw, normal):
     assert normalise_markdown(raw) == normal
 
@@ -46,17 +52,20 @@ def test_code_indentation_is_seen_by_the_hash_prose_whitespace_is_not():
     assert "        cleanup(x)" in Splitter().split(indented)[0]
 
 
-@pytest.mark.parametrize("raw, clean", [
-    ("Set ALPHA\\_HOME and ALPHA\\_HOME\\_DIR", "Set ALPHA_HOME and ALPHA_HOME_DIR"),
-    ("a \\*star\\* and \\[link\\] \\<tag> \\~x", "a *star* and [link] <tag> ~x"),
-    ("a literal \\\\\\_ backslash", "a literal \\_ backslash"),  # k backslashes were 2k+1
-    ("`code\\_span` and x\\_y", "`code\\_span` and x_y"),
-    ("```\nprint('a\\_b')\n```", "```\nprint('a\\_b')\n```"),
-    ("\\* not a list item", "\\* not a list item"),
-    # a fence opened mid-line (trafilatura's inline code over a line break) is code, as for the splitter
-    ("just call ```\nf(a\\_b)\n```\nthen x\\_y", "just call\n```\nf(a\\_b)\n```\nthen x_y"),
-    ("no escapes", "no escapes"),
-])
+@pytest.mark.parametrize(
+    "raw, clean",
+    [
+        ("Set ALPHA\\_HOME and ALPHA\\_HOME\\_DIR", "Set ALPHA_HOME and ALPHA_HOME_DIR"),
+        ("a \\*star\\* and \\[link\\] \\<tag> \\~x", "a *star* and [link] <tag> ~x"),
+        ("a literal \\\\\\_ backslash", "a literal \\_ backslash"),  # k backslashes were 2k+1
+        ("`code\\_span` and x\\_y", "`code\\_span` and x_y"),
+        ("```\nprint('a\\_b')\n```", "```\nprint('a\\_b')\n```"),
+        ("\\* not a list item", "\\* not a list item"),
+        # a fence opened mid-line (trafilatura's inline code over a line break) is code, as for the splitter
+        ("just call ```\nf(a\\_b)\n```\nthen x\\_y", "just call\n```\nf(a\\_b)\n```\nthen x_y"),
+        ("no escapes", "no escapes"),
+    ],
+)
 def test_converter_escapes_are_taken_out_of_prose(raw, clean):
     assert unescape_converted(raw) == clean
 
@@ -75,11 +84,13 @@ def test_normalising_is_idempotent(text):
 
 
 _word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8).filter(
-    lambda w: not re.fullmatch(r"\d+", w))
+    lambda w: not re.fullmatch(r"\d+", w)
+)
 _words = st.lists(_word, min_size=1, max_size=12)
 _indent = st.sampled_from(["", "  ", "    ", "        ", "\t", "\t  "])
-_code_line = st.one_of(st.tuples(_indent, st.lists(_word, min_size=1, max_size=4).map(" ".join)).map("".join),
-                       st.just(""))
+_code_line = st.one_of(
+    st.tuples(_indent, st.lists(_word, min_size=1, max_size=4).map(" ".join)).map("".join), st.just("")
+)
 _code = st.lists(_code_line, min_size=1, max_size=8).filter(lambda ls: any(ln.strip() for ln in ls))
 
 # A document as blocks: ("p", words) a paragraph, ("h", level, words), ("l", [words...]) a
@@ -97,6 +108,7 @@ def _render(doc, draw) -> str:
     """The document as markdown, with whitespace chosen by `draw` wherever markdown does not
     read it (None: the tidy form): runs between words, soft wraps, trailing spaces, up to
     three columns before a line outside code, extra blank lines between blocks."""
+
     def sep() -> str:
         return " " if draw is None else draw(st.sampled_from([" ", "  ", "\t", " \u00a0", "\n", "  \n", " \n  "]))
 
@@ -120,8 +132,7 @@ def _render(doc, draw) -> str:
         else:
             close = "~~~" if b[1] == "~~~" else "```"
             out.append("\n".join([b[1] + trail(), *(ln + trail() for ln in b[2]), close + trail()]))
-    gaps = ["\n\n" if draw is None else draw(st.sampled_from(["\n\n", "\n\n\n", "\n \n", "\n\t\n\n"]))
-            for _ in out]
+    gaps = ["\n\n" if draw is None else draw(st.sampled_from(["\n\n", "\n\n\n", "\n \n", "\n\t\n\n"])) for _ in out]
     return "".join(block + gap for block, gap in zip(out, gaps))
 
 
@@ -131,7 +142,9 @@ def test_whitespace_only_differences_outside_code_collapse(doc, data):
     tidy, messy = _render(doc, None), _render(doc, data.draw)
     assert normalise_markdown(messy) == normalise_markdown(tidy)
     assert content_hash(messy) == content_hash(tidy)
-    assert Splitter(chunk_size=200, chunk_overlap=20).split(messy) == Splitter(chunk_size=200, chunk_overlap=20).split(tidy)
+    assert Splitter(chunk_size=200, chunk_overlap=20).split(messy) == Splitter(chunk_size=200, chunk_overlap=20).split(
+        tidy
+    )
 
 
 @settings(max_examples=200, deadline=None)

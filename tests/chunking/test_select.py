@@ -7,11 +7,13 @@ import pytest
 from chunking.extract import NoMatchError, SelectorError, compile_selector, extract_page
 
 # A theme whose sidebar no landmark marks: without a selector it reads as content.
-PAGE = (b"<html><head><title>Guide</title></head><body>"
-        b"<div class='col-a'><p>Quick search and the table of contents of the whole site.</p></div>"
-        b"<div class='col-b'><div class='body'><p>Install the package with pip and configure the server.</p>"
-        b"<p>Then run the first pass against the sitemap.</p></div></div>"
-        b"<div class='col-c'><p>Previous topic and next topic links.</p></div></body></html>")
+PAGE = (
+    b"<html><head><title>Guide</title></head><body>"
+    b"<div class='col-a'><p>Quick search and the table of contents of the whole site.</p></div>"
+    b"<div class='col-b'><div class='body'><p>Install the package with pip and configure the server.</p>"
+    b"<p>Then run the first pass against the sitemap.</p></div></div>"
+    b"<div class='col-c'><p>Previous topic and next topic links.</p></div></body></html>"
+)
 
 
 def test_without_a_selector_the_unmarked_sidebar_is_content():

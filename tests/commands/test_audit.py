@@ -36,7 +36,16 @@ def test_audit_finds_every_kind_of_damage(site, harness):
         rep = audit_collection(store, st)
     store.close()
     assert not rep.ok
-    assert rep.counts == {"orphans": 2, "stale": 1, "broken": 1, "missing": 0, "foreign": 1, "metadata": 0, "keywords": 0, "too_long": 0}
+    assert rep.counts == {
+        "orphans": 2,
+        "stale": 1,
+        "broken": 1,
+        "missing": 0,
+        "foreign": 1,
+        "metadata": 0,
+        "keywords": 0,
+        "too_long": 0,
+    }
     assert {e["url"] for e in rep.examples["orphans"]} == {urls["stray"]}
     assert rep.examples["stale"][0]["url"] == urls["old"]
     assert rep.reindex_urls == [urls["gap"]]
@@ -73,8 +82,19 @@ def test_a_point_with_another_title_than_the_state_is_stale_and_fix_rewrites_its
         store.upsert([StoredPoint(pid, {**clean[pid], "title": "Page 0 (old)"}, vectors[pid]) for pid in hit])
         with StateDB(harness.state_path) as st:
             rep = audit_collection(store, st)
-            assert not rep.ok and rep.counts == {"orphans": 0, "stale": 2, "broken": 0, "missing": 0, "foreign": 0, "metadata": 0, "keywords": 0, "too_long": 0}
-            assert rep.examples["stale"] == [{"url": url, "points": 2, "title": "Page 0", "stored_title": "Page 0 (old)"}]
+            assert not rep.ok and rep.counts == {
+                "orphans": 0,
+                "stale": 2,
+                "broken": 0,
+                "missing": 0,
+                "foreign": 0,
+                "metadata": 0,
+                "keywords": 0,
+                "too_long": 0,
+            }
+            assert rep.examples["stale"] == [
+                {"url": url, "points": 2, "title": "Page 0", "stored_title": "Page 0 (old)"}
+            ]
             assert "2 points with an old title" in rep.render()
             assert rep.reindex_urls == [url] and rep.delete_ids == []
             out, ok, text = run_audit(store, st, fix=True, embedder_name="fake")
@@ -97,8 +117,14 @@ def test_audit_cli_then_fix_leaves_a_clean_collection_equal_to_a_fresh_index(sit
     env.pop("QDRANT_URL", None)
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "sync", *args, *common], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "sync", *args, *common],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     found = cli("audit", "--json")
     assert found.returncode == 1, found.stderr
@@ -124,9 +150,26 @@ def test_foreign_points_are_never_touched_without_the_flag(site, harness):
     store.close()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("QDRANT_URL", None)
-    r = subprocess.run([sys.executable, "-m", "sync", "audit", "--fix", "--embedder", "fake", "--qdrant-path",
-                        str(harness.store_path), "--state", str(harness.state_path)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sync",
+            "audit",
+            "--fix",
+            "--embedder",
+            "fake",
+            "--qdrant-path",
+            str(harness.store_path),
+            "--state",
+            str(harness.state_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "foreign" in r.stdout
     assert len(harness.points()) == len([p for p in harness.points().values()])
     assert "00000000-0000-4000-8000-000000000002" in harness.points()
@@ -141,7 +184,9 @@ def test_audit_finds_points_longer_than_their_model_reads(site, harness):
     harness.run()
     store = EdgeStore(harness.store_path, "pages")
     with StateDB(harness.state_path) as st:
-        fits = audit_collection(store, st, counter_of=lambda e: FunctionCounter("words", 10_000, lambda t: len(t.split())))
+        fits = audit_collection(
+            store, st, counter_of=lambda e: FunctionCounter("words", 10_000, lambda t: len(t.split()))
+        )
         short = audit_collection(store, st, counter_of=lambda e: FunctionCounter("words", 20, lambda t: len(t.split())))
     store.close()
     assert fits.ok and fits.counts["too_long"] == 0

@@ -24,8 +24,12 @@ def written_before_metadata(harness) -> tuple[dict, dict]:
     store = harness.open_store()
     try:
         store.delete_points(list(clean))
-        store.upsert([StoredPoint(pid, {k: v for k, v in pl.items() if k != "metadata"}, vectors[pid])
-                      for pid, pl in clean.items()])
+        store.upsert(
+            [
+                StoredPoint(pid, {k: v for k, v in pl.items() if k != "metadata"}, vectors[pid])
+                for pid, pl in clean.items()
+            ]
+        )
     finally:
         store.close()
     return clean, vectors
@@ -96,8 +100,9 @@ def test_an_export_of_points_without_metadata_imports_as_given_and_the_fix_adds_
         export_points(store, out, with_vectors=True)
         old = [json.loads(line) for line in out.getvalue().splitlines()]
         for rec in old:
-            assert rec["payload"].pop("metadata") == {k: rec["payload"][k] for k in
-                                                       ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings")}
+            assert rec["payload"].pop("metadata") == {
+                k: rec["payload"][k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings")
+            }
         store.delete_points(list(clean))
         import_points(store, io.StringIO("".join(json.dumps(r) + "\n" for r in old)))
         assert all("metadata" not in p.payload for p in store.scroll())

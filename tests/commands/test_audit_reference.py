@@ -23,8 +23,13 @@ from sync.commands.audit import AuditReport, _has_gaps_or_dupes, audit_collectio
 from sync.core.ids import POINT_ID_NAMESPACE, chunk_id
 from sync.edges.store import StoredPoint
 
-URLS = ["https://d.example/a", "https://d.example/b", "https://d.example/c", "https://d.example/é",
-        "https://other.example/x"]
+URLS = [
+    "https://d.example/a",
+    "https://d.example/b",
+    "https://d.example/c",
+    "https://d.example/é",
+    "https://other.example/x",
+]
 HASHES = ["h1", "h2"]
 TITLES = ["T", "Old T", "", None, 3]  # None: the payload has no title (or the state records none)
 
@@ -56,7 +61,9 @@ class ScrollOnlyStore:
     def scroll(self, *, with_vectors: bool = False, batch: int = 256, payload_fields=None):
         self.scroll_calls.append(payload_fields)
         for p in self.points:
-            pl = {k: v for k, v in p.payload.items() if k in payload_fields} if payload_fields is not None else p.payload
+            pl = (
+                {k: v for k, v in p.payload.items() if k in payload_fields} if payload_fields is not None else p.payload
+            )
             yield StoredPoint(p.id, dict(pl))
 
 
@@ -96,14 +103,20 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             continue
         idx = pl.get("chunk_index")
         cid = pl.get("chunk_id")
-        if (not isinstance(idx, int) or idx < 0 or cid != chunk_id(url, idx)
-                or point.id != str(uuid.uuid5(POINT_ID_NAMESPACE, cid))):
+        if (
+            not isinstance(idx, int)
+            or idx < 0
+            or cid != chunk_id(url, idx)
+            or point.id != str(uuid.uuid5(POINT_ID_NAMESPACE, cid))
+        ):
             s["bad"].append(point.id)
             continue
         s["indexes"][idx] = s["indexes"].get(idx, 0) + 1
         if (pl.get("title") or "") != (page.title or ""):
             s["titles"].append(pl.get("title"))
-        elif pl.get("metadata") != {k: pl[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings") if k in pl}:
+        elif pl.get("metadata") != {
+            k: pl[k] for k in ("url", "title", "chunk_id", "chunk_index", "fetched_at", "headings") if k in pl
+        }:
             s["metadata"] += 1
     for url, page in live.items():
         s = seen.get(url)
@@ -115,12 +128,20 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
             rep.note("missing", 1, {"url": url, "points": current, "expected": page.chunk_count}, examples)
             rep.reindex_urls.append(url)
         elif s is not None and (s["bad"] or _has_gaps_or_dupes(s["indexes"]) or current > page.chunk_count):
-            rep.note("broken", 1, {"url": url, "points": current, "expected": page.chunk_count,
-                                   "bad_ids": len(s["bad"])}, examples)
+            rep.note(
+                "broken",
+                1,
+                {"url": url, "points": current, "expected": page.chunk_count, "bad_ids": len(s["bad"])},
+                examples,
+            )
             rep.reindex_urls.append(url)
         if s is not None and s["titles"]:
-            rep.note("stale", len(s["titles"]), {"url": url, "points": len(s["titles"]), "title": page.title or "",
-                                                 "stored_title": s["titles"][0]}, examples)
+            rep.note(
+                "stale",
+                len(s["titles"]),
+                {"url": url, "points": len(s["titles"]), "title": page.title or "", "stored_title": s["titles"][0]},
+                examples,
+            )
             if url not in rep.reindex_urls:
                 rep.reindex_urls.append(url)
         if s is not None and s["metadata"]:
@@ -133,8 +154,13 @@ def reference_audit(store, state, *, examples: int = 5, batch: int = 1024) -> Au
 def findings(rep: AuditReport) -> dict:
     d = rep.to_dict()
     del d["seconds"]
-    return {**d, "delete_ids": rep.delete_ids, "foreign_ids": rep.foreign_ids, "reindex_urls": rep.reindex_urls,
-            "metadata_urls": rep.metadata_urls}
+    return {
+        **d,
+        "delete_ids": rep.delete_ids,
+        "foreign_ids": rep.foreign_ids,
+        "reindex_urls": rep.reindex_urls,
+        "metadata_urls": rep.metadata_urls,
+    }
 
 
 @st.composite
@@ -148,8 +174,13 @@ def point(draw) -> StoredPoint:
     else:
         pid = str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1))))
     payload: dict[str, Any] = {}
-    for key, value in (("url", url), ("chunk_index", idx), ("chunk_id", cid),
-                       ("content_hash", draw(st.sampled_from([*HASHES, None]))), ("title", draw(st.sampled_from(TITLES)))):
+    for key, value in (
+        ("url", url),
+        ("chunk_index", idx),
+        ("chunk_id", cid),
+        ("content_hash", draw(st.sampled_from([*HASHES, None]))),
+        ("title", draw(st.sampled_from(TITLES))),
+    ):
         if value is not None or draw(st.booleans()):
             payload[key] = value
     if draw(st.booleans()):
@@ -177,10 +208,15 @@ def with_metadata(draw, payload: dict[str, Any]) -> dict[str, Any]:
 def good_page(draw, url: str) -> list[StoredPoint]:
     """A clean generation of one page (most collections are mostly clean)."""
     h = draw(st.sampled_from(HASHES))
-    return [StoredPoint(str(uuid.uuid5(POINT_ID_NAMESPACE, chunk_id(url, i))),
-                        with_metadata(draw, {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i,
-                                             "content_hash": h, "title": "T"}))
-            for i in range(draw(st.integers(0, 4)))]
+    return [
+        StoredPoint(
+            str(uuid.uuid5(POINT_ID_NAMESPACE, chunk_id(url, i))),
+            with_metadata(
+                draw, {"url": url, "chunk_id": chunk_id(url, i), "chunk_index": i, "content_hash": h, "title": "T"}
+            ),
+        )
+        for i in range(draw(st.integers(0, 4)))
+    ]
 
 
 @st.composite
@@ -190,9 +226,16 @@ def collection(draw) -> tuple[list[StoredPoint], list[Page]]:
     points = draw(st.permutations(points))
     # Ids are unique in a collection: keep the first of any repeat.
     uniq = list({p.id: p for p in reversed(points)}.values())[::-1]
-    pages = [Page(url, draw(st.sampled_from([*HASHES, None])), draw(st.integers(0, 5)), draw(st.booleans()),
-                  draw(st.sampled_from(["T", "T", "", None])))
-             for url in draw(st.lists(st.sampled_from(URLS), unique=True))]
+    pages = [
+        Page(
+            url,
+            draw(st.sampled_from([*HASHES, None])),
+            draw(st.integers(0, 5)),
+            draw(st.booleans()),
+            draw(st.sampled_from(["T", "T", "", None])),
+        )
+        for url in draw(st.lists(st.sampled_from(URLS), unique=True))
+    ]
     return uniq, pages
 
 
@@ -212,8 +255,15 @@ def test_the_generator_reaches_every_category():
 
     first = settings(max_examples=2000, database=None, phases=[Phase.generate])
     for category in ("orphans", "stale", "broken", "missing", "foreign", "metadata"):
-        find(collection(), lambda c, cat=category: reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).counts[cat] > 0,
-             settings=first)
-    find(collection(), lambda c: any("stored_title" in e for e in
-                                     reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).examples["stale"]),
-         settings=first)
+        find(
+            collection(),
+            lambda c, cat=category: reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).counts[cat] > 0,
+            settings=first,
+        )
+    find(
+        collection(),
+        lambda c: any(
+            "stored_title" in e for e in reference_audit(ScrollOnlyStore(c[0]), FakeState(c[1])).examples["stale"]
+        ),
+        settings=first,
+    )

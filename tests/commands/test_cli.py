@@ -21,14 +21,39 @@ from sync.commands.options import parse_duration as _parse_duration
 from sync.errors import ConfigError
 from sync.core.ids import chunk_id, point_id
 from sync.edges.edge_store import EdgeStore
-from tests.cli_helpers import (API_KEY, DEAD, ROOT, T0_ISO, cli, cli_build, cli_run, one_error_line, parallel,
-                                sitemap, state_db_rows, stored)
+from tests.cli_helpers import (
+    API_KEY,
+    DEAD,
+    ROOT,
+    T0_ISO,
+    cli,
+    cli_build,
+    cli_run,
+    one_error_line,
+    parallel,
+    sitemap,
+    state_db_rows,
+    stored,
+)
 from tests.helpers import page_html, para
 
 REPORT_KEYS = {
-    "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
-    "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
-    "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
+    "started_at",
+    "finished_at",
+    "pages_in_sitemaps",
+    "pages_fetched",
+    "pages_not_modified",
+    "pages_unchanged",
+    "pages_changed",
+    "pages_added",
+    "pages_removed",
+    "pages_failed",
+    "chunks_embedded",
+    "chunks_deleted",
+    "chunks_written",
+    "bytes_downloaded",
+    "tokens_embedded",
+    "errors",
 }
 PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder", "metadata"}
 
@@ -124,25 +149,38 @@ def test_bad_now_exits_2_with_one_line_and_writes_nothing(site, work):
     assert site.count() == 0  # nothing was fetched either
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("12h", timedelta(hours=12)), ("3d", timedelta(days=3)), ("1w", timedelta(weeks=1)), ("90m", timedelta(minutes=90)),
-    ("1d12h", timedelta(hours=36)), ("1.5d", timedelta(hours=36)), (" 2D ", timedelta(days=2)),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("12h", timedelta(hours=12)),
+        ("3d", timedelta(days=3)),
+        ("1w", timedelta(weeks=1)),
+        ("90m", timedelta(minutes=90)),
+        ("1d12h", timedelta(hours=36)),
+        ("1.5d", timedelta(hours=36)),
+        (" 2D ", timedelta(days=2)),
+    ],
+)
 def test_durations(text, expected):
     assert _parse_duration(text, "--x") == expected
 
 
-@pytest.mark.parametrize("text", ["", "3", "d", "3 d", "3x", "-1d", "1d-", "1e3h", "1h 2m", "P3D", "99999999999999999w"])
+@pytest.mark.parametrize(
+    "text", ["", "3", "d", "3 d", "3x", "-1d", "1d-", "1e3h", "1h 2m", "P3D", "99999999999999999w"]
+)
 def test_bad_durations_name_the_flag(text):
     with pytest.raises(ConfigError, match="--x"):
         _parse_duration(text, "--x")
 
 
-@pytest.mark.parametrize("extra", [
-    ["--policy", "uniform", "--revisit-interval", "2x"],  # not a duration
-    ["--revisit-interval", "1d"],  # the default policy sets each page's interval itself
-    ["--policy", "uniform", "--revisit-interval", "1h"],  # below the 6 h floor
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--policy", "uniform", "--revisit-interval", "2x"],  # not a duration
+        ["--revisit-interval", "1d"],  # the default policy sets each page's interval itself
+        ["--policy", "uniform", "--revisit-interval", "1h"],  # below the 6 h floor
+    ],
+)
 def test_bad_revisit_interval_exits_2_with_one_line_and_writes_nothing(site, work, extra):
     cli_build(site)
     r = cli_run(site, work, *extra)
@@ -209,8 +247,17 @@ def test_the_summary_line_says_how_many_due_pages_max_fetches_left(site, work):
 
 def test_dead_qdrant_url_from_env_fails_with_one_clear_line(site, work):
     cli_build(site)
-    r = cli(work, "run", "--sitemap", sitemap(site), "--state", "s.db", "--embedder", "fake",
-            env={"QDRANT_URL": DEAD, "QDRANT_API_KEY": API_KEY})
+    r = cli(
+        work,
+        "run",
+        "--sitemap",
+        sitemap(site),
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        env={"QDRANT_URL": DEAD, "QDRANT_API_KEY": API_KEY},
+    )
     assert r.returncode in (1, 2), (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     assert API_KEY not in r.stderr and API_KEY not in r.stdout
@@ -281,14 +328,19 @@ def test_status_shows_each_hosts_lastmod_trust(site, work):
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", T0_ISO)
     assert "same stamp" not in r.stdout and "host " not in r.stdout  # no advance seen yet
     site.set("/p0.html", page_html("Page 0", [para("edited")]), mtime=1_700_000_000 + 86400)
-    assert cli_run(site, work, "--now", "2026-01-01T01:00:00Z", "--policy", "change-rate").returncode == 0  # the advance is visited, confirmed
+    assert (
+        cli_run(site, work, "--now", "2026-01-01T01:00:00Z", "--policy", "change-rate").returncode == 0
+    )  # the advance is visited, confirmed
     r = cli(work, "status", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
     host = site.server.url("/").split("//")[1].split(":")[0]
-    assert (f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "
-            "advances make a page due now") in r.stdout, r.stdout
+    assert (
+        f"host {host}: 1 sitemap lastmod advance, 1 confirmed by a text change: trust 0.75, "
+        "advances make a page due now"
+    ) in r.stdout, r.stdout
     r = cli(work, "status", "--json", "--qdrant-path", "q", "--state", "s.db", "--now", "2026-01-01T01:00:00Z")
-    assert json.loads(r.stdout)["hosts"] == [{"host": host, "lastmod_advances": 1, "lastmod_confirmed": 1,
-                                              "lastmod_trust": 0.75, "lastmod_followed": True}]
+    assert json.loads(r.stdout)["hosts"] == [
+        {"host": host, "lastmod_advances": 1, "lastmod_confirmed": 1, "lastmod_trust": 0.75, "lastmod_followed": True}
+    ]
 
 
 # -- export / import ------------------------------------------------------------------------------
@@ -356,28 +408,52 @@ def _same_points(a: list[dict], b: list[dict]) -> None:
 
 def good_line(i: int) -> str:
     url = f"https://x.example/p{i}"
-    return json.dumps({"id": point_id(chunk_id(url, 0)), "payload": {"url": url, "chunk_index": 0}, "vector": [0.6, 0.8]})
+    return json.dumps(
+        {"id": point_id(chunk_id(url, 0)), "payload": {"url": url, "chunk_index": 0}, "vector": [0.6, 0.8]}
+    )
 
 
 def test_import_of_a_malformed_line_exits_2_and_writes_no_points(work):
-    good = json.dumps({"id": point_id(chunk_id("https://x.example/a", 0)),
-                       "payload": {"url": "https://x.example/a", "chunk_index": 0}, "vector": [0.6, 0.8]})
-    no_vector = json.dumps({"id": point_id(chunk_id("https://x.example/a", 1)), "payload": {"url": "https://x.example/a"}})
+    good = json.dumps(
+        {
+            "id": point_id(chunk_id("https://x.example/a", 0)),
+            "payload": {"url": "https://x.example/a", "chunk_index": 0},
+            "vector": [0.6, 0.8],
+        }
+    )
+    no_vector = json.dumps(
+        {"id": point_id(chunk_id("https://x.example/a", 1)), "payload": {"url": "https://x.example/a"}}
+    )
     cases = [
         ("{not json\n", "line 1"),
         ('{"payload": {"url": "u"}, "vector": [1.0, 0.0]}\n', "line 1"),  # no id
         (good + "\n" + '{"id": "x", "payload": [1, 2]\n', "line 2"),  # broken second line
         (no_vector + "\n", "line 1"),  # a plain export line: no vector
         # Seen in use: 600 good lines, then an id Qdrant refuses: 512 points were written, exit 1.
-        ("".join(good_line(i) + "\n" for i in range(600)) + json.dumps(
-            {"id": "not-a-uuid", "payload": {}, "vector": [0.6, 0.8]}) + "\n" + good_line(600) + "\n", "line 601"),
-        (good_line(0) + "\n" + good_line(1) + "\n" + json.dumps(
-            {"id": point_id("c"), "payload": {}, "vector": [0.6, 0.8, 0.0]}) + "\n", "line 3"),  # mixed sizes
+        (
+            "".join(good_line(i) + "\n" for i in range(600))
+            + json.dumps({"id": "not-a-uuid", "payload": {}, "vector": [0.6, 0.8]})
+            + "\n"
+            + good_line(600)
+            + "\n",
+            "line 601",
+        ),
+        (
+            good_line(0)
+            + "\n"
+            + good_line(1)
+            + "\n"
+            + json.dumps({"id": point_id("c"), "payload": {}, "vector": [0.6, 0.8, 0.0]})
+            + "\n",
+            "line 3",
+        ),  # mixed sizes
     ]
-    results = parallel(*[
-        (lambda i=i, text=text: cli(work, "import", "--collection", f"target{i}", "--qdrant-path", "q", input=text))
-        for i, (text, _) in enumerate(cases)
-    ])
+    results = parallel(
+        *[
+            (lambda i=i, text=text: cli(work, "import", "--collection", f"target{i}", "--qdrant-path", "q", input=text))
+            for i, (text, _) in enumerate(cases)
+        ]
+    )
     for i, ((text, where), r) in enumerate(zip(cases, results)):
         assert r.returncode == 2, (text[:200], r.returncode, r.stderr)
         assert where in one_error_line(r)
@@ -408,8 +484,13 @@ def test_export_into_a_closed_pipe_ends_quietly(site, work):
     assert cli_run(site, work).returncode == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db",
-                             "--with-vectors"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db", "--with-vectors"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # the reader is gone before the first line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
@@ -430,16 +511,30 @@ def test_status_export_import_accept_the_shared_options(site, work):
     dump = r.stdout
     assert len(dump.splitlines()) >= 3
 
-    r = cli(work, "import", "--collection", "docs2", "--qdrant-path", "q", "--state", "s.db", "--api-key", API_KEY, input=dump)
+    r = cli(
+        work,
+        "import",
+        "--collection",
+        "docs2",
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--api-key",
+        API_KEY,
+        input=dump,
+    )
     assert r.returncode == 0, r.stderr
     assert stored(work, collection="docs2") == stored(work, collection="docs")
 
     # --qdrant-url is honoured (the dead server is used instead of the embedded store), and
     # the key given with --api-key is never printed. The three calls run side by side.
-    results = parallel(*[
-        (lambda cmd=cmd, stdin=stdin: cli(work, cmd, *common, "--qdrant-url", DEAD, input=stdin))
-        for cmd, stdin in (("status", None), ("export", None), ("import", dump))
-    ])
+    results = parallel(
+        *[
+            (lambda cmd=cmd, stdin=stdin: cli(work, cmd, *common, "--qdrant-url", DEAD, input=stdin))
+            for cmd, stdin in (("status", None), ("export", None), ("import", dump))
+        ]
+    )
     for cmd, r in zip(("status", "export", "import"), results):
         assert r.returncode == 2, (cmd, r.returncode, r.stderr)  # an unreachable server is exit 2
         assert "No such option" not in r.stderr
@@ -476,7 +571,8 @@ def test_the_mass_deletion_guard_says_so_in_one_plain_line(site, work, dry):
     assert "(pass)" not in guard[0] and "error" not in guard[0].split("mass-deletion guard")[0], guard[0]
     assert "would purge 6 of 10 tracked pages" in guard[0] and "--allow-mass-delete" in guard[0]
     assert len(stored(work)) > 0 and {p["url"] for p in stored(work).values()} == {
-        site.server.url(f"/p{i}.html") for i in range(10)}
+        site.server.url(f"/p{i}.html") for i in range(10)
+    }
 
 
 def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
@@ -502,9 +598,11 @@ def test_status_reports_from_the_state_while_a_pass_holds_the_store(site, work):
 @pytest.mark.slow
 def test_chunk_sizes_the_model_cannot_take_are_exit_2(tmp_path):
     # Checked before anything is fetched or created: the bundled model reads 256 word pieces.
-    for args, words in ((["--chunk-tokens", "300"], "more than the model reads"),
-                        (["--max-chunk-tokens", "512"], "reads 256 tokens"),
-                        (["--chunk-tokens", "100", "--chunk-overlap", "100"], "--chunk-overlap 100")):
+    for args, words in (
+        (["--chunk-tokens", "300"], "more than the model reads"),
+        (["--max-chunk-tokens", "512"], "reads 256 tokens"),
+        (["--chunk-tokens", "100", "--chunk-overlap", "100"], "--chunk-overlap 100"),
+    ):
         r = cli(tmp_path, "run", "--url", "https://docs.example.com/a", *args)
         assert r.returncode == 2, r.stderr
         assert words in one_error_line(r)

@@ -27,12 +27,33 @@ def _env() -> dict[str, str]:
 def test_ctrl_c_during_a_run_is_exit_130_one_line_and_the_next_pass_resumes(site, work):
     urls = cli_build(site, n=4)
     site.slow("/p3.html", 30)  # fetched last (one worker, sorted): the pass is still running then
-    p = subprocess.Popen([sys.executable, "-m", "sync", "run", "--sitemap", sitemap(site), *COMMON,
-                          "--embedder", "fake", "--workers", "1", "--embed-batch", "1", "--report", "R.json"],
-                         cwd=work, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         # As from a terminal: a test run started in the background (nohup, a CI
-                         # step's `&`) ignores SIGINT, and Python keeps an inherited SIG_IGN.
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sync",
+            "run",
+            "--sitemap",
+            sitemap(site),
+            *COMMON,
+            "--embedder",
+            "fake",
+            "--workers",
+            "1",
+            "--embed-batch",
+            "1",
+            "--report",
+            "R.json",
+        ],
+        cwd=work,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As from a terminal: a test run started in the background (nohup, a CI
+        # step's `&`) ignores SIGINT, and Python keeps an inherited SIG_IGN.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 30
         while site.count(path="/p2.html") == 0:  # answered when p3's request starts
@@ -137,7 +158,9 @@ def test_switching_to_uniform_caps_every_due_time_at_the_last_visit_plus_the_int
     assert "revisit policy changed" not in r.stderr
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     # a longer interval: nothing is pulled earlier, each page keeps its due time until visited
-    r = cli_run(site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json")
+    r = cli_run(
+        site, work, "--now", _at(10, 2), "--policy", "uniform", "--revisit-interval", "3d", "--report", "R.json"
+    )
     assert "(uniform 6 h -> uniform 3 d): rescheduled 0 of 3 visited pages" in r.stderr
     assert json.loads((work / "R.json").read_text())["pages_fetched"] == 0
     assert _due(work) == {_ts(10, 6)}
@@ -158,10 +181,23 @@ def test_switching_to_change_rate_recomputes_due_times_from_each_pages_history(s
 def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site, work):
     urls = cli_build(site)
     locs = "".join(f"<url><loc>{u}</loc></url>" for u in urls)
-    site.set("/sitemap-plain.xml", '<?xml version="1.0" encoding="UTF-8"?><urlset '
-             f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>', content_type="application/xml")
-    r = cli(work, "run", "--sitemap", site.server.url("/sitemap-plain.xml"), *COMMON, "--embedder", "fake",
-            "--report", "R.json")
+    site.set(
+        "/sitemap-plain.xml",
+        '<?xml version="1.0" encoding="UTF-8"?><urlset '
+        f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>',
+        content_type="application/xml",
+    )
+    r = cli(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap-plain.xml"),
+        *COMMON,
+        "--embedder",
+        "fake",
+        "--report",
+        "R.json",
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads((work / "R.json").read_text())
     assert (rep["lastmod_state"], rep["lastmod_trusted"]) == ("none", False)
@@ -187,8 +223,13 @@ def test_status_tells_a_sitemap_without_lastmod_from_one_stamp_on_every_url(site
 def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
     cli_build(site)
     assert cli_run(site, work).returncode == 0  # 16-d fake vectors
-    line = json.dumps({"id": "00000000-0000-0000-0000-000000000001", "payload": {"url": "https://x.example/a"},
-                       "vector": [0.6, 0.8, 0.0]})
+    line = json.dumps(
+        {
+            "id": "00000000-0000-0000-0000-000000000001",
+            "payload": {"url": "https://x.example/a"},
+            "vector": [0.6, 0.8, 0.0],
+        }
+    )
     before = stored(work)
     r = cli(work, "import", "--qdrant-path", "q", input=line + "\n")
     assert r.returncode == 2, r.stderr
@@ -201,12 +242,23 @@ def test_import_of_vectors_of_another_size_names_the_files_size(site, work):
 # -- a skipped child sitemap is said in the run's log and summary ----------------------------------
 def test_a_skipped_child_sitemap_is_logged_and_counted_in_the_summary(site, work):
     cli_build(site)
-    index = ('<?xml version="1.0" encoding="UTF-8"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             f"<sitemap><loc>{sitemap(site)}</loc></sitemap>"
-             "<sitemap><loc>https://elsewhere.example/sitemap.xml</loc></sitemap></sitemapindex>")
+    index = (
+        '<?xml version="1.0" encoding="UTF-8"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<sitemap><loc>{sitemap(site)}</loc></sitemap>"
+        "<sitemap><loc>https://elsewhere.example/sitemap.xml</loc></sitemap></sitemapindex>"
+    )
     site.set("/sitemap-index-mixed.xml", index, content_type="application/xml")
-    r = cli(work, "run", "--sitemap", site.server.url("/sitemap-index-mixed.xml"), *COMMON, "--embedder", "fake",
-            "--report", "R.json")
+    r = cli(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap-index-mixed.xml"),
+        *COMMON,
+        "--embedder",
+        "fake",
+        "--report",
+        "R.json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads((work / "R.json").read_text())["sitemaps_skipped"] == 1
     # an out-of-scope child sitemap is said in the one out-of-scope warning line, with its host

@@ -49,8 +49,10 @@ def test_audit_fix_without_embedder_uses_the_one_the_points_name(site, work):
 def test_search_without_embedder_uses_the_one_the_points_name_and_a_wrong_one_is_exit_2(site, work):
     cli_build(site)
     assert cli_run(site, work).returncode == 0
-    ok, wrong = parallel(lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--json"),
-                         lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--embedder", "fake-32"))
+    ok, wrong = parallel(
+        lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--json"),
+        lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", "--embedder", "fake-32"),
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)
     assert wrong.returncode == 2, wrong.stdout + wrong.stderr
@@ -108,9 +110,12 @@ def test_a_shard_held_by_another_process_is_exit_2_for_readers(site, work):
     # Longer than cli()'s 60 s timeout: a reader that waited for the writer would fail the test.
     long = {"PAGESYNC_STORE_WAIT": "120"}
     try:
-        rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON, env=long),
-                      lambda: cli(work, "export", *COMMON, env=long),
-                      lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", env=long))
+        rs = parallel(
+            lambda: cli(work, "status", *COMMON),
+            lambda: cli(work, "audit", *COMMON, env=long),
+            lambda: cli(work, "export", *COMMON, env=long),
+            lambda: cli(work, "search", "p1-s1", "--qdrant-path", "q", env=long),
+        )
     finally:
         holder.close()
     status, readers = rs[0], rs[1:]
@@ -151,8 +156,10 @@ def test_unreachable_server_and_unusable_paths_are_exit_2(site, work):
         lambda: cli(work, *args, "--state", "/proc/x/state.db", "--qdrant-path", "q"),
         lambda: cli(work, *args, "--state", "s2.db", "--qdrant-path", "/proc/x/q"),
         # Seen in use: a --qdrant-path that is a plain file was exit 1 ("cannot read the alias file").
-        lambda: (work.joinpath("garbage.db").write_text("x"),
-                 cli(work, *args, "--state", "s3.db", "--qdrant-path", "garbage.db"))[1],
+        lambda: (
+            work.joinpath("garbage.db").write_text("x"),
+            cli(work, *args, "--state", "s3.db", "--qdrant-path", "garbage.db"),
+        )[1],
     )
     for r in rs:
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
@@ -167,9 +174,11 @@ def test_a_mistyped_collection_is_exit_2_for_every_reader(site, work):
     """audit, export and search refuse; status reports, its first line a warning naming it."""
     cli_build(site)
     assert cli_run(site, work).returncode == 0
-    rs = parallel(*[lambda c=c: cli(work, c, "--collection", "pagse", *COMMON) for c in ("audit", "export")],
-                  lambda: cli(work, "search", "x", "--collection", "pagse", "--qdrant-path", "q"),
-                  lambda: cli(work, "status", "--collection", "pagse", *COMMON))
+    rs = parallel(
+        *[lambda c=c: cli(work, c, "--collection", "pagse", *COMMON) for c in ("audit", "export")],
+        lambda: cli(work, "search", "x", "--collection", "pagse", "--qdrant-path", "q"),
+        lambda: cli(work, "status", "--collection", "pagse", *COMMON),
+    )
     for r in rs[:-1]:
         assert r.returncode == 2, r.args[3:] + [r.stdout, r.stderr]
         assert "collection 'pagse' not found in q" in one_error_line(r)
@@ -184,8 +193,9 @@ def test_nothing_indexed_yet_is_not_a_missing_collection(site, work):
     cli_build(site, n=1)
     site.error("/p0.html", 500)
     assert cli_run(site, work).returncode == 1
-    rs = parallel(lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON),
-                  lambda: cli(work, "export", *COMMON))
+    rs = parallel(
+        lambda: cli(work, "status", *COMMON), lambda: cli(work, "audit", *COMMON), lambda: cli(work, "export", *COMMON)
+    )
     for r in rs:
         assert r.returncode == 0, r.args[3:] + [r.stdout, r.stderr]
 

@@ -25,8 +25,20 @@ def openai_server():
 
 def run_openai(site, work, url, key, *extra):
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": key, "PAGESYNC_CACHE_DIR": str(work / "cache")}
-    return cli(work, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
-               "--embedder", "openai:m", *extra, env=env)
+    return cli(
+        work,
+        "run",
+        "--sitemap",
+        sitemap(site),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "openai:m",
+        *extra,
+        env=env,
+    )
 
 
 def test_a_wrong_key_is_exit_2_before_any_page_is_fetched_and_never_printed(site, tmp_path, openai_server):
@@ -60,7 +72,8 @@ def test_a_pass_through_the_server_reports_its_tokens_and_search_uses_the_same_m
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["embedder"] == "openai:m" and rep["pages_added"] == 3
     assert rep["tokens_embedded"] > 0 and rep["tokens_embedded"] == sum(
-        len(t.split()) for b in fake.batches[1:] for t in b)  # the first request was the size probe
+        len(t.split()) for b in fake.batches[1:] for t in b
+    )  # the first request was the size probe
     assert "tokens" in r.stderr.splitlines()[-1]  # the summary says what was billed
     assert KEY not in r.stderr + r.stdout
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY, "PAGESYNC_CACHE_DIR": str(tmp_path / "cache")}
@@ -81,8 +94,20 @@ def test_the_spending_guard_is_exit_1_with_one_line_and_nothing_sent(site, tmp_p
 
 def test_remote_options_with_a_local_embedder_are_exit_2(site, tmp_path):
     cli_build(site)
-    r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
-            "--embedder", "fake", "--embed-dimensions", "8")
+    r = cli(
+        tmp_path,
+        "run",
+        "--sitemap",
+        sitemap(site),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        "--embed-dimensions",
+        "8",
+    )
     assert r.returncode == 2
     assert "--embed-dimensions is for a remote embedder" in one_error_line(r)
     assert site.requests == []

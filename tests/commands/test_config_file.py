@@ -36,16 +36,19 @@ def error_line(r) -> str:
 
 
 # `status` on a fresh directory names the state path it looked for: which layer gave --state.
-@pytest.mark.parametrize("flag, file, env, used", [
-    (None, None, None, ".pagesync/state.db"),
-    (None, None, "e.db", "e.db"),
-    (None, "f.db", None, "f.db"),
-    (None, "f.db", "e.db", "f.db"),
-    ("c.db", None, None, "c.db"),
-    ("c.db", None, "e.db", "c.db"),
-    ("c.db", "f.db", None, "c.db"),
-    ("c.db", "f.db", "e.db", "c.db"),
-])
+@pytest.mark.parametrize(
+    "flag, file, env, used",
+    [
+        (None, None, None, ".pagesync/state.db"),
+        (None, None, "e.db", "e.db"),
+        (None, "f.db", None, "f.db"),
+        (None, "f.db", "e.db", "f.db"),
+        ("c.db", None, None, "c.db"),
+        ("c.db", None, "e.db", "c.db"),
+        ("c.db", "f.db", None, "c.db"),
+        ("c.db", "f.db", "e.db", "c.db"),
+    ],
+)
 def test_flags_over_the_file_over_the_environment(cwd, flag, file, env, used):
     if file:
         (cwd / "pagesync.toml").write_text(f'state = "{file}"\n')
@@ -71,14 +74,16 @@ def test_an_unknown_key_is_exit_2_naming_it_and_the_nearest(cwd):
 
 def test_keys_of_other_commands_are_known_and_ignored(cwd):
     # embed_batch and sitemap are run's; status reads the same file and ignores them.
-    (cwd / "pagesync.toml").write_text('sitemap = ["https://a.example/s.xml"]\nembed_batch = 8\nstate = "x.db"\n'
-                                       '[[site]]\nurl = "https://b.example/"\nexclude = ["*/genindex.html"]\n')
+    (cwd / "pagesync.toml").write_text(
+        'sitemap = ["https://a.example/s.xml"]\nembed_batch = 8\nstate = "x.db"\n'
+        '[[site]]\nurl = "https://b.example/"\nexclude = ["*/genindex.html"]\n'
+    )
     r = invoke("status")
     assert "no page state at x.db" in error_line(r)
 
 
 def test_a_value_of_the_wrong_type_is_named_by_its_source(cwd):
-    (cwd / "cfg.toml").write_text('workers = 0\n')
+    (cwd / "cfg.toml").write_text("workers = 0\n")
     r = invoke("run", "--config", "cfg.toml")
     assert r.exit_code == 2
     line = error_line(r)
@@ -89,10 +94,13 @@ def test_a_value_of_the_wrong_type_is_named_by_its_source(cwd):
     assert r.exit_code == 2 and "PAGESYNC_FULL='maybe'" in error_line(r)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("collection = ", "cfg.toml: not valid TOML"),
-    (None, "cfg.toml: no such configuration file"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("collection = ", "cfg.toml: not valid TOML"),
+        (None, "cfg.toml: no such configuration file"),
+    ],
+)
 def test_a_file_that_cannot_be_read_is_exit_2(cwd, text, message):
     if text is not None:
         (cwd / "cfg.toml").write_text(text)
@@ -113,7 +121,8 @@ def test_a_run_and_the_commands_after_it_need_no_flags(site, cwd):
     (cwd / "pagesync.toml").write_text(
         'collection = "docs"\nqdrant_path = "store"\nstate = "state.db"\nembedder = "fake"\n'
         f'[[site]]\nsitemap = "{site.server.url("/sitemap.xml")}"\n'
-        f'[[site]]\nurl = ["{site.server.url("/extra.html")}"]\n')
+        f'[[site]]\nurl = ["{site.server.url("/extra.html")}"]\n'
+    )
     r = invoke("run", "--report", "r.json")
     assert r.exit_code == 0, r.stderr
     rep = json.loads(Path("r.json").read_text())
@@ -139,7 +148,8 @@ def test_a_crawl_and_its_site_rules_come_from_the_file(site, cwd):
     build_docs(site)
     (cwd / "pagesync.toml").write_text(
         'qdrant_path = "store"\nstate = "state.db"\nembedder = "fake"\nmax_pages = 100\n'
-        f'[[site]]\ncrawl = ["{site.server.url("/index.html")}"]\nexclude = ["*/changes.html"]\n')
+        f'[[site]]\ncrawl = ["{site.server.url("/index.html")}"]\nexclude = ["*/changes.html"]\n'
+    )
     r = invoke("run", "--report", "r.json")
     assert r.exit_code == 0, r.stderr
     rep = json.loads(Path("r.json").read_text())

@@ -32,8 +32,7 @@ FAULTY = "/docs/s3/index.html"
 
 def hub_html(h: int) -> str:
     links = "".join(f'<li><a href="/docs/s{h}/p{i}.html">Leaf {h}.{i}</a></li>' for i in range(LEAVES))
-    return render_page(f"Section {h}", f"<p>Section {h} of the guide, with its pages.</p><ul>{links}</ul>",
-                       nav=[])
+    return render_page(f"Section {h}", f"<p>Section {h} of the guide, with its pages.</p><ul>{links}</ul>", nav=[])
 
 
 def build(site: Site) -> None:
@@ -42,9 +41,12 @@ def build(site: Site) -> None:
     for h in range(HUBS):
         site.set(f"/docs/s{h}/index.html", hub_html(h))
         for i in range(LEAVES):
-            site.set(f"/docs/s{h}/p{i}.html",
-                     render_page(f"Leaf {h}.{i}", f"<p>Leaf {h}.{i} explains one thing in a few words. " * 8
-                                 + "</p>", nav=[]))
+            site.set(
+                f"/docs/s{h}/p{i}.html",
+                render_page(
+                    f"Leaf {h}.{i}", f"<p>Leaf {h}.{i} explains one thing in a few words. " * 8 + "</p>", nav=[]
+                ),
+            )
 
 
 def live_pages(work: Path) -> set[str]:
@@ -76,23 +78,49 @@ def site(server, monkeypatch):
 def run(site: Site, work: Path, now: str, *extra: str):
     report = work / "r.json"
     report.unlink(missing_ok=True)
-    r = CliRunner().invoke(app, ["run", "--crawl", site.server.url("/docs/index.html"), "--embedder", "fake",
-                                 "--now", now, "--state", str(work / ".pagesync" / "state.db"), "--qdrant-path",
-                                 str(work / ".pagesync" / "qdrant"), "--report", str(report), "-q", *extra])
+    r = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--crawl",
+            site.server.url("/docs/index.html"),
+            "--embedder",
+            "fake",
+            "--now",
+            now,
+            "--state",
+            str(work / ".pagesync" / "state.db"),
+            "--qdrant-path",
+            str(work / ".pagesync" / "qdrant"),
+            "--report",
+            str(report),
+            "-q",
+            *extra,
+        ],
+    )
     rep = json.loads(report.read_text()) if report.exists() else {}
     return r, rep
 
 
-ALL = {"docs/index.html"} | {f"docs/s{h}/index.html" for h in range(HUBS)} | {
-    f"docs/s{h}/p{i}.html" for h in range(HUBS) for i in range(LEAVES)}
+ALL = (
+    {"docs/index.html"}
+    | {f"docs/s{h}/index.html" for h in range(HUBS)}
+    | {f"docs/s{h}/p{i}.html" for h in range(HUBS) for i in range(LEAVES)}
+)
 LEAVES_OF_FAULTY = {f"docs/s3/p{i}.html" for i in range(LEAVES)}
 
-STUB = "<!doctype html><html><head><title>Maintenance</title></head><body><p>We are down for maintenance.</p>" \
-       "</body></html>"
-JS_SHELL = ("<!doctype html><html><head><title>Docs</title><script src='/static/app.js'></script></head>"
-            "<body><div id='root'></div><noscript>Enable JavaScript.</noscript></body></html>")
-NOINDEX = ("<!doctype html><html><head><title>Maintenance</title><meta name='robots' content='noindex,nofollow'>"
-           "</head><body><p>We are down for maintenance.</p></body></html>")
+STUB = (
+    "<!doctype html><html><head><title>Maintenance</title></head><body><p>We are down for maintenance.</p>"
+    "</body></html>"
+)
+JS_SHELL = (
+    "<!doctype html><html><head><title>Docs</title><script src='/static/app.js'></script></head>"
+    "<body><div id='root'></div><noscript>Enable JavaScript.</noscript></body></html>"
+)
+NOINDEX = (
+    "<!doctype html><html><head><title>Maintenance</title><meta name='robots' content='noindex,nofollow'>"
+    "</head><body><p>We are down for maintenance.</p></body></html>"
+)
 
 
 def _login(site: Site) -> None:
@@ -114,10 +142,12 @@ FAULTS: dict[str, Callable[[Site], None]] = {
     "404": lambda s: s.remove(FAULTY),
     "410": lambda s: s.gone(FAULTY),
     "302 to a login page": _login,
-    "base href off-site": lambda s: s.set(FAULTY, hub_html(3).replace(
-        "<head>", "<head><base href='https://elsewhere.example/'>")),
-    "robots disallows the hub's directory": lambda s: s.set("/robots.txt", "User-agent: *\nDisallow: /docs/s3/\n",
-                                                            "text/plain"),
+    "base href off-site": lambda s: s.set(
+        FAULTY, hub_html(3).replace("<head>", "<head><base href='https://elsewhere.example/'>")
+    ),
+    "robots disallows the hub's directory": lambda s: s.set(
+        "/robots.txt", "User-agent: *\nDisallow: /docs/s3/\n", "text/plain"
+    ),
 }
 
 
@@ -169,10 +199,12 @@ def test_a_page_dropped_twice_in_one_day_stays_until_a_revisit_interval_passed(s
 
 # -- no fault at all: trap caps and link order, a 301's target, links that grow without end --
 
+
 def _posts_index(site: Site, numbers) -> None:
     links = "".join(f'<li><a href="/docs/posts/{n}.html">Post {n}</a></li>' for n in numbers)
-    site.set("/docs/index.html", render_page("Posts", f"<p>Every post of the blog, listed.</p><ul>{links}</ul>",
-                                             nav=[]))
+    site.set(
+        "/docs/index.html", render_page("Posts", f"<p>Every post of the blog, listed.</p><ul>{links}</ul>", nav=[])
+    )
 
 
 def _tracked(work: Path) -> set[str]:
@@ -201,8 +233,7 @@ def test_a_numbered_pattern_cap_never_trades_a_tracked_page_for_a_new_one(site, 
 
 def test_a_301_target_is_reached_through_its_source_on_every_pass(site, tmp_path):
     build(site)
-    site.set("/docs/s1/moved-here.html", render_page("Moved", "<p>The page that moved here, in full.</p>" * 4,
-                                                     nav=[]))
+    site.set("/docs/s1/moved-here.html", render_page("Moved", "<p>The page that moved here, in full.</p>" * 4, nav=[]))
     site.redirect("/docs/s1/p2.html", "/docs/s1/moved-here.html", 301)
     for now in (T0, T1, "2031-04-02T06:00:00Z", T2, T3):
         r, rep = run(site, tmp_path, now)
@@ -257,8 +288,10 @@ def test_a_shift_across_the_pagers_cap_loses_no_post(site, tmp_path):
     posts = list(range(320))
 
     def publish(n: int) -> None:
-        site.set(f"/docs/posts/{_slug(n)}.html",
-                 render_page(f"Post {n}", f"<p>Post {n} of the blog, in a few words.</p>", nav=[]))
+        site.set(
+            f"/docs/posts/{_slug(n)}.html",
+            render_page(f"Post {n}", f"<p>Post {n} of the blog, in a few words.</p>", nav=[]),
+        )
 
     def pager(path: str):
         from demo.site_server import Resource
@@ -266,12 +299,16 @@ def test_a_shift_across_the_pagers_cap_loses_no_post(site, tmp_path):
         if not path.startswith("/docs/list.html?page="):
             return None
         page = int(path.rsplit("=", 1)[1])
-        newest = posts[::-1][(page - 1) * 10: page * 10]
+        newest = posts[::-1][(page - 1) * 10 : page * 10]
         if not newest:
             return None
         links = "".join(f'<li><a href="/docs/posts/{_slug(n)}.html">Post {n}</a></li>' for n in newest)
-        return Resource(render_page(f"Posts, page {page}", f"<p>The blog's posts, newest first.</p><ul>{links}</ul>",
-                                    nav=[]).encode(), mtime=0)
+        return Resource(
+            render_page(
+                f"Posts, page {page}", f"<p>The blog's posts, newest first.</p><ul>{links}</ul>", nav=[]
+            ).encode(),
+            mtime=0,
+        )
 
     def index() -> None:
         pages = "".join(f'<a href="/docs/list.html?page={p}">{p}</a> ' for p in range(1, (len(posts) + 9) // 10 + 1))
@@ -313,16 +350,19 @@ def test_links_that_grow_without_end_stay_within_max_pages_and_say_so(site, tmp_
         if path != "/docs/visit.html" and not path.startswith("/docs/s/"):
             return None
         links = "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3))
-        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}",
-                                    nav=[]).encode())
+        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}", nav=[]).encode())
 
     site.dynamic = visit_page
     docs = [f"/docs/guide/{_letters(i, 3)}.html" for i in range(50)]
     for path in docs:
         site.set(path, render_page("Guide", f"<p>A page of the guide: {path}, explained at length.</p>", nav=[]))
     links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in docs)
-    site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
-                                             '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
+    site.set(
+        "/docs/index.html",
+        render_page(
+            "Docs", f'<p>The docs.</p><ul>{links}</ul><p><a href="/docs/visit.html">Your visit</a></p>', nav=[]
+        ),
+    )
     stable = {"docs/index.html", "docs/visit.html"} | {p.lstrip("/") for p in docs}
     codes, overflow, warnings, visits, reasons = [], [], [], [], []
     for day in range(0, 24, 4):
@@ -357,18 +397,30 @@ def test_a_crawl_that_overflows_pass_after_pass_is_exit_1_until_the_site_is_fixe
     def visit_page(path: str):
         if path != "/docs/visit.html" and not path.startswith("/docs/s/"):
             return None
-        links = "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3)) \
-            if grows[0] else ""
-        return Resource(render_page("Visit", f"<p>A page of the visit, with its links.</p>{links}"
-                                    '<p><a href="/docs/index.html">Docs</a></p>', nav=[]).encode())
+        links = (
+            "".join(f'<a href="/docs/s/{_letters(next(fresh))}/page.html">more</a>' for _ in range(3))
+            if grows[0]
+            else ""
+        )
+        return Resource(
+            render_page(
+                "Visit",
+                f'<p>A page of the visit, with its links.</p>{links}<p><a href="/docs/index.html">Docs</a></p>',
+                nav=[],
+            ).encode()
+        )
 
     site.dynamic = visit_page
     docs = [f"/docs/guide/{_letters(i, 3)}.html" for i in range(60)]
     for path in docs:
         site.set(path, render_page("Guide", f"<p>A page of the guide: {path}, explained at length.</p>", nav=[]))
     links = "".join(f'<li><a href="{p}">{p}</a></li>' for p in docs)
-    site.set("/docs/index.html", render_page("Docs", f"<p>The docs.</p><ul>{links}</ul>"
-                                             '<p><a href="/docs/visit.html">Your visit</a></p>', nav=[]))
+    site.set(
+        "/docs/index.html",
+        render_page(
+            "Docs", f'<p>The docs.</p><ul>{links}</ul><p><a href="/docs/visit.html">Your visit</a></p>', nav=[]
+        ),
+    )
     got = []
 
     def crawl_pass(now: str) -> None:
@@ -377,23 +429,44 @@ def test_a_crawl_that_overflows_pass_after_pass_is_exit_1_until_the_site_is_fixe
         assert rep, r.output  # the report is written whatever the exit code
         assert len(_tracked(tmp_path)) <= 70
         warned = [m for m in caplog.messages if "more pages than --max-pages 70" in m]
-        got.append((r.exit_code, rep["crawl_overflow_passes"], len(warned), "exit 1" in "".join(warned),
-                    "crawl over --max-pages" in r.output))
+        got.append(
+            (
+                r.exit_code,
+                rep["crawl_overflow_passes"],
+                len(warned),
+                "exit 1" in "".join(warned),
+                "crawl over --max-pages" in r.output,
+            )
+        )
 
     crawl_pass("2031-03-01T06:00:00Z")
     # A pass of one page, no crawl: the count goes on as it was.
-    other = CliRunner().invoke(app, ["run", "--url", site.server.url(docs[0]), "--embedder", "fake", "--now",
-                                     "2031-03-02T06:00:00Z", "--state", str(tmp_path / ".pagesync" / "state.db"),
-                                     "--qdrant-path", str(tmp_path / ".pagesync" / "qdrant"), "--report",
-                                     str(tmp_path / "u.json"), "-q"])
+    other = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--url",
+            site.server.url(docs[0]),
+            "--embedder",
+            "fake",
+            "--now",
+            "2031-03-02T06:00:00Z",
+            "--state",
+            str(tmp_path / ".pagesync" / "state.db"),
+            "--qdrant-path",
+            str(tmp_path / ".pagesync" / "qdrant"),
+            "--report",
+            str(tmp_path / "u.json"),
+            "-q",
+        ],
+    )
     assert other.exit_code == 0, other.output
     assert json.loads((tmp_path / "u.json").read_text())["crawl_overflow_passes"] == 1
     crawl_pass("2031-03-05T06:00:00Z")
     crawl_pass("2031-03-09T06:00:00Z")
     grows[0] = False  # the site is fixed: the visit pages link no new ids
     crawl_pass("2031-03-13T06:00:00Z")
-    assert got == [(0, 1, 1, False, False), (1, 2, 1, True, True), (1, 3, 1, True, True),
-                   (0, 0, 0, False, False)], got
+    assert got == [(0, 1, 1, False, False), (1, 2, 1, True, True), (1, 3, 1, True, True), (0, 0, 0, False, False)], got
 
 
 def test_a_move_out_of_the_crawls_directory_indexes_nothing_outside_it(site, tmp_path):
@@ -401,8 +474,9 @@ def test_a_move_out_of_the_crawls_directory_indexes_nothing_outside_it(site, tmp
     its start directory, so the target is never indexed, on any pass, and the source leaves as
     a page that left the site, its reason naming the target."""
     build(site)
-    site.set("/private/y.html", render_page("Private", "<p>A page outside the docs, not for the index.</p>" * 4,
-                                            nav=[]))
+    site.set(
+        "/private/y.html", render_page("Private", "<p>A page outside the docs, not for the index.</p>" * 4, nav=[])
+    )
     r, rep = run(site, tmp_path, T0)
     assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
     site.redirect("/docs/s1/p2.html", "/private/y.html", 301)
@@ -414,8 +488,9 @@ def test_a_move_out_of_the_crawls_directory_indexes_nothing_outside_it(site, tmp
         if now == T1:
             (gone,) = [c for c in rep["changes"] if c["action"] == "removed"]
             assert gone["url"].endswith("/docs/s1/p2.html")
-            assert gone["reason"] == ("moved permanently out of the crawl's directories, to "
-                                      + site.server.url("/private/y.html")), gone
+            assert gone["reason"] == (
+                "moved permanently out of the crawl's directories, to " + site.server.url("/private/y.html")
+            ), gone
             assert rep["crawl_complete"] is True
 
 
@@ -431,9 +506,11 @@ def test_a_start_page_moved_out_of_its_directory_is_an_error_and_purges_nothing(
         r, rep = run(site, tmp_path, now, "--allow-mass-delete")
         assert r.exit_code == 1 and rep["crawl_start_errors"] == 1 and rep["crawl_complete"] is False, r.output
         said = [m for m in caplog.messages if m.startswith("error ")]
-        assert said == [f"error {site.server.url('/docs/index.html')}: crawl start page: moved permanently out of "
-                        f"the crawl's directories, to {site.server.url('/private/index.html')} (give that as "
-                        "--crawl)"], said
+        assert said == [
+            f"error {site.server.url('/docs/index.html')}: crawl start page: moved permanently out of "
+            f"the crawl's directories, to {site.server.url('/private/index.html')} (give that as "
+            "--crawl)"
+        ], said
         assert live_pages(tmp_path) == ALL - {"docs/index.html"}, now
         assert not any("/private/" in u for u in _tracked(tmp_path))
 
@@ -445,10 +522,14 @@ def test_the_start_page_is_read_every_pass_whatever_its_schedule(site, tmp_path)
     build(site)
     r, rep = run(site, tmp_path, T0)
     assert r.exit_code == 0 and live_pages(tmp_path) == ALL, r.output
-    site.set("/docs/s9/index.html", render_page("Section 9", "<p>A new section of the guide, in full.</p>" * 4,
-                                                nav=[]))
-    index = render_page("Docs", "<p>The guide's sections.</p><ul>" + "".join(
-        f'<li><a href="/docs/s{h}/index.html">Section {h}</a></li>' for h in [*range(HUBS), 9]) + "</ul>", nav=[])
+    site.set("/docs/s9/index.html", render_page("Section 9", "<p>A new section of the guide, in full.</p>" * 4, nav=[]))
+    index = render_page(
+        "Docs",
+        "<p>The guide's sections.</p><ul>"
+        + "".join(f'<li><a href="/docs/s{h}/index.html">Section {h}</a></li>' for h in [*range(HUBS), 9])
+        + "</ul>",
+        nav=[],
+    )
     site.set("/docs/index.html", index)
     r, rep = run(site, tmp_path, "2031-03-01T07:00:00Z")
     assert r.exit_code == 0 and live_pages(tmp_path) == ALL | {"docs/s9/index.html"}, r.output

@@ -69,9 +69,28 @@ def tls(tmp_path) -> tuple[ssl.SSLContext, Path]:
     if not shutil.which("openssl"):
         pytest.skip("no openssl to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     return ctx, cert
@@ -89,16 +108,36 @@ def page(name: str, links: str = "") -> tuple[int, dict[str, str], str]:
 
 def run_with_header(work: Path, cert: Path, *source: str):
     env = {"TOKEN": TOKEN, "SSL_CERT_FILE": str(cert)}
-    return cli(work, "run", *source, "--header", "Authorization: env:TOKEN", "--embedder", "fake",
-               "--qdrant-path", "q", "--state", "s.db", env=env)
+    return cli(
+        work,
+        "run",
+        *source,
+        "--header",
+        "Authorization: env:TOKEN",
+        "--embedder",
+        "fake",
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        env=env,
+    )
 
 
 def test_a_sitemap_listing_http_urls_of_an_https_site_gets_no_header_over_http(tmp_path, tls):
     ctx, cert = tls
-    sitemap = ("<?xml version='1.0'?><urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"
-               "<url><loc>https://{origin}/a.html</loc></url><url><loc>http://{origin}/b.html</loc></url></urlset>")
-    server = serving(ctx, {"/sitemap.xml": (200, {"content-type": "application/xml"}, sitemap),
-                           "/a.html": page("A"), "/b.html": page("B")})
+    sitemap = (
+        "<?xml version='1.0'?><urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"
+        "<url><loc>https://{origin}/a.html</loc></url><url><loc>http://{origin}/b.html</loc></url></urlset>"
+    )
+    server = serving(
+        ctx,
+        {
+            "/sitemap.xml": (200, {"content-type": "application/xml"}, sitemap),
+            "/a.html": page("A"),
+            "/b.html": page("B"),
+        },
+    )
     try:
         r = run_with_header(tmp_path, cert, "--sitemap", f"https://127.0.0.1:{server.server_address[1]}/sitemap.xml")
     finally:
@@ -115,12 +154,15 @@ def test_a_sitemap_listing_http_urls_of_an_https_site_gets_no_header_over_http(t
 
 def test_a_crawl_whose_page_redirects_to_http_sends_no_header_over_http(tmp_path, tls):
     ctx, cert = tls
-    server = serving(ctx, {
-        "/start.html": page("Start", '<p><a href="/old.html">old</a> <a href="/a.html">a</a></p>'),
-        "/old.html": (301, {"location": "http://{origin}/moved.html"}, ""),
-        "/moved.html": page("Moved"),
-        "/a.html": page("A"),
-    })
+    server = serving(
+        ctx,
+        {
+            "/start.html": page("Start", '<p><a href="/old.html">old</a> <a href="/a.html">a</a></p>'),
+            "/old.html": (301, {"location": "http://{origin}/moved.html"}, ""),
+            "/moved.html": page("Moved"),
+            "/a.html": page("A"),
+        },
+    )
     try:
         r = run_with_header(tmp_path, cert, "--crawl", f"https://127.0.0.1:{server.server_address[1]}/start.html")
     finally:

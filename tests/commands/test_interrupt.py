@@ -62,11 +62,33 @@ def test_ctrl_c_during_a_model_batch_and_a_slow_fetch_ends_the_pass_within_secon
     (hook / "sitecustomize.py").write_text(SLOW_MODEL)
     work = tmp_path / "work"
     work.mkdir()
-    p = subprocess.Popen([sys.executable, "-m", "sync", "run", "--sitemap", sitemap(site), "--qdrant-path", "q",
-                          "--state", "s.db", "--embedder", "fake", "--workers", "2", "--embed-batch", "1"],
-                         cwd=work, env=_env(str(hook)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         # As from a terminal: a test run started in the background ignores SIGINT.
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sync",
+            "run",
+            "--sitemap",
+            sitemap(site),
+            "--qdrant-path",
+            "q",
+            "--state",
+            "s.db",
+            "--embedder",
+            "fake",
+            "--workers",
+            "2",
+            "--embed-batch",
+            "1",
+        ],
+        cwd=work,
+        env=_env(str(hook)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As from a terminal: a test run started in the background ignores SIGINT.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         _wait_for_line(p.stderr, "test-model: batch started", 60)
         t0 = time.monotonic()
@@ -86,7 +108,9 @@ def test_ctrl_c_during_a_model_batch_and_a_slow_fetch_ends_the_pass_within_secon
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     assert cli_run(site, fresh).returncode == 0
-    strip = lambda pts: {i: {k: v for k, v in pl.items() if k not in ("fetched_at", "metadata")}  # noqa: E731
-                         for i, pl in pts.items()}
+    strip = lambda pts: {
+        i: {k: v for k, v in pl.items() if k not in ("fetched_at", "metadata")}  # noqa: E731
+        for i, pl in pts.items()
+    }
     assert strip(stored(work)) == strip(stored(fresh))
     assert {pl["url"] for pl in stored(work).values()} == set(urls)

@@ -89,12 +89,34 @@ def test_ctrl_c_while_the_bundled_model_embeds_is_exit_130_at_every_moment(site,
     work = tmp_path / "work"
     work.mkdir()
     for backend, marker, n in MOMENTS:  # one working directory: each pass resumes the last
-        p = subprocess.Popen([sys.executable, "-m", "sync", "run", "--sitemap", sitemap(site), "--qdrant-path", "q",
-                              "--state", "s.db", "--embedder", backend, "--embed-batch", "8", "--workers", "2", "-v"],
-                             cwd=work, env=_env(str(hook)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True,
-                             # As from a terminal: a test run started in the background ignores SIGINT.
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sync",
+                "run",
+                "--sitemap",
+                sitemap(site),
+                "--qdrant-path",
+                "q",
+                "--state",
+                "s.db",
+                "--embedder",
+                backend,
+                "--embed-batch",
+                "8",
+                "--workers",
+                "2",
+                "-v",
+            ],
+            cwd=work,
+            env=_env(str(hook)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            # As from a terminal: a test run started in the background ignores SIGINT.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         lines = Lines(p.stderr)
         try:
             lines.wait_for(marker, n, 60)
@@ -111,6 +133,12 @@ def test_ctrl_c_while_the_bundled_model_embeds_is_exit_130_at_every_moment(site,
         assert err.strip().splitlines()[-1].startswith("pagesync: the pass was interrupted"), (moment, err)
 
     # What the interrupted passes wrote is consistent: the audit finds nothing to repair.
-    a = subprocess.run([sys.executable, "-m", "sync", "audit", "--qdrant-path", "q", "--state", "s.db"],
-                       cwd=work, env=_env(""), capture_output=True, text=True, timeout=60)
+    a = subprocess.run(
+        [sys.executable, "-m", "sync", "audit", "--qdrant-path", "q", "--state", "s.db"],
+        cwd=work,
+        env=_env(""),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert a.returncode == 0, a.stdout + a.stderr

@@ -22,8 +22,11 @@ def _alias(site) -> str:
 
 
 def _urlset(urls: list[str]) -> bytes:
-    return ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<url><loc>{u}</loc></url>" for u in urls) + "</urlset>").encode()
+    return (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{u}</loc></url>" for u in urls)
+        + "</urlset>"
+    ).encode()
 
 
 # -- a sitemap whose every URL is out of scope ---------------------------------------------------
@@ -102,9 +105,11 @@ def test_an_html_page_is_not_a_sitemap_whatever_its_markup():
     from sync.errors import NotASitemapError
     from sync.core.sitemaps import parse_sitemap
 
-    pages = [b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>x</title></head><body><p>a<br></p></body></html>',
-             b'<html lang="en"><head><meta name="a" content="b"></head></html>',
-             b'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body/></html>']  # XHTML parses
+    pages = [
+        b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>x</title></head><body><p>a<br></p></body></html>',
+        b'<html lang="en"><head><meta name="a" content="b"></head></html>',
+        b'<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><body/></html>',
+    ]  # XHTML parses
     for body in pages:
         with pytest.raises(NotASitemapError, match="not a sitemap: the answer is an HTML page"):
             parse_sitemap(body)
@@ -126,8 +131,10 @@ def test_an_html_page_as_sitemap_is_exit_2_on_a_first_run_and_a_sitemap_error_af
     r = cli(work, "run", "--sitemap", page, *COMMON, "--embedder", "fake", "--full")
     assert r.returncode == 1, r.stdout + r.stderr
     (err,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error")]
-    assert err == f"error {page}: sitemap: not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> " \
-                  "or <sitemapindex>); give the sitemap's own URL (often /sitemap.xml; robots.txt names it)", err
+    assert (
+        err == f"error {page}: sitemap: not a sitemap: the answer is an HTML page (a sitemap is XML with <urlset> "
+        "or <sitemapindex>); give the sitemap's own URL (often /sitemap.xml; robots.txt names it)"
+    ), err
     assert "Traceback" not in r.stderr and "tag mismatch" not in r.stderr
     assert stored(work) == before, "a sitemap error purges nothing"
 
@@ -143,9 +150,16 @@ def test_the_api_key_is_redacted_in_escaped_and_encoded_forms_too():
     from sync.edges.store_errors import qdrant_boundary, redact
 
     key = 'SEC"RET/ké y\\+%&'
-    echoes = [key, json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1],
-              json.dumps(json.dumps(key)[1:-1])[1:-1], quote(key, safe=""), quote(key, safe="").lower(), quote_plus(key),
-              repr(key)[1:-1]]
+    echoes = [
+        key,
+        json.dumps(key)[1:-1],
+        json.dumps(key, ensure_ascii=False)[1:-1],
+        json.dumps(json.dumps(key)[1:-1])[1:-1],
+        quote(key, safe=""),
+        quote(key, safe="").lower(),
+        quote_plus(key),
+        repr(key)[1:-1],
+    ]
     for echo in echoes:
         out = redact(f'{{"error": "bad api-key {echo}"}} trailer', key)
         assert out == '{"error": "bad api-key ***"} trailer', (echo, out)
@@ -181,8 +195,11 @@ def test_a_now_out_of_range_is_exit_2_with_one_line_for_every_command(site, work
     cli_build(site, n=2)
     assert cli_run(site, work).returncode == 0
     before = stored(work)
-    calls = {"9999-12-31T23:00:00Z": ("run", "status", "audit"), "9999-12-31T23:59:59-01:00": ("status",),
-             "0001-01-01T00:00:00+01:00": ("run",)}
+    calls = {
+        "9999-12-31T23:00:00Z": ("run", "status", "audit"),
+        "9999-12-31T23:59:59-01:00": ("status",),
+        "0001-01-01T00:00:00+01:00": ("run",),
+    }
     for now, commands in calls.items():
         for command in commands:
             if command == "run":
@@ -200,9 +217,23 @@ def test_the_extraction_libraries_log_lines_show_only_with_v(site, work):
     cli_build(site, n=2)
     site.set("/p1.html", "<html></html>")  # trafilatura: "discarding data: None"
     sm = site.server.url("/sitemap.xml")
-    rs = [cli(work, *pre, "run", "--sitemap", sm, "--qdrant-path", f"q{i}", "--state", f"s{i}.db", "--embedder", "fake",
-              *post)
-          for i, (pre, post) in enumerate([((), ()), ((), ("-v",)), (("-v",), ())])]
+    rs = [
+        cli(
+            work,
+            *pre,
+            "run",
+            "--sitemap",
+            sm,
+            "--qdrant-path",
+            f"q{i}",
+            "--state",
+            f"s{i}.db",
+            "--embedder",
+            "fake",
+            *post,
+        )
+        for i, (pre, post) in enumerate([((), ()), ((), ("-v",)), (("-v",), ())])
+    ]
     assert all(r.returncode == 0 for r in rs), [r.stderr for r in rs]
     assert "discarding data" not in rs[0].stderr, rs[0].stderr
     assert all("discarding data" in r.stderr for r in rs[1:]), [r.stderr for r in rs[1:]]
@@ -231,8 +262,11 @@ def test_the_embedded_store_refuses_a_write_under_its_free_space_margin(tmp_path
     s.ensure_collection(4)
     s.replace_pages([_one_point("http://a/x")])
     monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda p: usage(10**12, 10**12 - 10 * 2**20, 10 * 2**20))
-    for write in (lambda: s.replace_pages([_one_point("http://a/y")]), lambda: s.delete_pages(["http://a/x"]),
-                  lambda: s.upsert(_one_point("http://a/z").points)):
+    for write in (
+        lambda: s.replace_pages([_one_point("http://a/y")]),
+        lambda: s.delete_pages(["http://a/x"]),
+        lambda: s.upsert(_one_point("http://a/z").points),
+    ):
         with pytest.raises(StoreFullError, match=r"refused: 10 MiB free on its disk, under the 256 MiB") as ei:
             write()
         assert ei.value.exit_code == 1 and "\n" not in str(ei.value)
@@ -255,10 +289,14 @@ def test_a_full_disk_error_from_the_store_is_a_store_full_error(tmp_path, monkey
 
     s = EdgeStore(tmp_path / "q", "pages", min_free_bytes=0)
     s.ensure_collection(4)
-    for raised in (OSError(errno.ENOSPC, "No space left on device"),
-                   Exception("Service runtime error: failed to flush: No space left on device (os error 28)")):
+    for raised in (
+        OSError(errno.ENOSPC, "No space left on device"),
+        Exception("Service runtime error: failed to flush: No space left on device (os error 28)"),
+    ):
+
         def fail(url, raised=raised):
             raise raised
+
         monkeypatch.setattr(s, "_delete_url", fail)
         with pytest.raises(StoreFullError, match="the disk is full"):
             s.replace_pages([_one_point("http://a/x")])
@@ -269,8 +307,17 @@ def test_a_pass_on_a_full_disk_stops_with_one_line_and_exit_1_and_the_next_one_r
     cli_build(site, n=3)
     assert cli_run(site, work).returncode == 0
     site.set("/p1.html", site.resources["/p1.html"].body.replace(b"p1-s1", b"p1-s1 edited"))
-    full = cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), *COMMON, "--embedder", "fake", "--full",
-               env={"PAGESYNC_MIN_FREE_MB": str(2**39)})  # more than any disk has: the disk counts as full
+    full = cli(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        *COMMON,
+        "--embedder",
+        "fake",
+        "--full",
+        env={"PAGESYNC_MIN_FREE_MB": str(2**39)},
+    )  # more than any disk has: the disk counts as full
     assert full.returncode == 1, full.stdout + full.stderr
     line = one_error_line(full)
     assert "replace refused" in line and "free some space" in line and "resumes" in line, line
@@ -305,8 +352,9 @@ def _unprivileged(work) -> list[str]:
     probe.mkdir()
     probe.chmod(0o555)
     try:
-        r = subprocess.run([*prefix, sys.executable, "-c", "import sys; open(sys.argv[1], 'w')", str(probe / "x")],
-                           capture_output=True)
+        r = subprocess.run(
+            [*prefix, sys.executable, "-c", "import sys; open(sys.argv[1], 'w')", str(probe / "x")], capture_output=True
+        )
     finally:
         probe.chmod(0o755)
     if r.returncode == 0:
@@ -322,8 +370,9 @@ def _cli_as(prefix: list[str], work, *args: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([*prefix, sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site, work):
@@ -334,9 +383,11 @@ def test_a_state_this_user_may_not_write_names_the_path_and_the_permission(site,
     d, db = work / "d", work / "d" / "s.db"
     writers = (("audit",), ("run", "--sitemap", site.server.url("/sitemap.xml"), "--embedder", "fake"))
     readers = (("status",), ("state", "export"))
-    cases = [(0o555, 0o644, "no permission to write in its directory d (SQLite keeps s.db-wal", True),
-             (0o000, 0o644, "permission denied to enter its directory d", False),
-             (0o755, 0o000, "no permission to read d/s.db", False)]
+    cases = [
+        (0o555, 0o644, "no permission to write in its directory d (SQLite keeps s.db-wal", True),
+        (0o000, 0o644, "permission denied to enter its directory d", False),
+        (0o755, 0o000, "no permission to read d/s.db", False),
+    ]
     try:
         for dir_mode, file_mode, said, readable in cases:
             d.chmod(0o755)
@@ -398,13 +449,15 @@ def test_one_sites_sitemap_now_naming_another_host_purges_nothing_and_advises_th
     cli_build(site, n=6)
     with second_site() as (other, server):
         port = server.base_url.rsplit(":", 1)[1]
-        other.resources["/alias.xml"] = Resource(_urlset([server.url(f"/b{i}.html") for i in range(2)]),
-                                                 "application/xml", in_sitemap=False)
+        other.resources["/alias.xml"] = Resource(
+            _urlset([server.url(f"/b{i}.html") for i in range(2)]), "application/xml", in_sitemap=False
+        )
         both = [harness.sitemap(), server.url("/alias.xml")]
         assert harness.run(sitemaps=both).pages_added == 8
         before = harness.points()
-        other.resources["/alias.xml"] = Resource(_urlset([f"http://localhost:{port}/b{i}.html" for i in range(2)]),
-                                                 "application/xml", in_sitemap=False)
+        other.resources["/alias.xml"] = Resource(
+            _urlset([f"http://localhost:{port}/b{i}.html" for i in range(2)]), "application/xml", in_sitemap=False
+        )
         rep = harness.run(sitemaps=both, full=True)
         assert rep.pages_removed == 0 and not rep.ok
         (err,) = [e["error"] for e in rep.errors if "listed no URLs of this site" in e["error"]]

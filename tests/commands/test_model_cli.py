@@ -21,8 +21,12 @@ def test_a_model_not_on_this_machine_is_exit_2_and_nothing_is_asked_of_the_netwo
     cli_build(site)
     # Even with offline mode off and the hub's address pointed at a server that logs
     # every request, nothing is asked of it.
-    env = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
-           "HF_ENDPOINT": site.server.url("")}
+    env = {
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+        "HF_ENDPOINT": site.server.url(""),
+    }
     r = _run(site, work, "--embedder", "st:acme/not-here", env=env)
     assert r.returncode == 2, r.stderr
     line = one_error_line(r)
@@ -66,8 +70,9 @@ def test_reindex_to_a_cached_model_by_name_then_run_by_its_folder_embeds_nothing
     assert "holds vectors of 'fake-hash-384'" in line and "`pagesync reindex --embedder st:acme/docs-minilm`" in line
     assert site.requests == [] and stored(work) == before
 
-    r = cli(work, "reindex", "--qdrant-path", "q", "--state", "s.db", "--embedder", "st:acme/docs-minilm", "--json",
-            env=env)
+    r = cli(
+        work, "reindex", "--qdrant-path", "q", "--state", "s.db", "--embedder", "st:acme/docs-minilm", "--json", env=env
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["ok"] and rep["switched"] and rep["embedder"] == "st:acme/docs-minilm" and rep["dimension"] == 384

@@ -90,16 +90,24 @@ def _points_of(work: Path, model_id: str, size: int) -> None:
     store = EdgeStore(work / "q", "pages")
     try:
         store.ensure_collection(size)
-        store.upsert([StoredPoint(str(uuid.uuid4()), {"url": "https://example.com/a", "embedder": model_id,
-                                                      "text": "a"}, [1.0] * size)])
+        store.upsert(
+            [
+                StoredPoint(
+                    str(uuid.uuid4()), {"url": "https://example.com/a", "embedder": model_id, "text": "a"}, [1.0] * size
+                )
+            ]
+        )
     finally:
         store.close()
 
 
-@pytest.mark.parametrize("model_id, says", [
-    ("st:acme/not-here", "cannot run here"),  # a cached model's id, not on this machine
-    ("st:/srv/models/docs", "cannot find by that name"),  # a folder's id: it names no folder
-])
+@pytest.mark.parametrize(
+    "model_id, says",
+    [
+        ("st:acme/not-here", "cannot run here"),  # a cached model's id, not on this machine
+        ("st:/srv/models/docs", "cannot find by that name"),  # a folder's id: it names no folder
+    ],
+)
 def test_the_collections_model_that_cannot_run_here_is_exit_2_naming_it(site, cwd, model_id, says):
     cli_build(site)
     _points_of(cwd, model_id, 4)
@@ -147,14 +155,24 @@ def test_a_run_that_writes_nothing_creates_no_collection(site, work):
 
 def test_an_empty_collection_of_another_size_is_made_anew_at_the_first_write(site, cwd):
     cli_build(site)
-    r = _invoke("run", "--sitemap", site.server.url("/none.xml"), "--qdrant-path", "q", "--state", "s.db",
-                "--embedder", "fake-384")
+    r = _invoke(
+        "run",
+        "--sitemap",
+        site.server.url("/none.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake-384",
+    )
     assert r.exit_code == 1  # a run into nothing: its record names fake-hash-384
     store = EdgeStore(cwd / "q", "pages")  # an empty collection, as an earlier version left one
     store.ensure_collection(384)
     store.close()
-    dry = _invoke("run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder",
-                  "fake-8", "--dry-run")
+    dry = _invoke(
+        "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake-8", "--dry-run"
+    )
     assert dry.exit_code == 0, dry.stderr
     assert _vector_size(cwd) == 384  # a dry run changes nothing
     r = _invoke("run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake-8")

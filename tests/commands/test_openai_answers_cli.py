@@ -28,8 +28,21 @@ def test_nan_vectors_from_the_server_are_exit_1_and_never_written(site, tmp_path
     env = {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY, "PAGESYNC_CACHE_DIR": str(tmp_path / "cache")}
     try:
         cli_build(site)
-        r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
-                "--embedder", "openai:m", "--report", "r.json", env=env)
+        r = cli(
+            tmp_path,
+            "run",
+            "--sitemap",
+            sitemap(site),
+            "--qdrant-path",
+            "q",
+            "--state",
+            "s.db",
+            "--embedder",
+            "openai:m",
+            "--report",
+            "r.json",
+            env=env,
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -40,5 +53,9 @@ def test_nan_vectors_from_the_server_are_exit_1_and_never_written(site, tmp_path
     out = cli(tmp_path, "export", "--qdrant-path", "q", "--state", "s.db", "--with-vectors")
     for line in out.stdout.splitlines():
         vector = json.loads(line).get("vector")
-        values = vector if isinstance(vector, list) else [x for v in (vector or {}).values() if isinstance(v, list) for x in v]
+        values = (
+            vector
+            if isinstance(vector, list)
+            else [x for v in (vector or {}).values() if isinstance(v, list) for x in v]
+        )
         assert all(isinstance(x, (int, float)) and math.isfinite(x) for x in values), line[:300]

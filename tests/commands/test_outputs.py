@@ -40,16 +40,29 @@ def test_metrics_through_a_symlink_is_exit_2_and_the_link_stays(site, work):
     assert nothing_written(work)
 
 
-@pytest.mark.parametrize("where, says", [("fifo", "is a FIFO"), ("/dev/full", "is a device"),
-                                         ("dangling", "is a dangling symlink")])
+@pytest.mark.parametrize(
+    "where, says", [("fifo", "is a FIFO"), ("/dev/full", "is a device"), ("dangling", "is a dangling symlink")]
+)
 def test_a_report_path_that_takes_no_file_is_exit_2_before_the_pass(site, work, where, says):
     """A FIFO nobody reads would hang after the pass; /dev/full and a dangling symlink would
     fail only after the collection was written."""
     cli_build(site, n=2)
     os.mkfifo(work / "fifo")
     (work / "dangling").symlink_to(work / "no-such-dir" / "r.json")
-    r = cli(work, "run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-            "--embedder", "fake", "--report", where)
+    r = cli(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        "--report",
+        where,
+    )
     line = one_error_line(r)
     assert r.returncode == 2 and line.startswith(f"pagesync: error: --report {where}: {says}"), r.stderr
     assert nothing_written(work)
@@ -71,10 +84,17 @@ def test_output_problem_table(tmp_path):
     (tmp_path / "link").symlink_to("file")
     (tmp_path / "dangling").symlink_to("nowhere")
     os.mkfifo(tmp_path / "fifo")
-    for name, replaced, problem in [("new", True, None), ("file", True, None), ("file", False, None),
-                                    ("link", False, None), ("link", True, "is a symlink"),
-                                    ("dangling", False, "is a dangling symlink"), ("dangling", True, "is a symlink"),
-                                    ("fifo", True, "is a FIFO"), ("fifo", False, "is a FIFO")]:
+    for name, replaced, problem in [
+        ("new", True, None),
+        ("file", True, None),
+        ("file", False, None),
+        ("link", False, None),
+        ("link", True, "is a symlink"),
+        ("dangling", False, "is a dangling symlink"),
+        ("dangling", True, "is a symlink"),
+        ("fifo", True, "is a FIFO"),
+        ("fifo", False, "is a FIFO"),
+    ]:
         got = output_problem(tmp_path / name, replaced=replaced)
         assert (got is None) if problem is None else (got or "").startswith(problem), (name, replaced, got)
     assert (output_problem(tmp_path.__class__("/dev/null"), replaced=True) or "").startswith("is a device")
@@ -86,12 +106,15 @@ def _limited_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
-@pytest.mark.parametrize("content, says", [
-    (b"collection = " + b"[" * 1000 + b"]" * 1000 + b"\n", "nested more than"),
-    (b"[" + b".".join([b"a"] * 1000) + b"]\n", "nested more than"),
-    (b'collection = "\xff"\n', "not UTF-8 text (byte 0xff"),
-    (b"# a comment\n" * 200_000, "larger than 1 MiB"),  # 2.4 MB
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"collection = " + b"[" * 1000 + b"]" * 1000 + b"\n", "nested more than"),
+        (b"[" + b".".join([b"a"] * 1000) + b"]\n", "nested more than"),
+        (b'collection = "\xff"\n', "not UTF-8 text (byte 0xff"),
+        (b"# a comment\n" * 200_000, "larger than 1 MiB"),  # 2.4 MB
+    ],
+)
 def test_a_bad_pagesync_toml_is_one_line_and_exit_2(work, content, says):
     (work / "pagesync.toml").write_bytes(content)
     r = cli(work, "status")
@@ -101,8 +124,15 @@ def test_a_bad_pagesync_toml_is_one_line_and_exit_2(work, content, says):
 def test_config_dev_zero_is_one_line_and_exit_2(work):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("QDRANT_", "PAGESYNC_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    r = subprocess.run([sys.executable, "-m", "sync", "status", "--config", "/dev/zero"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=60, preexec_fn=_limited_memory)
+    r = subprocess.run(
+        [sys.executable, "-m", "sync", "status", "--config", "/dev/zero"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limited_memory,
+    )
     assert r.returncode == 2 and "/dev/zero: larger than 1 MiB" in one_error_line(r), r.stderr
 
 

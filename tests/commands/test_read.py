@@ -24,9 +24,21 @@ PAGES = {
 
 
 def pages(embedder) -> list[PageWrite]:
-    return [PageWrite(url, build_points(url, chunks, embedder.embed(chunks), hash_="h" * 64, title=title,
-                                        fetched_at="2026-01-01T00:00:00+00:00", embedder_id=embedder.model_id))
-            for url, (title, chunks) in PAGES.items()]
+    return [
+        PageWrite(
+            url,
+            build_points(
+                url,
+                chunks,
+                embedder.embed(chunks),
+                hash_="h" * 64,
+                title=title,
+                fetched_at="2026-01-01T00:00:00+00:00",
+                embedder_id=embedder.model_id,
+            ),
+        )
+        for url, (title, chunks) in PAGES.items()
+    ]
 
 
 def fill(store, embedder) -> None:
@@ -181,8 +193,12 @@ def _hit(url: str, i: int) -> dict:
 
 
 def test_a_page_that_matches_in_two_chunks_outranks_one_that_matches_in_one():
-    found = [(0.033, _hit("/report/", 0)), (0.032, _hit("/status/", 0)), (0.031, _hit("/status/", 1)),
-             (0.020, _hit("/other/", 0))]
+    found = [
+        (0.033, _hit("/report/", 0)),
+        (0.032, _hit("/status/", 0)),
+        (0.031, _hit("/status/", 1)),
+        (0.020, _hit("/other/", 0)),
+    ]
     ranked = page_ranked(found, 3)
     assert [(p["url"], p["chunk_index"]) for _, p in ranked] == [("/status/", 0), ("/report/", 0), ("/status/", 1)]
     assert ranked[0][0] == pytest.approx(0.032 + PAGE_WEIGHT * 0.031)
@@ -193,8 +209,11 @@ def test_a_page_that_matches_in_two_chunks_outranks_one_that_matches_in_one():
 def test_only_the_next_best_chunk_lifts_a_page_not_how_many_it_has():
     # A long page matching a little in many chunks is lifted by its next best chunk, once, and
     # its other chunks do not crowd the other pages out.
-    found = [(0.030, _hit("/answer/", 0)), (0.029, _hit("/answer/", 1))] + [
-        (0.021, _hit("/changelog/", i)) for i in range(20)] + [(0.0205, _hit("/third/", 0))]
+    found = (
+        [(0.030, _hit("/answer/", 0)), (0.029, _hit("/answer/", 1))]
+        + [(0.021, _hit("/changelog/", i)) for i in range(20)]
+        + [(0.0205, _hit("/third/", 0))]
+    )
     ranked = page_ranked(found, 5)
     assert [p["url"] for _, p in ranked][:3] == ["/answer/", "/changelog/", "/answer/"]
     assert len(ranked) == 5
@@ -212,13 +231,15 @@ def test_equal_scores_keep_the_fusions_order():
     assert [p["url"] for _, p in page_ranked(found, 2)] == ["/a/", "/b/"]
 
 
-@pytest.mark.parametrize("top, first", [
-    (BOTH_FIRST, "/pasted/"),  # both searches rank it first: no lifted page passes it
-    (1 / RRF_K + 1 / (RRF_K + 1), "/status/"),  # first in one list, second in the other: lifted past
-])
+@pytest.mark.parametrize(
+    "top, first",
+    [
+        (BOTH_FIRST, "/pasted/"),  # both searches rank it first: no lifted page passes it
+        (1 / RRF_K + 1 / (RRF_K + 1), "/status/"),  # first in one list, second in the other: lifted past
+    ],
+)
 def test_a_hit_both_searches_rank_first_stays_first(top, first):
-    found = [(top, _hit("/pasted/", 0)), (2 / (RRF_K + 1), _hit("/status/", 0)),
-             (2 / (RRF_K + 2), _hit("/status/", 1))]
+    found = [(top, _hit("/pasted/", 0)), (2 / (RRF_K + 1), _hit("/status/", 0)), (2 / (RRF_K + 2), _hit("/status/", 1))]
     assert page_ranked(found, 3)[0][1]["url"] == first
     assert sorted(p["url"] for _, p in page_ranked(found, 3)) == ["/pasted/", "/status/", "/status/"]
 
@@ -228,8 +249,9 @@ def test_both_first_is_the_fused_score_of_the_stores_agreed_hit(edge_dir):
     store = EdgeStore(edge_dir, "pages")
     try:
         text = "A 429 waits for Retry-After."
-        score, payload = store.search(HashEmbedder(16).embed([text])[0], 5, keywords=query_vector(text),
-                                      mode="hybrid")[0]
+        score, payload = store.search(HashEmbedder(16).embed([text])[0], 5, keywords=query_vector(text), mode="hybrid")[
+            0
+        ]
     finally:
         store.close()
     assert payload["text"] == text and score == pytest.approx(BOTH_FIRST, rel=1e-6)

@@ -36,6 +36,7 @@ from sync.commands.transfer import export_points
 from tests.cli_helpers import cli, one_error_line, parallel, sitemap, stored
 from tests.helpers import EMB16, EMB32, T0, Harness, build_long_pages, page_html, para, reindex
 
+
 class SharedClientStore(ClientStore):
     """A ClientStore that leaves the shared (local-mode) client open when closed."""
 
@@ -133,7 +134,9 @@ def test_reindex_16_to_32_on_edge_then_run_embeds_nothing(site, harness):
     rep = reindex(harness, EMB32)
     assert rep.ok and rep.switched and rep.source == "pages" and rep.target.startswith("pages__")
     assert rep.text_sources == {"state": 4, "points": 0, "fetch": 0}
-    assert rep.pages == 4 and rep.chunks == len(before) == rep.chunks_embedded + rep.chunks_reused == rep.verify["points"]
+    assert (
+        rep.pages == 4 and rep.chunks == len(before) == rep.chunks_embedded + rep.chunks_reused == rep.verify["points"]
+    )
     assert rep.chunks_embedded == len({p["text"] for p in before.values()})  # each distinct text once
     assert rep.kept == ["pages"] and rep.dropped == [] and rep.gap_seconds is None
     assert read_aliases(harness.store_path) == {"pages": rep.target}
@@ -217,8 +220,9 @@ def test_each_text_source(site, harness):
     after = harness.points()
     # the same points as before (the lost chunk back too), whatever the source; only the model differs
     unchanged = set(urls[:4])
-    assert without({k: v for k, v in after.items() if v["url"] in unchanged}, "embedder") == \
-        without({k: v for k, v in old.items() if v["url"] in unchanged}, "embedder")
+    assert without({k: v for k, v in after.items() if v["url"] in unchanged}, "embedder") == without(
+        {k: v for k, v in old.items() if v["url"] in unchanged}, "embedder"
+    )
     edited = [p for p in after.values() if p["url"] == urls[4]]
     assert any("p4-edited" in p["text"] for p in edited)
     assert not any("p4-s0" in p["text"] for p in edited)
@@ -367,6 +371,7 @@ def edge_look(path: Path):
             return n, {h[1]["embedder"] for h in hits}
         finally:
             store.close()
+
     return look
 
 
@@ -382,6 +387,7 @@ def client_look(client):
             n = client.count("pages", exact=True).count
             return n, {p.payload["embedder"] for p in res.points}
         raise AssertionError("no consistent look")
+
     return look
 
 
@@ -469,8 +475,14 @@ def test_reindex_with_the_page_state_in_qdrant(site, tmp_path):
     store = h.open_store()
     try:
         with h.open_state(store) as st:
-            rep = run_reindex(ClientCatalog.of(store), "pages", state=st, embedder=EMB32, splitter=h.splitter,
-                              cfg=ReindexConfig(drop_old=True))
+            rep = run_reindex(
+                ClientCatalog.of(store),
+                "pages",
+                state=st,
+                embedder=EMB32,
+                splitter=h.splitter,
+                cfg=ReindexConfig(drop_old=True),
+            )
         assert rep.text_sources == {"state": 0, "points": 3, "fetch": 0} and rep.replaced_collection
         assert isinstance(st, QdrantState) and st.last_run()["kind"] == "reindex"
     finally:
@@ -526,6 +538,7 @@ def client_look_named(client, name):
                 continue
             return client.count(name, exact=True).count, {p.payload["embedder"] for p in res.points}
         raise AssertionError("no consistent look")
+
     return look
 
 
@@ -607,7 +620,8 @@ def test_cli_reindex_then_every_reader_goes_through_the_alias(site, tmp_path):
     half_built = re.search(r"half-built collection '([^']+)'", line).group(1)
     # the previous collection and the plain one the alias shadowed are gone; the failed one stays
     assert sorted(p.name for p in (work / "q").iterdir()) == sorted(
-        ["aliases.json", read_aliases(work / "q")["pages"], half_built])
+        ["aliases.json", read_aliases(work / "q")["pages"], half_built]
+    )
 
 
 def test_server_errors_never_show_the_api_key():

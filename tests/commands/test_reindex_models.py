@@ -45,8 +45,14 @@ def test_reindex_embeds_each_distinct_text_once_and_fetches_nothing(site, tmp_pa
     site.clear_log()
     emb = Recording(32)
     with StateDB(h.state_path) as st:
-        rep = run_reindex(EdgeCatalog(h.store_path), "pages", state=st, embedder=emb, splitter=h.splitter,
-                          cfg=ReindexConfig(embed_batch=2))  # duplicates fall in different batches
+        rep = run_reindex(
+            EdgeCatalog(h.store_path),
+            "pages",
+            state=st,
+            embedder=emb,
+            splitter=h.splitter,
+            cfg=ReindexConfig(embed_batch=2),
+        )  # duplicates fall in different batches
     assert site.requests == []  # the state kept every text
     assert rep.text_sources["state"] == 4
     assert Counter(emb.inputs) == Counter(set(texts))  # each distinct text once

@@ -32,8 +32,17 @@ def visited(site) -> list[str]:
 
 def test_changed_pages_are_visited_now_and_nothing_else(site, tmp_path, synced):
     site.set("/c2.html", page_html("/c2.html", [para("new text")]))
-    r = cli(tmp_path, "run", *synced, "--now", "2026-01-01T01:00:00Z", "--changed", site.server.url("/c2.html"),
-            "--report", "r.json")
+    r = cli(
+        tmp_path,
+        "run",
+        *synced,
+        "--now",
+        "2026-01-01T01:00:00Z",
+        "--changed",
+        site.server.url("/c2.html"),
+        "--report",
+        "r.json",
+    )
     assert r.returncode == 0, r.stderr
     assert visited(site) == ["/c2.html"]
     rep = json.loads((tmp_path / "r.json").read_text())

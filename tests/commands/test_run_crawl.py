@@ -17,8 +17,9 @@ def cli(work: Path, *args: str):
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDRANT_")}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sync", *args], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_run_crawl_from_the_command_line(site, tmp_path):

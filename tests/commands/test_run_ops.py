@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from sync.commands.cli import app
 from tests.helpers import page_html, para
 
-prometheus = pytest.importorskip("prometheus_client.parser", reason="prometheus-client is a dependency: pip install -e .")
+prometheus = pytest.importorskip(
+    "prometheus_client.parser", reason="prometheus-client is a dependency: pip install -e ."
+)
 
 
 @pytest.fixture
@@ -31,8 +33,20 @@ def ten_pages_one_failing(site) -> None:
 
 
 def run(site, *extra: str):
-    args = ["run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-            "--embedder", "fake", "--report", "r.json", *extra]
+    args = [
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        "--report",
+        "r.json",
+        *extra,
+    ]
     return CliRunner().invoke(app, args)
 
 
@@ -79,8 +93,19 @@ def test_an_output_path_that_cannot_be_a_file_is_exit_2_before_anything_is_writt
     ten_pages_one_failing(site)
     Path("afile").write_text("")
     Path("adir").mkdir()
-    args = ["run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-            "--embedder", "fake", flag, where]
+    args = [
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        flag,
+        where,
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 2, r.stderr
     if not (flag == "--metrics" and where == "adir"):  # that one click refuses itself (dir_okay=False)

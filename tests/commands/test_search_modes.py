@@ -19,8 +19,11 @@ def test_each_mode_finds_the_chunk_that_holds_the_identifier(site, work):
     assert cli_run(site, work).returncode == 0
     want = site.server.url("/testing.html")
     default, hybrid, keyword, dense = parallel(
-        *[lambda m=m: cli(work, "search", "CliRunner", "--qdrant-path", "q", "--json", *m)
-          for m in ([], ["--mode", "hybrid"], ["--mode", "keyword"], ["--mode", "dense"])])
+        *[
+            lambda m=m: cli(work, "search", "CliRunner", "--qdrant-path", "q", "--json", *m)
+            for m in ([], ["--mode", "hybrid"], ["--mode", "keyword"], ["--mode", "dense"])
+        ]
+    )
     for r in (default, hybrid, keyword, dense):
         assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(default.stdout) == json.loads(hybrid.stdout)  # hybrid is the default

@@ -27,8 +27,7 @@ API_KEY = 'K"ey\\secret-42'  # a quote and a backslash: JSON-escaped, then repr'
 def forms(secret: str) -> list[str]:
     """The encodings a leak would show it in (the masking's own tests cover more)."""
     once = json.dumps(secret)[1:-1]
-    return [secret, base64.b64encode(secret.encode()).decode(), once, repr(once.encode())[2:-1],
-            repr(secret)[1:-1]]
+    return [secret, base64.b64encode(secret.encode()).decode(), once, repr(once.encode())[2:-1], repr(secret)[1:-1]]
 
 
 def assert_nowhere(secret: str, *texts: str) -> None:
@@ -61,8 +60,21 @@ def test_a_password_in_openai_base_url_is_in_no_output_file_or_cache(site, tmp_p
         cli_build(site)
         base = url.replace("http://", f"http://{USERINFO}@")
         env = {"OPENAI_BASE_URL": base, "PAGESYNC_CACHE_DIR": str(tmp_path / "cache")}
-        r = cli(tmp_path, "run", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db",
-                "--embedder", "openai:m", "--report", "r.json", env=env)
+        r = cli(
+            tmp_path,
+            "run",
+            "--sitemap",
+            sitemap(site),
+            "--qdrant-path",
+            "q",
+            "--state",
+            "s.db",
+            "--embedder",
+            "openai:m",
+            "--report",
+            "r.json",
+            env=env,
+        )
     finally:
         server.shutdown()
         server.server_close()

@@ -23,20 +23,40 @@ from tests.helpers import T0_NOON, full_page
 
 def fill(st) -> None:
     """A state with every kind of record and every field set somewhere."""
-    st.put_many([
-        full_page("https://docs.example.com/a"),
-        full_page("https://docs.example.com/caf\u00e9?x=1"),
-        PageState(url="https://docs.example.com/new", status=NEW, first_seen_at=T0_NOON),
-        PageState(url="https://docs.example.com/gone", status=GONE, in_sitemap=True, due_at=T0_NOON + timedelta(days=3),
-                  interval=timedelta(hours=6)),
-        PageState(url="https://other.example.org/p", status=LIVE, source="url", content_hash="e" * 64,
-                  due_at=T0_NOON - timedelta(microseconds=1), chunk_count=0),
-    ])
+    st.put_many(
+        [
+            full_page("https://docs.example.com/a"),
+            full_page("https://docs.example.com/caf\u00e9?x=1"),
+            PageState(url="https://docs.example.com/new", status=NEW, first_seen_at=T0_NOON),
+            PageState(
+                url="https://docs.example.com/gone",
+                status=GONE,
+                in_sitemap=True,
+                due_at=T0_NOON + timedelta(days=3),
+                interval=timedelta(hours=6),
+            ),
+            PageState(
+                url="https://other.example.org/p",
+                status=LIVE,
+                source="url",
+                content_hash="e" * 64,
+                due_at=T0_NOON - timedelta(microseconds=1),
+                chunk_count=0,
+            ),
+        ]
+    )
     st.add_host_trust({"docs.example.com": (5, 3), "other.example.org": (1, 0)})
     for i in range(3):
-        st.record_run({"started_at": f"2026-01-0{i + 1}T00:00:00+00:00", "finished_at": f"2026-01-0{i + 1}T00:01:00+00:00",
-                       "pages_added": i, "seconds": 0.25 * i, "errors": [{"url": "u", "error": "\u2603"}] * i,
-                       "nested": {"k": [1, 2.5, None, True]}})
+        st.record_run(
+            {
+                "started_at": f"2026-01-0{i + 1}T00:00:00+00:00",
+                "finished_at": f"2026-01-0{i + 1}T00:01:00+00:00",
+                "pages_added": i,
+                "seconds": 0.25 * i,
+                "errors": [{"url": "u", "error": "\u2603"}] * i,
+                "nested": {"k": [1, 2.5, None, True]},
+            }
+        )
 
 
 def everything(st) -> tuple:
@@ -50,7 +70,9 @@ def dump(st) -> str:
 
 
 def qstate() -> QdrantState:
-    return QdrantState(QdrantClient(location=":memory:"), "pages__pagesync_state", settle_seconds=0, heartbeat_seconds=0)
+    return QdrantState(
+        QdrantClient(location=":memory:"), "pages__pagesync_state", settle_seconds=0, heartbeat_seconds=0
+    )
 
 
 def test_round_trip_sqlite_to_qdrant_to_sqlite(tmp_path):
@@ -92,15 +114,18 @@ def test_import_refuses_a_state_that_is_not_empty_unless_replace(tmp_path):
     assert len(q.all_pages()) == 5 and len(q.runs()) == 3
 
 
-@pytest.mark.parametrize("text, where", [
-    ("", "no input"),
-    ('{"id": "x", "payload": {}}\n', "line 1"),  # a point export is not a state
-    ('{"kind": "pagesync-state", "version": 9}\n', "version"),
-    ('{"kind": "pagesync-state", "version": 1}\n{"kind": "page", "url": "u", "colour": 1}\n', "line 2"),
-    ('{"kind": "pagesync-state", "version": 1}\n{"kind": "page"}\n', "line 2"),
-    ('{"kind": "pagesync-state", "version": 1}\n{"kind": "run", "report": {"x": 1}}\n', "line 2"),
-    ('{"kind": "pagesync-state", "version": 1}\nnot json\n', "line 2"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("", "no input"),
+        ('{"id": "x", "payload": {}}\n', "line 1"),  # a point export is not a state
+        ('{"kind": "pagesync-state", "version": 9}\n', "version"),
+        ('{"kind": "pagesync-state", "version": 1}\n{"kind": "page", "url": "u", "colour": 1}\n', "line 2"),
+        ('{"kind": "pagesync-state", "version": 1}\n{"kind": "page"}\n', "line 2"),
+        ('{"kind": "pagesync-state", "version": 1}\n{"kind": "run", "report": {"x": 1}}\n', "line 2"),
+        ('{"kind": "pagesync-state", "version": 1}\nnot json\n', "line 2"),
+    ],
+)
 def test_a_bad_dump_writes_nothing(tmp_path, text, where):
     with StateDB(tmp_path / "a.db") as a:
         with pytest.raises(ConfigError, match=where):
@@ -124,8 +149,11 @@ def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work, caplog, mon
     cli_build(site)
     common = ["--sitemap", sitemap(site), "--embedder", "fake"]
     dead: list = []
-    t = threading.Thread(target=lambda: dead.append(
-        cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", API_KEY)))
+    t = threading.Thread(
+        target=lambda: dead.append(
+            cli(work, "run", *common, "--state", "qdrant", "--qdrant-url", DEAD, "--api-key", API_KEY)
+        )
+    )
     t.start()
     caplog.set_level(logging.INFO, logger="pagesync")
     with StateDB(work / "s.db") as st:
@@ -174,8 +202,17 @@ def test_cli_state_commands_and_runs_on_the_qdrant_state(site, work, caplog, mon
 
 def test_cli_wait_lock_waits_for_the_other_pass(site, work):
     cli_build(site, n=1)
-    common = ["run", "--sitemap", sitemap(site), "--embedder", "fake", "--qdrant-path", str(work / "q"),
-              "--state", str(work / "s.db")]
+    common = [
+        "run",
+        "--sitemap",
+        sitemap(site),
+        "--embedder",
+        "fake",
+        "--qdrant-path",
+        str(work / "q"),
+        "--state",
+        str(work / "s.db"),
+    ]
     with StateDB(work / "s.db") as holder:
         holder.lock()
         r = invoke(*common)

@@ -49,8 +49,16 @@ def watcher(clock: Clock, passes, probes, max_passes: int, **kw) -> Watcher:
         log.append(("probe", clock.now))
         return probes.pop(0) if probes else False
 
-    w = Watcher(poll=POLL, run_pass=run_pass, probe=probe, clock=clock, sleep=clock.sleep,
-                stopped=lambda: False, max_passes=max_passes, **kw)
+    w = Watcher(
+        poll=POLL,
+        run_pass=run_pass,
+        probe=probe,
+        clock=clock,
+        sleep=clock.sleep,
+        stopped=lambda: False,
+        max_passes=max_passes,
+        **kw,
+    )
     w.log = log  # type: ignore[attr-defined]
     return w
 
@@ -61,15 +69,20 @@ def test_a_pass_at_start_then_one_per_deploy_and_none_in_between():
     w = watcher(clock, [quiet, quiet], [False, False, False, True], max_passes=2)
     assert w.run() == 0
     assert [(what, (t - T0).total_seconds()) for what, t in w.log] == [
-        ("probe", 0), ("pass", 0), ("probe", 60), ("probe", 120), ("probe", 180), ("pass", 180)]
+        ("probe", 0),
+        ("pass", 0),
+        ("probe", 60),
+        ("probe", 120),
+        ("probe", 180),
+        ("pass", 180),
+    ]
     assert w.counters.passes == 2 and w.counters.deploys == 1 and w.counters.polls == 4
     assert max(clock.sleeps) <= POLL.total_seconds()
 
 
 def test_a_page_falling_due_wakes_the_watcher_before_the_poll():
     clock = Clock()
-    w = watcher(clock, [PassOutcome(next_due=T0 + timedelta(seconds=25)), PassOutcome(next_due=None)], [],
-                max_passes=2)
+    w = watcher(clock, [PassOutcome(next_due=T0 + timedelta(seconds=25)), PassOutcome(next_due=None)], [], max_passes=2)
     w.run()
     assert [(what, (t - T0).total_seconds()) for what, t in w.log] == [("probe", 0), ("pass", 0), ("pass", 25)]
     assert clock.sleeps == [25.0]
@@ -79,8 +92,13 @@ def test_a_failing_pass_is_retried_with_a_growing_backoff_and_the_watcher_goes_o
     clock = Clock()
     down = StoreUnavailableError("Qdrant at http://q:6333 does not answer")
     written: list[WatchCounters] = []
-    w = watcher(clock, [down, down, PassOutcome(next_due=None)], [], max_passes=3,
-                write_metrics=lambda last, c: written.append(WatchCounters(**vars(c))))
+    w = watcher(
+        clock,
+        [down, down, PassOutcome(next_due=None)],
+        [],
+        max_passes=3,
+        write_metrics=lambda last, c: written.append(WatchCounters(**vars(c))),
+    )
     w.run()
     times = [(t - T0).total_seconds() for what, t in w.log if what == "pass"]
     base = BACKOFF_BASE.total_seconds()
@@ -98,8 +116,14 @@ def test_a_pass_leaving_pages_due_does_not_loop_at_once():
 
 def test_stopped_ends_the_loop_before_the_next_step():
     clock = Clock()
-    w = Watcher(poll=POLL, run_pass=lambda now: PassOutcome(next_due=None), probe=lambda: False, clock=clock,
-                sleep=clock.sleep, stopped=lambda: True)
+    w = Watcher(
+        poll=POLL,
+        run_pass=lambda now: PassOutcome(next_due=None),
+        probe=lambda: False,
+        clock=clock,
+        sleep=clock.sleep,
+        stopped=lambda: True,
+    )
     assert w.run() == 0 and w.counters.passes == 0
 
 
@@ -115,7 +139,7 @@ def site(bodies: list[bytes], seen: list[httpx.Request]):
         if request.url.path == "/old-sitemap.xml":
             return httpx.Response(301, headers={"location": SITEMAP})
         body = bodies[0]
-        etag = f'"{hash(body) & 0xffff:x}"'
+        etag = f'"{hash(body) & 0xFFFF:x}"'
         if request.headers.get("if-none-match") == etag:
             return httpx.Response(304, headers={"etag": etag})
         return httpx.Response(200, content=body, headers={"etag": etag})
@@ -154,8 +178,9 @@ def test_headers_do_not_follow_a_redirect_to_another_host():
             return httpx.Response(302, headers={"location": "https://cdn.example.net/sitemap.xml"})
         return httpx.Response(200, content=b"<urlset/>")
 
-    probe = SitemapProbe([SITEMAP], httpx.Client(transport=httpx.MockTransport(handler)),
-                         headers=lambda u: {"Authorization": "Bearer t"})
+    probe = SitemapProbe(
+        [SITEMAP], httpx.Client(transport=httpx.MockTransport(handler)), headers=lambda u: {"Authorization": "Bearer t"}
+    )
     probe()
     assert "authorization" in seen[0].headers and "authorization" not in seen[1].headers
 
@@ -166,12 +191,14 @@ def test_the_watchers_figures_are_written_beside_the_pass_ones(tmp_path):
     path = tmp_path / "pagesync.prom"
     write_metrics(path, {"pages_fetched": 4}, {"pages_tracked": 10}, "docs", counters.metrics())
     text = path.read_text()
-    for line in ('pagesync_watch_passes_total{collection="docs"} 3.0',
-                 'pagesync_watch_pass_failures_total{collection="docs"} 1.0',
-                 'pagesync_watch_deploys_seen_total{collection="docs"} 2.0',
-                 'pagesync_watch_polls_total{collection="docs"} 9.0',
-                 'pagesync_watch_consecutive_failures{collection="docs"} 0.0',
-                 'pagesync_pages_fetched{collection="docs"} 4.0'):
+    for line in (
+        'pagesync_watch_passes_total{collection="docs"} 3.0',
+        'pagesync_watch_pass_failures_total{collection="docs"} 1.0',
+        'pagesync_watch_deploys_seen_total{collection="docs"} 2.0',
+        'pagesync_watch_polls_total{collection="docs"} 9.0',
+        'pagesync_watch_consecutive_failures{collection="docs"} 0.0',
+        'pagesync_pages_fetched{collection="docs"} 4.0',
+    ):
         assert line in text
     assert "# TYPE pagesync_watch_passes_total counter" in text and "_created" not in text
     assert 'pagesync_watch_last_success_timestamp_seconds{collection="docs"} 1.7672256e+09' in text
@@ -184,7 +211,7 @@ def test_the_watchers_figures_are_written_beside_the_pass_ones(tmp_path):
 def test_the_files_of_a_sitemap_index_and_of_a_robots_txt_are_read_too():
     files = {
         "/sitemap.xml": b'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap>'
-                        b"<loc>https://docs.example.com/part-1.xml</loc></sitemap></sitemapindex>",
+        b"<loc>https://docs.example.com/part-1.xml</loc></sitemap></sitemapindex>",
         "/robots.txt": b"User-agent: *\nSitemap: https://docs.example.com/part-1.xml\n",
         "/part-1.xml": b"<urlset>a</urlset>",
     }
@@ -213,7 +240,7 @@ def test_a_change_feed_whose_bytes_changed_is_a_deploy_seen_though_the_sitemap_d
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         body = files[request.url.path]
-        etag = f'"{hash(body) & 0xffff:x}"'
+        etag = f'"{hash(body) & 0xFFFF:x}"'
         if request.headers.get("if-none-match") == etag:
             return httpx.Response(304, headers={"etag": etag})
         return httpx.Response(200, content=body, headers={"etag": etag})

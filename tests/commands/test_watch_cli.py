@@ -31,10 +31,30 @@ class Watch:
         env["HF_HUB_OFFLINE"] = "1"
         env["PYTHONFAULTHANDLER"] = "1"  # a watcher that does not stop dumps its threads' stacks (SIGABRT)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        args = ["watch", "--sitemap", sitemap(site), "--qdrant-path", "q", "--state", "s.db", "--embedder", "fake",
-                "--poll", "1", "--metrics", "watch.prom", *extra]
-        self.p = subprocess.Popen([sys.executable, "-m", "sync", *args], cwd=work, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
+        args = [
+            "watch",
+            "--sitemap",
+            sitemap(site),
+            "--qdrant-path",
+            "q",
+            "--state",
+            "s.db",
+            "--embedder",
+            "fake",
+            "--poll",
+            "1",
+            "--metrics",
+            "watch.prom",
+            *extra,
+        ]
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "sync", *args],
+            cwd=work,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self.changed = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -55,8 +75,9 @@ class Watch:
 
     def wait_for(self, marker: str, times: int = 1) -> None:
         with self.changed:
-            ok = self.changed.wait_for(lambda: sum(marker in ln for ln in self.lines) >= times
-                                       or self.p.poll() is not None, WAIT_S)
+            ok = self.changed.wait_for(
+                lambda: sum(marker in ln for ln in self.lines) >= times or self.p.poll() is not None, WAIT_S
+            )
             assert ok and sum(marker in ln for ln in self.lines) >= times, "".join(self.lines)
 
     def stop(self) -> int:
@@ -91,8 +112,20 @@ def test_an_edit_is_searchable_after_the_poll_that_sees_it(site, work):
         assert out.returncode == 0, out.stderr
         texts = {json.loads(ln)["payload"]["text"]: json.loads(ln)["payload"]["url"] for ln in out.stdout.splitlines()}
         text = next(t for t in texts if "zebrafish" in t)
-        hit = cli(work, "search", text, "--qdrant-path", "q", "--embedder", "fake", "--mode", "keyword", "--json",
-                  "--limit", "1")
+        hit = cli(
+            work,
+            "search",
+            text,
+            "--qdrant-path",
+            "q",
+            "--embedder",
+            "fake",
+            "--mode",
+            "keyword",
+            "--json",
+            "--limit",
+            "1",
+        )
         assert hit.returncode == 0, hit.stderr
         assert json.loads(hit.stdout)[0]["payload"]["url"] == site.server.url("/p1.html")
         assert w.stop() == 0
@@ -170,8 +203,11 @@ def test_sigterm_mid_pass_exits_0_and_the_next_full_run_embeds_nothing(site, wor
 
 
 def test_bad_options_are_exit_2_before_anything_runs(site, work):
-    for extra, word in ((["--dry-run"], "--dry-run"), (["--now", "2026-01-01T00:00:00Z"], "--now"),
-                        (["--poll", "0"], "--poll")):
+    for extra, word in (
+        (["--dry-run"], "--dry-run"),
+        (["--now", "2026-01-01T00:00:00Z"], "--now"),
+        (["--poll", "0"], "--poll"),
+    ):
         r = cli(work, "watch", "--sitemap", sitemap(site), "--embedder", "fake", *extra)
         assert r.returncode == 2 and word in r.stderr, r.stderr
     assert not (work / ".pagesync").exists()

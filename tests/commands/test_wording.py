@@ -17,18 +17,23 @@ from sync.edges.store import StoredPoint
 from tests.cli_helpers import cli, cli_run
 
 # A count of one followed (within two words) by a plural noun: "1 points", "1 live pages".
-ONE_PLURAL = re.compile(r"(?<![\d.,])\b1 (?:[a-z-]+ ){0,2}(?:points|pages|chunks|failures|advances|bytes|entries|hosts|runs)\b")
+ONE_PLURAL = re.compile(
+    r"(?<![\d.,])\b1 (?:[a-z-]+ ){0,2}(?:points|pages|chunks|failures|advances|bytes|entries|hosts|runs)\b"
+)
 COMMON = ("--qdrant-path", "q", "--state", "s.db")
 
 
-@pytest.mark.parametrize("n, noun, many, said", [
-    (0, "point", None, "0 points"),
-    (1, "point", None, "1 point"),
-    (2, "point", None, "2 points"),
-    (1, "entry", "entries", "1 entry"),
-    (3, "entry", "entries", "3 entries"),
-    (-1, "point", None, "-1 points"),
-])
+@pytest.mark.parametrize(
+    "n, noun, many, said",
+    [
+        (0, "point", None, "0 points"),
+        (1, "point", None, "1 point"),
+        (2, "point", None, "2 points"),
+        (1, "entry", "entries", "1 entry"),
+        (3, "entry", "entries", "3 entries"),
+        (-1, "point", None, "-1 points"),
+    ],
+)
 def test_plural(n, noun, many, said):
     assert plural(n, noun, many) == said
 
@@ -51,8 +56,21 @@ def test_run_status_and_audit_say_one_point_not_one_points(site, work):
 
     store = EdgeStore(work / "q", "pages")  # one point of an old generation
     try:
-        store.upsert([StoredPoint(point_id(chunk_id(url, 5)), {"url": url, "chunk_id": chunk_id(url, 5), "chunk_index": 5,
-                                                               "content_hash": "0" * 64, "text": "old"}, [1.0] + [0.0] * 15)])
+        store.upsert(
+            [
+                StoredPoint(
+                    point_id(chunk_id(url, 5)),
+                    {
+                        "url": url,
+                        "chunk_id": chunk_id(url, 5),
+                        "chunk_index": 5,
+                        "content_hash": "0" * 64,
+                        "text": "old",
+                    },
+                    [1.0] + [0.0] * 15,
+                )
+            ]
+        )
     finally:
         store.close()
     audit = cli(work, "audit", *COMMON)
@@ -64,14 +82,40 @@ def test_run_status_and_audit_say_one_point_not_one_points(site, work):
 
 def test_status_lines_of_one():
     info = {
-        "collection": "pages", "points": 1, "chunks_recorded": 1, "pages": {"live": 1}, "pages_tracked": 1,
-        "pages_due": 1, "pages_pending": 0, "pages_failing": 1, "next_due_at": None, "interval_min": "6.0h",
-        "interval_median": "6.0h", "interval_max": "6.0h", "last_pass": None,
+        "collection": "pages",
+        "points": 1,
+        "chunks_recorded": 1,
+        "pages": {"live": 1},
+        "pages_tracked": 1,
+        "pages_due": 1,
+        "pages_pending": 0,
+        "pages_failing": 1,
+        "next_due_at": None,
+        "interval_min": "6.0h",
+        "interval_median": "6.0h",
+        "interval_max": "6.0h",
+        "last_pass": None,
         "failing_examples": [{"url": "https://e.com/a", "failures": 1, "last_error": "HTTP 500"}],
-        "hosts": [{"host": "e.com", "lastmod_advances": 1, "lastmod_confirmed": 1, "lastmod_trust": 0.75,
-                   "lastmod_followed": True}],
-        "page_list": [{"url": "https://e.com/a", "status": "live", "chunks": 1, "interval": "6.0h", "due_at": None,
-                       "failures": 1, "last_error": "HTTP 500"}],
+        "hosts": [
+            {
+                "host": "e.com",
+                "lastmod_advances": 1,
+                "lastmod_confirmed": 1,
+                "lastmod_trust": 0.75,
+                "lastmod_followed": True,
+            }
+        ],
+        "page_list": [
+            {
+                "url": "https://e.com/a",
+                "status": "live",
+                "chunks": 1,
+                "interval": "6.0h",
+                "due_at": None,
+                "failures": 1,
+                "last_error": "HTTP 500",
+            }
+        ],
     }
     text = singular_free(render_status(info))
     assert "1 sitemap lastmod advance, 1 confirmed" in text and "[1 failure: HTTP 500]" in text
@@ -86,10 +130,21 @@ def test_status_says_which_due_pages_are_gone_and_next_due_to_the_second():
     """Seen in use: "due now: 162" beside "160 tracked" (gone pages a sitemap still lists are
     due too), and a next-due stamp with microseconds beside whole seconds elsewhere."""
     info = {
-        "collection": "pages", "points": 9, "chunks_recorded": 9, "pages": {"live": 160, "gone": 2},
-        "pages_tracked": 160, "pages_due": 162, "pages_due_gone": 2, "pages_pending": 0, "pages_failing": 0,
-        "next_due_at": "2026-12-04T09:24:09.285608+00:00", "interval_min": "6.0h", "interval_median": "6.0h",
-        "interval_max": "6.0h", "last_pass": None, "failing_examples": [],
+        "collection": "pages",
+        "points": 9,
+        "chunks_recorded": 9,
+        "pages": {"live": 160, "gone": 2},
+        "pages_tracked": 160,
+        "pages_due": 162,
+        "pages_due_gone": 2,
+        "pages_pending": 0,
+        "pages_failing": 0,
+        "next_due_at": "2026-12-04T09:24:09.285608+00:00",
+        "interval_min": "6.0h",
+        "interval_median": "6.0h",
+        "interval_max": "6.0h",
+        "last_pass": None,
+        "failing_examples": [],
     }
     text = render_status(info)
     assert "due now: 162 (of them 2 gone but still listed, looked at again in case they return)" in text

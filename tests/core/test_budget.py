@@ -9,24 +9,37 @@ from sync.core.budget import failed_share, within_failure_budget
 from sync.core.report import Report
 
 
-@pytest.mark.parametrize("failed, visited, share", [
-    (0, 0, 0.0), (0, 10, 0.0), (1, 10, 0.1), (10, 10, 1.0), (3, 0, 1.0), (5, 4, 1.0),
-])
+@pytest.mark.parametrize(
+    "failed, visited, share",
+    [
+        (0, 0, 0.0),
+        (0, 10, 0.0),
+        (1, 10, 0.1),
+        (10, 10, 1.0),
+        (3, 0, 1.0),
+        (5, 4, 1.0),
+    ],
+)
 def test_failed_share(failed, visited, share):
     assert failed_share(failed, visited) == pytest.approx(share)
 
 
-@pytest.mark.parametrize("failed, visited, budget, ok", [
-    (0, 10, 0.0, True),
-    (1, 10, 0.0, False),  # the default: any failed page is exit 1
-    (1, 10, 0.1, True),  # exactly the budget: within
-    (2, 10, 0.1, False),  # more than the budget
-    (1, 1000, 0.01, True),
-    (4, 0, 0.5, False),
-])
+@pytest.mark.parametrize(
+    "failed, visited, budget, ok",
+    [
+        (0, 10, 0.0, True),
+        (1, 10, 0.0, False),  # the default: any failed page is exit 1
+        (1, 10, 0.1, True),  # exactly the budget: within
+        (2, 10, 0.1, False),  # more than the budget
+        (1, 1000, 0.01, True),
+        (4, 0, 0.5, False),
+    ],
+)
 def test_within_failure_budget(failed, visited, budget, ok):
-    assert within_failure_budget(pages_failed=failed, pages_visited=visited, otherwise_ok=True,
-                         max_failed_share=budget) is ok
+    assert (
+        within_failure_budget(pages_failed=failed, pages_visited=visited, otherwise_ok=True, max_failed_share=budget)
+        is ok
+    )
 
 
 @pytest.mark.parametrize("other", [{"sitemap_errors": 1}, {"mass_delete_blocked": 3}, {"embed_budget_reached": True}])

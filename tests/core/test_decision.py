@@ -58,8 +58,10 @@ def test_combos_cover_every_outcome():
 @pytest.mark.parametrize(
     "outcome, indexed, same_hash, same_fp",
     COMBOS,
-    ids=[f"{o.name}-{'idx' if i else 'new'}-{'sameh' if h else 'diffh'}-{'samefp' if f else 'difffp'}"
-         for o, i, h, f in COMBOS],
+    ids=[
+        f"{o.name}-{'idx' if i else 'new'}-{'sameh' if h else 'diffh'}-{'samefp' if f else 'difffp'}"
+        for o, i, h, f in COMBOS
+    ],
 )
 def test_decide_table(outcome, indexed, same_hash, same_fp):
     stored_hash = HASH if indexed else None
@@ -101,8 +103,14 @@ def test_decide_table(outcome, indexed, same_hash, same_fp):
     ],
 )
 def test_decide_explicit_rows(outcome, new_hash, stored_hash, stored_fp, indexed, action):
-    d = decide(outcome, new_hash=new_hash, stored_hash=stored_hash, stored_fingerprint=stored_fp,
-               fingerprint=FP, indexed=indexed)
+    d = decide(
+        outcome,
+        new_hash=new_hash,
+        stored_hash=stored_hash,
+        stored_fingerprint=stored_fp,
+        fingerprint=FP,
+        indexed=indexed,
+    )
     assert d.action is action
 
 
@@ -115,17 +123,31 @@ def test_decide_explicit_rows(outcome, new_hash, stored_hash, stored_fp, indexed
     ],
 )
 def test_decide_a_page_whose_text_extracts_to_nothing(new_hash, stored_hash, indexed, action):
-    d = decide(Outcome.OK, new_hash=new_hash, stored_hash=stored_hash, stored_fingerprint=FP,
-               fingerprint=FP, indexed=indexed, text_empty=True)
+    d = decide(
+        Outcome.OK,
+        new_hash=new_hash,
+        stored_hash=stored_hash,
+        stored_fingerprint=FP,
+        fingerprint=FP,
+        indexed=indexed,
+        text_empty=True,
+    )
     assert d.action is action
     if action is Action.PURGE:
         assert d.reason == "no text extracted"
 
 
-@pytest.mark.parametrize("action, writes", [
-    (Action.ADD, True), (Action.REPLACE, True), (Action.PURGE, True),
-    (Action.SKIP_NOT_MODIFIED, False), (Action.SKIP_UNCHANGED, False), (Action.FAIL, False),
-])
+@pytest.mark.parametrize(
+    "action, writes",
+    [
+        (Action.ADD, True),
+        (Action.REPLACE, True),
+        (Action.PURGE, True),
+        (Action.SKIP_NOT_MODIFIED, False),
+        (Action.SKIP_UNCHANGED, False),
+        (Action.FAIL, False),
+    ],
+)
 def test_decision_writes(action, writes):
     assert Decision(action, "r").writes is writes
 
@@ -137,8 +159,14 @@ def test_ok_without_new_hash_is_a_programming_error():
 
 def test_errors_never_purge_or_write():
     for indexed in (True, False):
-        d = decide(Outcome.ERROR, new_hash=None, stored_hash=HASH if indexed else None,
-                   stored_fingerprint=FP, fingerprint=FP, indexed=indexed)
+        d = decide(
+            Outcome.ERROR,
+            new_hash=None,
+            stored_hash=HASH if indexed else None,
+            stored_fingerprint=FP,
+            fingerprint=FP,
+            indexed=indexed,
+        )
         assert d.action is Action.FAIL and not d.writes
 
 
@@ -156,34 +184,48 @@ def test_needs_unconditional_fetch(stored, current, expected):
 
 
 def test_action_values_match_report_vocabulary():
-    assert {a.value for a in Action} == {"not_modified", "unchanged", "added", "changed", "removed", "failed", "skipped"}
+    assert {a.value for a in Action} == {
+        "not_modified",
+        "unchanged",
+        "added",
+        "changed",
+        "removed",
+        "failed",
+        "skipped",
+    }
 
 
 # -- a change that may be a broken deploy ------------------------------------------------------
 
 
-@pytest.mark.parametrize("old, new, chars, held", [
-    (12, 3, 5000, True),     # a quarter of its chunks: waits for the guard
-    (12, 4, 5000, False),    # a third: an edit
-    (4, 1, 2000, True),
-    (3, 1, 2000, False),     # a short page losing two chunks is no collapse...
-    (3, 1, 120, True),       # ...but a text this short waits (a stub?)
-    (2, 2, STUB_CHARS - 1, True),
-    (2, 2, STUB_CHARS, False),
-    (0, 1, 10, False),       # nothing indexed: nothing to lose
-])
+@pytest.mark.parametrize(
+    "old, new, chars, held",
+    [
+        (12, 3, 5000, True),  # a quarter of its chunks: waits for the guard
+        (12, 4, 5000, False),  # a third: an edit
+        (4, 1, 2000, True),
+        (3, 1, 2000, False),  # a short page losing two chunks is no collapse...
+        (3, 1, 120, True),  # ...but a text this short waits (a stub?)
+        (2, 2, STUB_CHARS - 1, True),
+        (2, 2, STUB_CHARS, False),
+        (0, 1, 10, False),  # nothing indexed: nothing to lose
+    ],
+)
 def test_may_be_broken(old, new, chars, held):
     assert may_be_broken(old, new, chars) is held
 
 
-@pytest.mark.parametrize("old, new, old_chars, chars, expected", [
-    (2, 1, 900, 800, True),      # lost a chunk
-    (1, 1, 400, 200, True),      # one section to one section, half the characters
-    (1, 1, 400, 201, False),     # a little shorter: an edit
-    (1, 1, 100, 300, False),     # grew
-    (1, 1, None, 10, False),     # written before its length was kept: chunks alone decide
-    (3, 2, None, 10, True),
-])
+@pytest.mark.parametrize(
+    "old, new, old_chars, chars, expected",
+    [
+        (2, 1, 900, 800, True),  # lost a chunk
+        (1, 1, 400, 200, True),  # one section to one section, half the characters
+        (1, 1, 400, 201, False),  # a little shorter: an edit
+        (1, 1, 100, 300, False),  # grew
+        (1, 1, None, 10, False),  # written before its length was kept: chunks alone decide
+        (3, 2, None, 10, True),
+    ],
+)
 def test_shrank(old, new, old_chars, chars, expected):
     assert SHRINK_RATIO == 2
     assert shrank(old, new, old_chars, chars) is expected
@@ -192,10 +234,13 @@ def test_shrank(old, new, old_chars, chars, expected):
 def test_broken_deploy_table():
     shell = "h-shell"
     changes = {
-        "collapsed": (20, 1, 9000, 900, "h1"),                # 20 chunks to 1
-        "stub-a": (2, 1, 900, 60, shell), "stub-b": (3, 1, 1400, 60, shell), "stub-c": (2, 1, None, 60, shell),
-        "short-edit": (2, 1, 700, 300, "h-own"),              # a short page edited: its own text
-        "two-alike": (2, 1, 700, 80, "h-two"), "two-alike-2": (2, 1, 700, 80, "h-two"),  # below SAME_STUB_PAGES
+        "collapsed": (20, 1, 9000, 900, "h1"),  # 20 chunks to 1
+        "stub-a": (2, 1, 900, 60, shell),
+        "stub-b": (3, 1, 1400, 60, shell),
+        "stub-c": (2, 1, None, 60, shell),
+        "short-edit": (2, 1, 700, 300, "h-own"),  # a short page edited: its own text
+        "two-alike": (2, 1, 700, 80, "h-two"),
+        "two-alike-2": (2, 1, 700, 80, "h-two"),  # below SAME_STUB_PAGES
     }
     assert SAME_STUB_PAGES == 3
     assert broken_deploy(changes) == {"collapsed", "stub-a", "stub-b", "stub-c"}
@@ -213,22 +258,35 @@ def test_one_section_pages_turned_into_one_stub_are_broken():
     trimmed = {f"p{i}": (1, 1, 100 + i, 80, "h-alike") for i in range(5)}
     assert broken_deploy(grown) == broken_deploy(trimmed) == set()
     # Two of them are edits whatever they shrank by: below SAME_STUB_PAGES.
-    assert broken_deploy(dict(list(stubbed.items())[:SAME_STUB_PAGES - 1])) == set()
+    assert broken_deploy(dict(list(stubbed.items())[: SAME_STUB_PAGES - 1])) == set()
 
 
-@pytest.mark.parametrize("old, new, old_chars, chars, says", [
-    (6, 1, 3000, 40, "text shrank from 6 chunks to 1)"),
-    (1, 1, 320, 80, "text shrank from 320 characters to 80)"),
-    (2, 1, None, 80, "text shrank from 2 chunks to 1)"),
-])
+@pytest.mark.parametrize(
+    "old, new, old_chars, chars, says",
+    [
+        (6, 1, 3000, 40, "text shrank from 6 chunks to 1)"),
+        (1, 1, 320, 80, "text shrank from 320 characters to 80)"),
+        (2, 1, None, 80, "text shrank from 2 chunks to 1)"),
+    ],
+)
 def test_held_reason(old, new, old_chars, chars, says):
     reason = held_reason(old, new, old_chars, chars)
     assert reason.startswith("change held by the mass-deletion guard (") and reason.endswith(says)
 
 
-@given(st.dictionaries(st.text(min_size=1, max_size=5),
-                       st.tuples(st.integers(1, 60), st.integers(0, 60), st.none() | st.integers(0, 20000),
-                                 st.integers(0, 5000), st.sampled_from(["a", "b", "c"])), max_size=12))
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=5),
+        st.tuples(
+            st.integers(1, 60),
+            st.integers(0, 60),
+            st.none() | st.integers(0, 20000),
+            st.integers(0, 5000),
+            st.sampled_from(["a", "b", "c"]),
+        ),
+        max_size=12,
+    )
+)
 def test_broken_deploy_properties(changes):
     broken = broken_deploy(changes)
     assert broken <= changes.keys()

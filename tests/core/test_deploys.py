@@ -6,10 +6,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.core.deploys import (DEPLOY_THRESHOLD, DEPLOY_TURN, DEPLOYS_KEPT, DeployCandidate, HostSchedule,
-                               SiteSignal, chance_per_deploy, change_chance, choose_at_deploy, deploy_candidate,
-                               deploy_seen, deploys_between, on_turn, schedules_from_json, schedules_to_json,
-                               site_signals, surprised)
+from sync.core.deploys import (
+    DEPLOY_THRESHOLD,
+    DEPLOY_TURN,
+    DEPLOYS_KEPT,
+    DeployCandidate,
+    HostSchedule,
+    SiteSignal,
+    chance_per_deploy,
+    change_chance,
+    choose_at_deploy,
+    deploy_candidate,
+    deploy_seen,
+    deploys_between,
+    on_turn,
+    schedules_from_json,
+    schedules_to_json,
+    site_signals,
+    surprised,
+)
 from sync.core.history import Visit
 
 A = {"https://h/a": "2026-01-01", "https://h/b": "2026-01-01"}
@@ -19,15 +34,22 @@ def sig(entries=A, validators=None, feeds=None) -> SiteSignal:
     return site_signals(entries, validators or {}, feeds)["h"]
 
 
-@pytest.mark.parametrize("before, now, seen", [
-    (None, sig(), False),  # a first read is no deploy
-    (sig(), sig(), False),
-    (sig(), sig({**A, "https://h/b": "2026-01-02"}), True),  # a lastmod moved
-    (sig(), sig({"https://h/a": None}), True),  # a page left
-    (sig(validators={"https://h/sitemap.xml": ("e1", None)}), sig(validators={"https://h/sitemap.xml": ("e2", None)}), True),
-    (sig(), sig(validators={"https://h/sitemap.xml": ("e2", None)}), False),  # validators first seen: no deploy
-    (sig(feeds={"h": "f1"}), sig(feeds={"h": "f2"}), True),  # the feed changed
-])
+@pytest.mark.parametrize(
+    "before, now, seen",
+    [
+        (None, sig(), False),  # a first read is no deploy
+        (sig(), sig(), False),
+        (sig(), sig({**A, "https://h/b": "2026-01-02"}), True),  # a lastmod moved
+        (sig(), sig({"https://h/a": None}), True),  # a page left
+        (
+            sig(validators={"https://h/sitemap.xml": ("e1", None)}),
+            sig(validators={"https://h/sitemap.xml": ("e2", None)}),
+            True,
+        ),
+        (sig(), sig(validators={"https://h/sitemap.xml": ("e2", None)}), False),  # validators first seen: no deploy
+        (sig(feeds={"h": "f1"}), sig(feeds={"h": "f2"}), True),  # the feed changed
+    ],
+)
 def test_deploy_seen(before, now, seen):
     assert deploy_seen(before, now) is seen
 
@@ -73,12 +95,15 @@ def test_due_pages_are_chosen_whatever_their_chance_likeliest_first():
 NEVER = [Visit(elapsed_s=1.0, changed=False)] * 30  # a page that never changed, one visit a deploy
 
 
-@pytest.mark.parametrize("visits, last_s, now_s, number, expect", [
-    ([], 10.0, 10.5, 10, None),  # no deploy since its last visit
-    (NEVER, 9.5, 10.5, 10, "turn"),  # one deploy, a quiet page: its turn decides
-    (NEVER, 8.5, 10.5, 10, True),  # two deploys unvisited: due
-    ([Visit(elapsed_s=1.0, changed=True)] * 30, 9.5, 10.5, 10, True),  # changes at every deploy: its chance
-])
+@pytest.mark.parametrize(
+    "visits, last_s, now_s, number, expect",
+    [
+        ([], 10.0, 10.5, 10, None),  # no deploy since its last visit
+        (NEVER, 9.5, 10.5, 10, "turn"),  # one deploy, a quiet page: its turn decides
+        (NEVER, 8.5, 10.5, 10, True),  # two deploys unvisited: due
+        ([Visit(elapsed_s=1.0, changed=True)] * 30, 9.5, 10.5, 10, True),  # changes at every deploy: its chance
+    ],
+)
 def test_deploy_candidate(visits, last_s, now_s, number, expect):
     deploys = [float(t) for t in range(1, 11)]
     got = deploy_candidate("https://h/p", visits, last_s, deploys, number, now_s)
@@ -92,12 +117,15 @@ def test_deploy_candidate(visits, last_s, now_s, number, expect):
         assert got.chance < DEPLOY_THRESHOLD
 
 
-@pytest.mark.parametrize("visits, changed, expect", [
-    (NEVER, True, True),  # a page that has not changed in 30 deploys changed: the deploy reached further
-    (NEVER, False, False),  # it did not change: nothing learned of the deploy
-    (NEVER, None, False),  # a first visit says nothing of a change
-    ([Visit(elapsed_s=1.0, changed=True)] * 30, True, False),  # the page that changes at every deploy: its habit
-])
+@pytest.mark.parametrize(
+    "visits, changed, expect",
+    [
+        (NEVER, True, True),  # a page that has not changed in 30 deploys changed: the deploy reached further
+        (NEVER, False, False),  # it did not change: nothing learned of the deploy
+        (NEVER, None, False),  # a first visit says nothing of a change
+        ([Visit(elapsed_s=1.0, changed=True)] * 30, True, False),  # the page that changes at every deploy: its habit
+    ],
+)
 def test_surprised(visits, changed, expect):
     deploys = [float(t) for t in range(1, 31)]
     cand = deploy_candidate("https://h/p", visits, 29.5, deploys, 30, 30.5)
@@ -151,8 +179,10 @@ def test_schedule_round_trips_through_json_and_learns_static():
 
 
 def test_status_lines_say_static_dynamic_and_the_feed_trust():
-    hs = {"a": HostSchedule(static=True, feed_kind="mkdocs").to_json(),
-          "b": HostSchedule(static=False, feed_trusted=False, reason="https://b/x changed with no deploy seen").to_json()}
+    hs = {
+        "a": HostSchedule(static=True, feed_kind="mkdocs").to_json(),
+        "b": HostSchedule(static=False, feed_trusted=False, reason="https://b/x changed with no deploy seen").to_json(),
+    }
     from sync.core.deploys import schedule_lines
 
     a, b = schedule_lines(hs)
@@ -164,10 +194,14 @@ def test_status_lines_say_static_dynamic_and_the_feed_trust():
 def test_feed_urls_are_the_trusted_feeds_the_last_pass_found_one_per_host():
     from sync.core.deploys import HostSchedule, feed_urls, schedules_to_json
 
-    raw = schedules_to_json({
-        "a.example": HostSchedule(feed_kind="mkdocs", feed_url="https://a.example/search/search_index.json"),
-        "b.example": HostSchedule(feed_kind="sphinx", feed_url="https://b.example/searchindex.js", feed_trusted=False),
-        "c.example": HostSchedule(),
-    })
+    raw = schedules_to_json(
+        {
+            "a.example": HostSchedule(feed_kind="mkdocs", feed_url="https://a.example/search/search_index.json"),
+            "b.example": HostSchedule(
+                feed_kind="sphinx", feed_url="https://b.example/searchindex.js", feed_trusted=False
+            ),
+            "c.example": HostSchedule(),
+        }
+    )
     assert feed_urls(raw) == ["https://a.example/search/search_index.json"]
     assert feed_urls(None) == [] and feed_urls({}) == []

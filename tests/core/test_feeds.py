@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.core.feeds import (FeedError, changed_pages, feed_candidates, generator_feed_kind, match_urls,
-                             parse_feed)
+from sync.core.feeds import FeedError, changed_pages, feed_candidates, generator_feed_kind, match_urls, parse_feed
 
 
 def mkdocs(pages: dict[str, str]) -> bytes:
@@ -28,8 +27,13 @@ def test_mkdocs_one_digest_per_page_sections_folded_in():
 
 
 def test_sphinx_terms_and_titles_per_document():
-    index = {"docnames": ["index", "api"], "filenames": ["index.rst", "api.rst"], "titles": ["Home", "API"],
-             "terms": {"alpha": [0, 1], "beta": 1}, "titleterms": {"api": 1}}
+    index = {
+        "docnames": ["index", "api"],
+        "filenames": ["index.rst", "api.rst"],
+        "titles": ["Home", "API"],
+        "terms": {"alpha": [0, 1], "beta": 1},
+        "titleterms": {"api": 1},
+    }
     feed = parse_feed("sphinx", b"Search.setIndex(" + json.dumps(index).encode() + b")")
     assert not feed.exact and set(feed.digests) == {"index", "api"}
     index["terms"]["gamma"] = 1
@@ -38,14 +42,26 @@ def test_sphinx_terms_and_titles_per_document():
 
 
 def test_docusaurus_lunr_search_docs():
-    body = {"searchDocs": [{"title": "Intro", "content": "hello", "url": "/docs/intro"},
-                           {"title": "Intro", "sectionTitle": "Part", "content": "more", "url": "/docs/intro#part"}]}
+    body = {
+        "searchDocs": [
+            {"title": "Intro", "content": "hello", "url": "/docs/intro"},
+            {"title": "Intro", "sectionTitle": "Part", "content": "more", "url": "/docs/intro#part"},
+        ]
+    }
     feed = parse_feed("docusaurus", json.dumps(body).encode())
     assert set(feed.digests) == {"docs/intro"}
 
 
-@pytest.mark.parametrize("kind, body", [("mkdocs", b"<html>404</html>"), ("mkdocs", b"{}"),
-                                        ("sphinx", b"var x = 1"), ("docusaurus", b"42"), ("nope", b"{}")])
+@pytest.mark.parametrize(
+    "kind, body",
+    [
+        ("mkdocs", b"<html>404</html>"),
+        ("mkdocs", b"{}"),
+        ("sphinx", b"var x = 1"),
+        ("docusaurus", b"42"),
+        ("nope", b"{}"),
+    ],
+)
 def test_not_a_feed_is_a_feed_error(kind, body):
     with pytest.raises(FeedError):
         parse_feed(kind, body)
@@ -63,14 +79,22 @@ def test_candidates_sit_next_to_the_sitemap():
     assert feed_candidates("https://h/docs/sitemap.xml")[0] == ("mkdocs", "https://h/docs/search/search_index.json")
 
 
-@pytest.mark.parametrize("html, kind", [('<meta name="generator" content="mkdocs-1.6.1, mkdocs-material">', "mkdocs"),
-                                        ("<meta name='generator' content='Docusaurus v3'>", "docusaurus"),
-                                        ('<meta name="generator" content="Hugo">', None), ("<p>x</p>", None)])
+@pytest.mark.parametrize(
+    "html, kind",
+    [
+        ('<meta name="generator" content="mkdocs-1.6.1, mkdocs-material">', "mkdocs"),
+        ("<meta name='generator' content='Docusaurus v3'>", "docusaurus"),
+        ('<meta name="generator" content="Hugo">', None),
+        ("<p>x</p>", None),
+    ],
+)
 def test_generator_tag(html, kind):
     assert generator_feed_kind(html) == kind
 
 
-@given(st.dictionaries(st.text(max_size=8), st.text(max_size=4)), st.dictionaries(st.text(max_size=8), st.text(max_size=4)))
+@given(
+    st.dictionaries(st.text(max_size=8), st.text(max_size=4)), st.dictionaries(st.text(max_size=8), st.text(max_size=4))
+)
 def test_changed_pages_are_those_recorded_with_another_digest(before, now):
     got = changed_pages(before, now)
     assert got == sorted(u for u in now if u in before and before[u] != now[u])
@@ -81,7 +105,10 @@ def test_feed_page_urls_are_an_exact_feeds_locations_under_the_root_and_none_of_
 
     mk = Feed("mkdocs", True, {"": "d0", "guide/": "d1", "api.html": "d2", "https://other.example/x/": "d3"})
     assert feed_page_urls(mk, "https://docs.example.com/en/") == [
-        "https://docs.example.com/en/", "https://docs.example.com/en/guide/", "https://docs.example.com/en/api.html",
-        "https://other.example/x/"]
+        "https://docs.example.com/en/",
+        "https://docs.example.com/en/guide/",
+        "https://docs.example.com/en/api.html",
+        "https://other.example/x/",
+    ]
     assert feed_page_urls(Feed("sphinx", False, {"index": "d"}), "https://docs.example.com/") == []
     assert feed_page_urls(Feed("docusaurus", False, {"a": "d"}), "https://docs.example.com/") == []

@@ -14,7 +14,9 @@ from sync.core.hashing import content_hash, fold_whitespace, pipeline_fingerprin
 _WS_CHARS = " \t\n\r\f\v\u00a0\u2003\u3000"
 _ws_run = st.text(alphabet=_WS_CHARS, min_size=1, max_size=6)
 _word = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=_WS_CHARS + "\x1c\x1d\x1e\x1f\x85\u2028\u2029"),
+    alphabet=st.characters(
+        blacklist_categories=("Cs",), blacklist_characters=_WS_CHARS + "\x1c\x1d\x1e\x1f\x85\u2028\u2029"
+    ),
     min_size=1,
     max_size=12,
 ).filter(lambda w: not re.search(r"\s", w))
@@ -46,7 +48,9 @@ def test_content_hash_is_sha256_of_the_normal_form_per_contract():
     # Outside code whitespace folds (a soft wrap too); blocks stay apart; code lines keep
     # their indentation, less trailing whitespace; ends stripped.
     md = "# Install\n\n\n  Run   `pip install`\nthen  go.\n\n- one\n- two\n\n```\nif x:  \n    go()\n```\n"
-    assert content_hash(md) == _sha("# Install\n\nRun `pip install` then go.\n\n- one\n- two\n\n```\nif x:\n    go()\n```")
+    assert content_hash(md) == _sha(
+        "# Install\n\nRun `pip install` then go.\n\n- one\n- two\n\n```\nif x:\n    go()\n```"
+    )
     assert re.fullmatch(r"[0-9a-f]{64}", content_hash(md))
     assert content_hash("") == _sha("")
     assert content_hash(" \n\t ") == _sha("")
@@ -64,8 +68,10 @@ def test_content_hash_invariant_under_whitespace_refolding(words, data):
     # The same words of one paragraph with other runs of whitespace between them and at both
     # ends: inside a line any run, across a soft wrap a line break (trailing spaces kept).
     canonical = " ".join(words)
-    seps = [data.draw(st.one_of(_inline_run, _inline_run.map(lambda r: r + "\n"), st.just("\n")))
-            for _ in range(len(words) - 1)]
+    seps = [
+        data.draw(st.one_of(_inline_run, _inline_run.map(lambda r: r + "\n"), st.just("\n")))
+        for _ in range(len(words) - 1)
+    ]
     lead = data.draw(st.sampled_from(["", " ", "\n", "\n\n  ", "\t\n "]))
     tail = data.draw(st.one_of(st.just(""), _ws_run))
     refolded = lead + "".join(w + s for w, s in zip(words, seps + [""])) + tail

@@ -15,17 +15,20 @@ def nothing(host: str) -> list[str]:
     return ["93.184.216.34"]
 
 
-@pytest.mark.parametrize("named, url, sent", [
-    (["https://docs.example/"], "https://docs.example/p", True),
-    (["https://docs.example/"], "http://docs.example/p", False),  # an https site's http URL
-    (["https://docs.example/"], "http://docs.example/robots.txt", False),
-    (["https://docs.example:8443/"], "http://docs.example:8443/p", False),
-    (["http://docs.example/"], "http://docs.example/p", True),  # a site named over http
-    (["http://docs.example/"], "https://docs.example/p", True),  # an upgrade is fine
-    (["http://docs.example/", "https://docs.example/x"], "http://docs.example/p", False),  # named over https too
-    (["https://a.example/", "http://b.example/"], "http://b.example/p", True),
-    (["https://a.example/", "http://b.example/"], "http://a.example/p", False),
-])
+@pytest.mark.parametrize(
+    "named, url, sent",
+    [
+        (["https://docs.example/"], "https://docs.example/p", True),
+        (["https://docs.example/"], "http://docs.example/p", False),  # an https site's http URL
+        (["https://docs.example/"], "http://docs.example/robots.txt", False),
+        (["https://docs.example:8443/"], "http://docs.example:8443/p", False),
+        (["http://docs.example/"], "http://docs.example/p", True),  # a site named over http
+        (["http://docs.example/"], "https://docs.example/p", True),  # an upgrade is fine
+        (["http://docs.example/", "https://docs.example/x"], "http://docs.example/p", False),  # named over https too
+        (["https://a.example/", "http://b.example/"], "http://b.example/p", True),
+        (["https://a.example/", "http://b.example/"], "http://a.example/p", False),
+    ],
+)
 def test_headers_go_over_http_only_to_a_site_named_over_http(named, url, sent):
     scope = Scope.from_urls(named, resolve=nothing)
     assert scope.check(url) is None  # in scope either way: only the secrets are held back

@@ -19,4 +19,6 @@ def test_http_and_https_of_a_host_are_one_site():
 def test_www_and_the_apex_are_two_sites_until_allowed():
     s = scope("https://www.example.com/sitemap.xml")
     assert "use --allow-host" in s.check("https://example.com/guide/")
-    assert scope("https://www.example.com/sitemap.xml", allow=["example.com"]).check("https://example.com/guide/") is None
+    assert (
+        scope("https://www.example.com/sitemap.xml", allow=["example.com"]).check("https://example.com/guide/") is None
+    )

@@ -79,7 +79,9 @@ def test_a_sitemap_bomb_is_a_fetch_error_with_bounded_memory(name, monkeypatch):
 
     def go():
         with pytest.raises(FetchError, match=f"larger than {CAP} bytes"):
-            run_fetcher(lambda r: _answer(body, coding, "application/xml"), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+            run_fetcher(
+                lambda r: _answer(body, coding, "application/xml"), lambda f: f.fetch_bytes("https://e.com/s.xml")
+            )
 
     _, peak = _peak(go)
     assert peak < 8 * CAP
@@ -126,16 +128,19 @@ def _encode(data: bytes, coding: str) -> bytes:
 
 
 @settings(max_examples=60, deadline=None)
-@given(data=st.binary(max_size=3000),
-       codings=st.lists(st.sampled_from(["gzip", "deflate", "raw-deflate", "zstd", "identity"]), max_size=3),
-       chunk=st.integers(1, 700), cap=st.integers(0, 4000))
+@given(
+    data=st.binary(max_size=3000),
+    codings=st.lists(st.sampled_from(["gzip", "deflate", "raw-deflate", "zstd", "identity"]), max_size=3),
+    chunk=st.integers(1, 700),
+    cap=st.integers(0, 4000),
+)
 def test_decoding_is_exact_up_to_the_cap(data, codings, chunk, cap):
     body = data
     for c in codings:  # applied in the order listed
         body = _encode(body, c)
     header = ", ".join("deflate" if c == "raw-deflate" else c for c in codings)
     d = BoundedDecoder(header, cap)
-    out = b"".join(p for i in range(0, len(body), chunk) for p in d.feed(body[i:i + chunk]))
+    out = b"".join(p for i in range(0, len(body), chunk) for p in d.feed(body[i : i + chunk]))
     if len(data) <= cap and not d.full:
         assert out == data
     else:

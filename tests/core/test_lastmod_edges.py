@@ -31,40 +31,50 @@ def urlset(*items: tuple[str, str]) -> bytes:
     return f'<urlset xmlns="{NS}">{body}</urlset>'.encode()
 
 
-@pytest.mark.parametrize("value", [
-    "9999-12-31T23:59:59-01:00",  # past year 9999 in UTC
-    "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
-    "Fri, 31 Dec 9999 23:59:59 -0100",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:59:59-01:00",  # past year 9999 in UTC
+        "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
+        "Fri, 31 Dec 9999 23:59:59 -0100",
+    ],
+)
 def test_a_stamp_with_no_utc_instant_is_no_stamp(value):
     assert parse_lastmod(value) is None
     parsed = parse_sitemap(urlset(("https://e.com/a", value), ("https://e.com/b", "2026-11-01")))
     assert [(e.url, e.lastmod) for e in parsed.entries] == [
-        ("https://e.com/a", None), ("https://e.com/b", "2026-11-01T00:00:00+00:00")]
+        ("https://e.com/a", None),
+        ("https://e.com/b", "2026-11-01T00:00:00+00:00"),
+    ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(
-    st.text(max_size=40),
-    st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
-    st.datetimes(timezones=st.just(timezone(timedelta(hours=-1)))).map(lambda d: d.isoformat()),
-    st.datetimes().map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S -0100")),
-))
+@given(
+    st.one_of(
+        st.text(max_size=40),
+        st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat()),
+        st.datetimes(timezones=st.just(timezone(timedelta(hours=-1)))).map(lambda d: d.isoformat()),
+        st.datetimes().map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S -0100")),
+    )
+)
 def test_the_parser_never_raises(value):
     got = parse_lastmod(value)
     assert got is None or got.utcoffset() == timedelta(0)
     lastmod_in_time(got.isoformat() if got else value, NOW)  # nor does the clock check
 
 
-@pytest.mark.parametrize("stamp, kept", [
-    ("2026-12-01T12:00:00+00:00", True),
-    ("2026-12-02T11:59:59+00:00", True),  # within the skew
-    ("2026-12-02T12:00:01+00:00", False),
-    ("2999-01-01T00:00:00+00:00", False),
-    ("0001-01-01T00:00:00+00:00", True),  # old is no harm: any later stamp is an advance
-    (None, True),
-    ("junk", True),  # unreadable: compared as a string, as before
-])
+@pytest.mark.parametrize(
+    "stamp, kept",
+    [
+        ("2026-12-01T12:00:00+00:00", True),
+        ("2026-12-02T11:59:59+00:00", True),  # within the skew
+        ("2026-12-02T12:00:01+00:00", False),
+        ("2999-01-01T00:00:00+00:00", False),
+        ("0001-01-01T00:00:00+00:00", True),  # old is no harm: any later stamp is an advance
+        (None, True),
+        ("junk", True),  # unreadable: compared as a string, as before
+    ],
+)
 def test_a_future_stamp_is_no_stamp(stamp, kept):
     assert lastmod_in_time(stamp, NOW) == (stamp if kept else None)
     assert lastmod_in_time(stamp, None) == stamp
@@ -78,8 +88,17 @@ def test_a_future_stamp_does_not_hide_the_next_real_edit():
     assert lastmod_advanced(recorded[a], today[a], NOW)
     assert diff_sitemap(recorded, today, now=NOW).lastmod_changed == [a]
     assert lastmods_to_record(recorded, today, now=NOW) == {a: today[a]}
-    visits, _, _, advanced = plan_events(sitemap_now=today, sitemap_before=recorded, sitemap_complete=True,
-                                         extra_urls=[], known={}, due=[], pending=[], full=False, now=NOW)
+    visits, _, _, advanced = plan_events(
+        sitemap_now=today,
+        sitemap_before=recorded,
+        sitemap_complete=True,
+        extra_urls=[],
+        known={},
+        due=[],
+        pending=[],
+        full=False,
+        now=NOW,
+    )
     assert advanced == [a]
 
 

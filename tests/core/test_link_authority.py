@@ -12,8 +12,13 @@ from sync.core.links import PageLinks, read_links
 URL = "https://h/docs/hub.html"
 PREFIXES = ["https://h/docs/"]
 OLD = PageLinks(tuple(f"https://h/docs/p{i}.html" for i in range(4)))
-HUB = ("<html><body><p>" + "The hub of the guide's section, with every page of it. " * 5 + "</p>"
-       + "".join(f"<a href='p{i}.html'>p{i}</a>" for i in range(4)) + "</body></html>").encode()
+HUB = (
+    "<html><body><p>"
+    + "The hub of the guide's section, with every page of it. " * 5
+    + "</p>"
+    + "".join(f"<a href='p{i}.html'>p{i}</a>" for i in range(4))
+    + "</body></html>"
+).encode()
 
 
 def html(body: bytes, final: str | None = None) -> CrawlAnswer:
@@ -23,18 +28,26 @@ def html(body: bytes, final: str | None = None) -> CrawlAnswer:
 CASES = [
     ("maintenance stub", html(b"<html><body><p>We are down for maintenance.</p></body></html>"), "links nothing"),
     ("empty 200", html(b""), "links nothing"),
-    ("js shell", html(b"<html><head><script src='a.js'></script></head><body><div id=root></div></body></html>"),
-     "links nothing"),
-    ("noindex,nofollow", html(b"<html><head><meta name=robots content='noindex,nofollow'></head><body>x</body>"
-                              b"</html>"), "nofollow"),
+    (
+        "js shell",
+        html(b"<html><head><script src='a.js'></script></head><body><div id=root></div></body></html>"),
+        "links nothing",
+    ),
+    (
+        "noindex,nofollow",
+        html(b"<html><head><meta name=robots content='noindex,nofollow'></head><body>x</body></html>"),
+        "nofollow",
+    ),
     ("cut short", html(HUB[: HUB.index(b"p2.html") - 9]), "cut short"),
     ("text/plain", CrawlAnswer(URL, "other", 200, "text/plain"), "not HTML"),
     ("too big", CrawlAnswer(URL, "skipped", 200), "skipped"),
     ("first 404", CrawlAnswer(URL, "gone", 404), "first time"),
-    ("login redirect", html(b"<html><body><form></form><a href='/'>home</a></body></html>", "https://h/login"),
-     "redirected out of the crawl"),
-    ("off-site base", html(HUB.replace(b"<body>", b"<head><base href='https://x.example/'></head><body>")),
-     "off-site"),
+    (
+        "login redirect",
+        html(b"<html><body><form></form><a href='/'>home</a></body></html>", "https://h/login"),
+        "redirected out of the crawl",
+    ),
+    ("off-site base", html(HUB.replace(b"<body>", b"<head><base href='https://x.example/'></head><body>")), "off-site"),
     ("stub with one link", html(b"<html><body><p>Down for now.</p><a href='p0.html'>p0</a></body></html>"), "stub"),
 ]
 

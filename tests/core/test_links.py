@@ -8,8 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync.core.links import (CrawlLimits, CrawlRules, Frontier, PageLinks, crawl_prefix, crawl_start, links_from_json,
-                             links_to_json, read_links)
+from sync.core.links import (
+    CrawlLimits,
+    CrawlRules,
+    Frontier,
+    PageLinks,
+    crawl_prefix,
+    crawl_start,
+    links_from_json,
+    links_to_json,
+    read_links,
+)
 
 BASE = "https://docs.example.org/en/guide/intro.html"
 
@@ -18,35 +27,42 @@ def page(body: str, head: str = "") -> bytes:
     return f"<html><head>{head}</head><body>{body}</body></html>".encode()
 
 
-@pytest.mark.parametrize("href,expected", [
-    ("setup.html", "https://docs.example.org/en/guide/setup.html"),
-    ("../api/index.html#module-x", "https://docs.example.org/en/api/index.html"),
-    ("/en/guide/intro.html?x=1#top", "https://docs.example.org/en/guide/intro.html?x=1"),
-    ("HTTPS://Docs.Example.org:443/en/a.html", "https://docs.example.org/en/a.html"),
-    ("  spaced.html  ", "https://docs.example.org/en/guide/spaced.html"),
-    ("#section", None),
-    ("mailto:team@example.org", None),
-    ("javascript:void(0)", None),
-    ("ftp://example.org/file", None),
-    ("", None),
-    ("http://[::1", None),
-])
+@pytest.mark.parametrize(
+    "href,expected",
+    [
+        ("setup.html", "https://docs.example.org/en/guide/setup.html"),
+        ("../api/index.html#module-x", "https://docs.example.org/en/api/index.html"),
+        ("/en/guide/intro.html?x=1#top", "https://docs.example.org/en/guide/intro.html?x=1"),
+        ("HTTPS://Docs.Example.org:443/en/a.html", "https://docs.example.org/en/a.html"),
+        ("  spaced.html  ", "https://docs.example.org/en/guide/spaced.html"),
+        ("#section", None),
+        ("mailto:team@example.org", None),
+        ("javascript:void(0)", None),
+        ("ftp://example.org/file", None),
+        ("", None),
+        ("http://[::1", None),
+    ],
+)
 def test_links_are_absolute_canonical_and_without_fragments(href, expected):
     got = read_links(page(f"<a href='{href}'>x</a>"), BASE).links
     assert got == ((expected,) if expected else ())
 
 
 def test_links_deduplicated_in_document_order_and_rel_nofollow_left_out():
-    body = ("<a href='b.html'>b</a><a href='a.html'>a</a><a href='b.html#x'>b again</a>"
-            "<a rel='nofollow' href='n.html'>n</a><a rel='noopener NoFollow' href='m.html'>m</a>"
-            "<map><area href='area.html'></map>")
+    body = (
+        "<a href='b.html'>b</a><a href='a.html'>a</a><a href='b.html#x'>b again</a>"
+        "<a rel='nofollow' href='n.html'>n</a><a rel='noopener NoFollow' href='m.html'>m</a>"
+        "<map><area href='area.html'></map>"
+    )
     got = read_links(page(body), BASE).links
     assert [u.rsplit("/", 1)[1] for u in got] == ["b.html", "a.html", "area.html"]
 
 
 def test_base_href_canonical_and_meta_robots():
-    head = ("<base href='https://docs.example.org/en/other/'>"
-            "<link rel='canonical' href='/en/guide/real.html'><meta name='robots' content='NOINDEX, follow'>")
+    head = (
+        "<base href='https://docs.example.org/en/other/'>"
+        "<link rel='canonical' href='/en/guide/real.html'><meta name='robots' content='NOINDEX, follow'>"
+    )
     got = read_links(page("<a href='x.html'>x</a>", head), BASE)
     assert got.links == ("https://docs.example.org/en/other/x.html",)
     assert got.canonical == "https://docs.example.org/en/guide/real.html"
@@ -80,12 +96,15 @@ def test_kept_links_round_trip():
     assert links_from_json("not json") is None and links_from_json('{"x": 1}') is None
 
 
-@pytest.mark.parametrize("start,prefix", [
-    ("https://h/docs/en/index.html", "https://h/docs/en/"),
-    ("https://H:443/docs/", "https://h/docs/"),
-    ("http://h:8080", "http://h:8080/"),
-    ("http://h/index.html?x=1", "http://h/"),
-])
+@pytest.mark.parametrize(
+    "start,prefix",
+    [
+        ("https://h/docs/en/index.html", "https://h/docs/en/"),
+        ("https://H:443/docs/", "https://h/docs/"),
+        ("http://h:8080", "http://h:8080/"),
+        ("http://h/index.html?x=1", "http://h/"),
+    ],
+)
 def test_crawl_prefix_is_the_start_page_directory(start, prefix):
     assert crawl_prefix(start) == prefix
 
@@ -94,23 +113,29 @@ def rules(**limits) -> CrawlRules:
     return CrawlRules(prefixes=["https://h/docs/"], limits=CrawlLimits(**limits))
 
 
-@pytest.mark.parametrize("url,reason", [
-    ("https://h/docs/a.html", None),
-    ("https://h/blog/a.html", "outside the start pages' sites and directories"),
-    ("https://other/docs/a.html", "outside the start pages' sites and directories"),
-    ("https://h/docs/" + "x" * 2000, "url too long"),
-    ("https://h/docs/" + "/".join("abcdefghijklmnopq"), "path too deep"),
-    ("https://h/docs/a/b/a/b/a/x.html", "repeated path segment"),
-    ("https://h/docs/_images/logo.PNG", "not a page (a file type the fetcher does not read)"),
-    ("https://h/docs/_static/app.js", "not a page (a file type the fetcher does not read)"),
-])
+@pytest.mark.parametrize(
+    "url,reason",
+    [
+        ("https://h/docs/a.html", None),
+        ("https://h/blog/a.html", "outside the start pages' sites and directories"),
+        ("https://other/docs/a.html", "outside the start pages' sites and directories"),
+        ("https://h/docs/" + "x" * 2000, "url too long"),
+        ("https://h/docs/" + "/".join("abcdefghijklmnopq"), "path too deep"),
+        ("https://h/docs/a/b/a/b/a/x.html", "repeated path segment"),
+        ("https://h/docs/_images/logo.PNG", "not a page (a file type the fetcher does not read)"),
+        ("https://h/docs/_static/app.js", "not a page (a file type the fetcher does not read)"),
+    ],
+)
 def test_rules_refuse_one_url(url, reason):
     assert rules().refusal(url) == reason
 
 
 def test_rules_take_the_scope_and_the_filter_hook():
-    r = CrawlRules(prefixes=["https://h/"], in_scope=lambda u: "private address" if "/p/" in u else None,
-                   wanted=lambda u: not u.endswith("/genindex.html"))
+    r = CrawlRules(
+        prefixes=["https://h/"],
+        in_scope=lambda u: "private address" if "/p/" in u else None,
+        wanted=lambda u: not u.endswith("/genindex.html"),
+    )
     assert r.refusal("https://h/genindex.html") == "excluded"
     assert r.refusal("https://h/p/x.html") == "out of scope"
     assert r.refusal("https://h/x.html") is None
@@ -139,8 +164,11 @@ def test_tracked_pages_keep_their_room_of_the_bound():
     assert [lowered.offer(u) for u in sorted(tracked)] == [True, True, False] and len(lowered) == 2
 
 
-@given(st.lists(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=40),
-       st.sets(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=6), st.integers(1, 8))
+@given(
+    st.lists(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=40),
+    st.sets(st.sampled_from([f"https://h/docs/{c}" for c in "abcdefghij"]), max_size=6),
+    st.integers(1, 8),
+)
 def test_a_tracked_page_offered_is_admitted_while_the_tracked_fit(offers, tracked, max_pages):
     f = Frontier(rules(max_pages=max_pages), tracked=tracked)
     for url in offers:
@@ -172,8 +200,12 @@ def test_frontier_is_breadth_first_once_each_and_marks_its_bound():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.text(alphabet="ab1/?=.&", min_size=0, max_size=30), max_size=300),
-       st.integers(1, 40), st.integers(1, 5), st.integers(1, 5))
+@given(
+    st.lists(st.text(alphabet="ab1/?=.&", min_size=0, max_size=30), max_size=300),
+    st.integers(1, 40),
+    st.integers(1, 5),
+    st.integers(1, 5),
+)
 def test_frontier_bounds_hold_for_any_links(paths, max_pages, max_queries, max_pattern):
     f = Frontier(rules(max_pages=max_pages, max_query_variants=max_queries, max_pattern_variants=max_pattern))
     for p in paths:
@@ -215,13 +247,16 @@ def test_frontier_memory_is_bounded_by_max_pages_not_by_links():
     assert peak < 1_000_000  # ~1000 URLs and their counters, not 40,000
 
 
-@pytest.mark.parametrize("given, start", [
-    ("https://docs.example.com", "https://docs.example.com/"),
-    ("HTTPS://Docs.Example.com:443", "https://docs.example.com/"),
-    ("https://docs.example.com?lang=en", "https://docs.example.com/?lang=en"),
-    ("https://docs.example.com/en/", "https://docs.example.com/en/"),
-    ("https://docs.example.com/en/index.html", "https://docs.example.com/en/index.html"),
-])
+@pytest.mark.parametrize(
+    "given, start",
+    [
+        ("https://docs.example.com", "https://docs.example.com/"),
+        ("HTTPS://Docs.Example.com:443", "https://docs.example.com/"),
+        ("https://docs.example.com?lang=en", "https://docs.example.com/?lang=en"),
+        ("https://docs.example.com/en/", "https://docs.example.com/en/"),
+        ("https://docs.example.com/en/index.html", "https://docs.example.com/en/index.html"),
+    ],
+)
 def test_a_start_page_is_inside_its_own_crawl(given, start):
     """A site's root given without its slash is fetched as the root: inside its prefix."""
     assert crawl_start(given) == start

@@ -7,13 +7,26 @@ from hypothesis import strategies as st
 
 from sync.core.payload import METADATA_FIELDS, metadata_is_current, point_metadata
 
-FULL = {"url": "https://a.test/p", "chunk_id": "ab_c0", "chunk_index": 0, "content_hash": "h", "text": "t",
-        "title": "T", "fetched_at": "2026-01-01T00:00:00+00:00", "embedder": "m"}
+FULL = {
+    "url": "https://a.test/p",
+    "chunk_id": "ab_c0",
+    "chunk_index": 0,
+    "content_hash": "h",
+    "text": "t",
+    "title": "T",
+    "fetched_at": "2026-01-01T00:00:00+00:00",
+    "embedder": "m",
+}
 
 
 def test_metadata_is_the_five_fields_of_the_payload():
-    assert point_metadata(FULL) == {"url": "https://a.test/p", "title": "T", "chunk_id": "ab_c0", "chunk_index": 0,
-                                    "fetched_at": "2026-01-01T00:00:00+00:00"}
+    assert point_metadata(FULL) == {
+        "url": "https://a.test/p",
+        "title": "T",
+        "chunk_id": "ab_c0",
+        "chunk_index": 0,
+        "fetched_at": "2026-01-01T00:00:00+00:00",
+    }
 
 
 def test_a_field_the_payload_lacks_is_left_out():

@@ -16,15 +16,32 @@ from hypothesis import strategies as st
 
 from sync.core import scheduler
 from sync.errors import ConfigError, StateError
-from sync.core.policies import (DEFAULT_POLICY, POLICIES, ChangeRatePolicy, HalveDoublePolicy, Policy, UniformPolicy,
-                                make_policy)
+from sync.core.policies import (
+    DEFAULT_POLICY,
+    POLICIES,
+    ChangeRatePolicy,
+    HalveDoublePolicy,
+    Policy,
+    UniformPolicy,
+    make_policy,
+)
 from sync.core.history import HISTORY_LIMIT, Visit, add_visit, history_from_json, history_json_with, history_to_json
 from sync.core.visit_selection import Candidate, select_visits
 from sync.core.change_rate import accrued_staleness, change_probability, estimate_rate, expected_staleness
 from sync.core.lastmod_trust import lastmod_makes_due, lastmod_trust
-from sync.core.bulk_edits import (BULK_HOLD_S, BULK_WINDOW_S, BulkEdit, BulkState, PassEvidence,
-                                  bulk_state_from_json, bulk_state_to_json, pass_evidence, poisson_tail,
-                                  update_bulk_state, url_section)
+from sync.core.bulk_edits import (
+    BULK_HOLD_S,
+    BULK_WINDOW_S,
+    BulkEdit,
+    BulkState,
+    PassEvidence,
+    bulk_state_from_json,
+    bulk_state_to_json,
+    pass_evidence,
+    poisson_tail,
+    update_bulk_state,
+    url_section,
+)
 from sync.core.scheduler import MAX_INTERVAL, MIN_INTERVAL, NEW_PAGE_INTERVAL
 
 H = 3600.0
@@ -81,9 +98,29 @@ def test_empty_history(s):
 
 
 @pytest.mark.parametrize(
-    "s", ["nope", "{}", "[1]", "[[1]]", "[[1,2]]", "[[-1,0]]", '[["a",0]]', "[[1,0,3]]", "[[true,1]]",
-          "[[1,0,1,0]]", '[[1,0,"1"]]', '["ab"]', '[{"a":1,"b":0}]', "[[NaN,0]]", "[[Infinity,0]]",
-          "[[1e999,0]]", "[[1" + "0" * 400 + ",0]]", "[[null,0]]", "[[1,null]]", "[[1,0.5]]"]
+    "s",
+    [
+        "nope",
+        "{}",
+        "[1]",
+        "[[1]]",
+        "[[1,2]]",
+        "[[-1,0]]",
+        '[["a",0]]',
+        "[[1,0,3]]",
+        "[[true,1]]",
+        "[[1,0,1,0]]",
+        '[[1,0,"1"]]',
+        '["ab"]',
+        '[{"a":1,"b":0}]',
+        "[[NaN,0]]",
+        "[[Infinity,0]]",
+        "[[1e999,0]]",
+        "[[1" + "0" * 400 + ",0]]",
+        "[[null,0]]",
+        "[[1,null]]",
+        "[[1,0.5]]",
+    ],
 )
 def test_corrupt_history_is_a_state_error(s):
     with pytest.raises(StateError):
@@ -94,7 +131,9 @@ whole_visits_st = st.builds(Visit, st.integers(0, 400 * 86400).map(float), st.bo
 
 
 @settings(max_examples=300)
-@given(st.lists(st.one_of(whole_visits_st, visits_st), max_size=HISTORY_LIMIT + 5), st.one_of(whole_visits_st, visits_st))
+@given(
+    st.lists(st.one_of(whole_visits_st, visits_st), max_size=HISTORY_LIMIT + 5), st.one_of(whole_visits_st, visits_st)
+)
 def test_history_json_with_is_the_json_of_the_history_with_the_visit(visits, visit):
     """The engine's way to write a visit into a stored history (the stored text extended
     when it is what history_to_json writes) gives history_to_json's string exactly: at the
@@ -109,13 +148,16 @@ def test_history_json_with_is_the_json_of_the_history_with_the_visit(visits, vis
     assert history_json_with(other, visits, visit) == want
 
 
-@pytest.mark.parametrize("stored", [
-    "[[5,0,0],[7,1]]",  # a third field of 0: history_to_json leaves it out
-    "[[12345678901234567891,0]]",  # more digits than a float holds: written back as the float's
-    "[[7200.0,1]]",  # whole seconds as a float
-    history_to_json([Visit(float(i), i % 3 == 0, i % 5 == 0) for i in range(HISTORY_LIMIT)]),  # at the limit
-    history_to_json([Visit(float(i), i % 3 == 0) for i in range(HISTORY_LIMIT + 6)]),  # past it (an older limit)
-])
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "[[5,0,0],[7,1]]",  # a third field of 0: history_to_json leaves it out
+        "[[12345678901234567891,0]]",  # more digits than a float holds: written back as the float's
+        "[[7200.0,1]]",  # whole seconds as a float
+        history_to_json([Visit(float(i), i % 3 == 0, i % 5 == 0) for i in range(HISTORY_LIMIT)]),  # at the limit
+        history_to_json([Visit(float(i), i % 3 == 0) for i in range(HISTORY_LIMIT + 6)]),  # past it (an older limit)
+    ],
+)
 def test_history_json_with_edges(stored):
     visits, visit = history_from_json(stored), Visit(60.0, True)
     assert history_json_with(stored, visits, visit) == history_to_json(add_visit(visits, visit))
@@ -458,8 +500,10 @@ def test_a_quiet_page_under_a_trusted_feed_waits_longer_but_not_past_the_ceiling
     prior's pull remains (host_lastmod_trust: 2/3 with no record, 0.95 after 36 of 37
     advances confirmed)."""
     hist = [Visit(3 * D, False), Visit(3 * D, False)]
-    days = {t: ChangeRatePolicy().under_feed(t).next_interval(hist, None, False) / timedelta(days=1)
-            for t in (0.0, 2 / 3, 0.95, 0.999)}
+    days = {
+        t: ChangeRatePolicy().under_feed(t).next_interval(hist, None, False) / timedelta(days=1)
+        for t in (0.0, 2 / 3, 0.95, 0.999)
+    }
     assert days[0.0] == pytest.approx(ChangeRatePolicy().next_interval(hist, None, False) / timedelta(days=1))
     assert days[0.0] < days[2 / 3] < days[0.95] < days[0.999] <= 60
     assert 3 < days[0.0] < 4.5 and 13 < days[0.95] < 30
@@ -520,13 +564,16 @@ def test_make_policy_gives_uniform_its_interval(interval):
     assert isinstance(p, UniformPolicy) and p.next_interval([], None, None) == interval
 
 
-@pytest.mark.parametrize("name,interval,match", [
-    ("change-rate", timedelta(days=1), "uniform only"),  # would be silently ignored
-    ("halve-double", timedelta(days=1), "uniform only"),
-    ("uniform", timedelta(hours=5), r"5 h is outside \[6 h, 60 d\]"),  # below the 6 h floor
-    ("uniform", timedelta(days=61), "outside"),
-    ("uniform", timedelta(0), "outside"),
-])
+@pytest.mark.parametrize(
+    "name,interval,match",
+    [
+        ("change-rate", timedelta(days=1), "uniform only"),  # would be silently ignored
+        ("halve-double", timedelta(days=1), "uniform only"),
+        ("uniform", timedelta(hours=5), r"5 h is outside \[6 h, 60 d\]"),  # below the 6 h floor
+        ("uniform", timedelta(days=61), "outside"),
+        ("uniform", timedelta(0), "outside"),
+    ],
+)
 def test_make_policy_refuses_an_interval_it_cannot_honour(name, interval, match):
     with pytest.raises(ConfigError, match=match):
         make_policy(name, interval=interval)
@@ -617,7 +664,7 @@ def test_new_pages_are_never_cut_for_a_known_page(cands, policy, budget):
     repairs, new, forced, starved, due = _tiers(cands)
     chosen = set(got)
     if set(new) - chosen:
-        assert all(u in set(repairs) | set(new) for u in got[: budget])
+        assert all(u in set(repairs) | set(new) for u in got[:budget])
         assert not (chosen & due)
     assert set(repairs) | set(forced) | starved <= chosen
     assert {c.url for c in cands if c.forced and not c.repair} <= chosen
@@ -726,7 +773,12 @@ def test_lastmod_trust_bounds_and_monotonicity(a, b, extra):
 
 @pytest.mark.parametrize(
     "args, kw",
-    [((2, 1), {}), ((-1, 1), {}), ((0, 0), {"prior_confirmed": 3, "prior_advances": 2}), ((0, 0), {"prior_advances": 0, "prior_confirmed": 0})],
+    [
+        ((2, 1), {}),
+        ((-1, 1), {}),
+        ((0, 0), {"prior_confirmed": 3, "prior_advances": 2}),
+        ((0, 0), {"prior_advances": 0, "prior_confirmed": 0}),
+    ],
 )
 def test_lastmod_trust_rejects_bad_counts(args, kw):
     with pytest.raises(ValueError):
@@ -834,8 +886,9 @@ def test_change_rate_is_less_stale_than_halve_double_at_equal_budgets():
 
 
 @settings(max_examples=100, deadline=None)
-@given(histories, st.one_of(st.none(), st.timedeltas(max_value=timedelta(days=500))),
-       st.one_of(st.none(), st.booleans()))
+@given(
+    histories, st.one_of(st.none(), st.timedeltas(max_value=timedelta(days=500))), st.one_of(st.none(), st.booleans())
+)
 def test_uniform_interval_ignores_history_and_changes(visits, current, changed):
     assert UniformPolicy().next_interval(visits, current, changed) == timedelta(days=3)
     assert UniformPolicy(interval_s=D).next_interval(visits, current, changed) == timedelta(days=1)
@@ -877,7 +930,13 @@ def test_change_rate_is_less_stale_than_uniform_at_equal_budgets():
         (2, 0.5, 1 - math.exp(-0.5) * 1.5),
         (3, 0.5, 1 - math.exp(-0.5) * (1 + 0.5 + 0.125)),
         (3, 10.0, 1 - math.exp(-10) * (1 + 10 + 50)),
-        (50, 1.0, math.exp(-1) / math.factorial(50) * (1 + 1 / 51 + 1 / (51 * 52) + 1 / (51 * 52 * 53) + 1 / (51 * 52 * 53 * 54))),  # far tail
+        (
+            50,
+            1.0,
+            math.exp(-1)
+            / math.factorial(50)
+            * (1 + 1 / 51 + 1 / (51 * 52) + 1 / (51 * 52 * 53) + 1 / (51 * 52 * 53 * 54)),
+        ),  # far tail
     ],
 )
 def test_poisson_tail_examples(k, mu, expected):
@@ -977,7 +1036,10 @@ def test_pass_evidence_counts(obs, at):
 
 evidence_st = st.builds(
     lambda at, n, frac, exp: PassEvidence(at * H, n, round(n * frac), n * exp),
-    st.integers(0, 24 * 30), st.integers(0, 30), st.floats(0, 1), st.floats(0, 1),
+    st.integers(0, 24 * 30),
+    st.integers(0, 30),
+    st.floats(0, 1),
+    st.floats(0, 1),
 )
 
 
@@ -993,22 +1055,42 @@ def test_bulk_state_properties(evidence, now_h):
         # no more changes than the rates predict never declares an edit
         if sum(x.changes for x in state.evidence) <= math.fsum(x.expected for x in state.evidence):
             assert update_bulk_state(state, None, e.at_s + 1e-3).edit == (
-                state.edit if state.edit is not None and state.edit.active(e.at_s) else None)
+                state.edit if state.edit is not None and state.edit.active(e.at_s) else None
+            )
     assert bulk_state_from_json(bulk_state_to_json(state)) == BulkState(
         tuple(PassEvidence(x.at_s, x.visits, x.changes, round(x.expected, 6)) for x in state.evidence),
-        None if state.edit is None else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6),
-                                                 state.edit.sections))
+        None
+        if state.edit is None
+        else BulkEdit(state.edit.since_s, state.edit.until_s, round(state.edit.share, 6), state.edit.sections),
+    )
 
 
-@pytest.mark.parametrize("raw", [None, [], "x", {"evidence": "nope"}, {"evidence": [[1, 2]]},
-                                 {"evidence": [], "since_s": 1.0}, {"since_s": 1, "until_s": 2, "share": 7}])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        [],
+        "x",
+        {"evidence": "nope"},
+        {"evidence": [[1, 2]]},
+        {"evidence": [], "since_s": 1.0},
+        {"since_s": 1, "until_s": 2, "share": 7},
+    ],
+)
 def test_unreadable_bulk_state_is_empty(raw):
     got = bulk_state_from_json(raw)
     assert got.edit is None and (got.evidence == () or raw == {"since_s": 1, "until_s": 2, "share": 7})
 
 
 def test_selection_adds_the_bonus_to_the_priority():
-    cands = [c("plain", 5 * D), c("suspect", 4 * D, ), c("hot", 1 * D)]
+    cands = [
+        c("plain", 5 * D),
+        c(
+            "suspect",
+            4 * D,
+        ),
+        c("hot", 1 * D),
+    ]
     p = HalveDoublePolicy()  # priority = seconds since the last visit
     assert select_visits(cands, p, 1) == ["plain"]
     boosted = [c("plain", 5 * D), Candidate("suspect", (), 4 * D, True, False, bonus_s=2 * D), c("hot", 1 * D)]
@@ -1036,8 +1118,16 @@ def test_url_section(url, section):
 def test_bulk_edit_learns_its_share_per_section():
     e = BulkEdit(since_s=10 * D, until_s=17 * D, share=0.3)
     assert e.share_for("tutorial") == 0.3
-    e2 = e.with_visits([("tutorial", True), ("tutorial", True), ("reference", False), ("reference", False),
-                        ("reference", False), ("tutorial", False)])
+    e2 = e.with_visits(
+        [
+            ("tutorial", True),
+            ("tutorial", True),
+            ("reference", False),
+            ("reference", False),
+            ("reference", False),
+            ("tutorial", False),
+        ]
+    )
     assert e2.sections == (("reference", 3, 0), ("tutorial", 3, 2))
     assert e2.share_for("tutorial") == pytest.approx((2 + 2 * 0.3) / (3 + 2))
     assert e2.share_for("reference") == pytest.approx((0 + 2 * 0.3) / (3 + 2))

@@ -98,8 +98,21 @@ def test_change_never_lengthens_and_no_change_never_shortens(current):
 
 @pytest.mark.parametrize(
     "n, expected",
-    [(-3, 1 * H), (0, 1 * H), (1, 1 * H), (2, 2 * H), (3, 4 * H), (4, 8 * H), (5, 16 * H), (6, 24 * H),
-     (7, 24 * H), (10, 24 * H), (11, 24 * H), (1000, 24 * H), (10**9, 24 * H)],
+    [
+        (-3, 1 * H),
+        (0, 1 * H),
+        (1, 1 * H),
+        (2, 2 * H),
+        (3, 4 * H),
+        (4, 8 * H),
+        (5, 16 * H),
+        (6, 24 * H),
+        (7, 24 * H),
+        (10, 24 * H),
+        (11, 24 * H),
+        (1000, 24 * H),
+        (10**9, 24 * H),
+    ],
 )
 def test_failure_backoff_table(n, expected):
     assert failure_backoff(n) == expected

@@ -11,8 +11,12 @@ from hypothesis import strategies as st
 
 from sync.core.scope import Scope, origin_key
 
-ADDRS = {"docs.example.com": ["93.184.216.34"], "cdn.example.com": ["93.184.216.35"],
-         "evil.example.com": ["10.0.0.5"], "intranet": ["192.168.1.10"]}
+ADDRS = {
+    "docs.example.com": ["93.184.216.34"],
+    "cdn.example.com": ["93.184.216.35"],
+    "evil.example.com": ["10.0.0.5"],
+    "intranet": ["192.168.1.10"],
+}
 
 
 def resolve(host: str) -> list[str]:
@@ -23,25 +27,28 @@ def public_scope() -> Scope:
     return Scope.from_urls(["https://docs.example.com/sitemap.xml"], ["cdn.example.com"], resolve=resolve)
 
 
-@pytest.mark.parametrize("url, allowed", [
-    ("https://docs.example.com/a", True),
-    ("http://docs.example.com/a?x=1#f", True),
-    ("https://DOCS.example.com:443/a", True),  # the default port, written
-    ("http://docs.example.com:80/a", True),
-    ("https://DOCS.example.com:8443/a", False),  # another port: another site of the host
-    ("http://docs.example.com:443/a", False),  # not http's default port
-    ("https://docs.example.com:99999/a", False),  # malformed port
-    ("https://user:pw@docs.example.com/a", True),
-    ("https://cdn.example.com/a", True),  # --allow-host
-    ("https://other.example.com/a", False),  # not a configured host
-    ("https://evil.example.com/a", False),
-    ("ftp://docs.example.com/a", False),
-    ("mailto:someone@docs.example.com", False),
-    ("//docs.example.com/a", False),  # no scheme
-    ("https://[::1/a", False),  # malformed
-    ("https://docs.example.com\t.evil/a", False),  # urlsplit deletes the tab: host docs.example.com.evil
-    ("https://127.0.0.1/a", False),
-])
+@pytest.mark.parametrize(
+    "url, allowed",
+    [
+        ("https://docs.example.com/a", True),
+        ("http://docs.example.com/a?x=1#f", True),
+        ("https://DOCS.example.com:443/a", True),  # the default port, written
+        ("http://docs.example.com:80/a", True),
+        ("https://DOCS.example.com:8443/a", False),  # another port: another site of the host
+        ("http://docs.example.com:443/a", False),  # not http's default port
+        ("https://docs.example.com:99999/a", False),  # malformed port
+        ("https://user:pw@docs.example.com/a", True),
+        ("https://cdn.example.com/a", True),  # --allow-host
+        ("https://other.example.com/a", False),  # not a configured host
+        ("https://evil.example.com/a", False),
+        ("ftp://docs.example.com/a", False),
+        ("mailto:someone@docs.example.com", False),
+        ("//docs.example.com/a", False),  # no scheme
+        ("https://[::1/a", False),  # malformed
+        ("https://docs.example.com\t.evil/a", False),  # urlsplit deletes the tab: host docs.example.com.evil
+        ("https://127.0.0.1/a", False),
+    ],
+)
 def test_check_table(url, allowed):
     assert (public_scope().check(url) is None) is allowed
 
@@ -53,8 +60,16 @@ def test_a_site_on_a_private_network_may_reach_its_own_hosts_only():
     assert scope.check("http://docs.example.com/a") is not None
 
 
-@pytest.mark.parametrize("allow", ["cdn.example.com", "CDN.example.com", "cdn.example.com:443",
-                                   "https://cdn.example.com/", "http://cdn.example.com:80/docs"])
+@pytest.mark.parametrize(
+    "allow",
+    [
+        "cdn.example.com",
+        "CDN.example.com",
+        "cdn.example.com:443",
+        "https://cdn.example.com/",
+        "http://cdn.example.com:80/docs",
+    ],
+)
 def test_allow_host_names_a_site_however_written(allow):
     """A host, host:port or a URL given to --allow-host allows that site (its default ports
     when none is written)."""
@@ -111,10 +126,43 @@ def test_one_resolution_and_one_verdict_per_origin():
 
 
 # Text that exercises urlsplit's corners: delimiters, brackets, userinfo, ports, controls, spaces.
-_pieces = st.sampled_from(["http", "https", "HTTPS", "ftp", ":", "//", "/", "?", "#", "@", "[", "]", "::1",
-                           ":80", ":8443", ":99999", "docs.example.com", "DOCS.EXAMPLE.COM", "cdn.example.com",
-                           "evil.example.com", "other", "user:pw", "127.0.0.1", "\t", "\n", " ", "\x00", "\x7f",
-                           "%2F", "é", "a", ".", "-"])
+_pieces = st.sampled_from(
+    [
+        "http",
+        "https",
+        "HTTPS",
+        "ftp",
+        ":",
+        "//",
+        "/",
+        "?",
+        "#",
+        "@",
+        "[",
+        "]",
+        "::1",
+        ":80",
+        ":8443",
+        ":99999",
+        "docs.example.com",
+        "DOCS.EXAMPLE.COM",
+        "cdn.example.com",
+        "evil.example.com",
+        "other",
+        "user:pw",
+        "127.0.0.1",
+        "\t",
+        "\n",
+        " ",
+        "\x00",
+        "\x7f",
+        "%2F",
+        "é",
+        "a",
+        ".",
+        "-",
+    ]
+)
 _urlish = st.lists(_pieces, max_size=12).map("".join)
 
 

@@ -16,10 +16,22 @@ from sync.core.secrets import public_url, redact, secret_forms, url_secrets, wit
 def encodings(secret: str) -> list[str]:
     b64 = base64.b64encode(secret.encode()).decode()
     once = json.dumps(secret)[1:-1]
-    return [secret, quote(secret, safe=""), quote(secret, safe="").lower(), quote_plus(secret), b64, b64.rstrip("="),
-            base64.urlsafe_b64encode(secret.encode()).decode(), once, json.dumps(secret, ensure_ascii=False)[1:-1],
-            json.dumps(once)[1:-1], repr(secret)[1:-1], repr(secret.encode())[2:-1], repr(once.encode())[2:-1],
-            repr({"api-key": secret})]
+    return [
+        secret,
+        quote(secret, safe=""),
+        quote(secret, safe="").lower(),
+        quote_plus(secret),
+        b64,
+        b64.rstrip("="),
+        base64.urlsafe_b64encode(secret.encode()).decode(),
+        once,
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        json.dumps(once)[1:-1],
+        repr(secret)[1:-1],
+        repr(secret.encode())[2:-1],
+        repr(once.encode())[2:-1],
+        repr({"api-key": secret}),
+    ]
 
 
 @pytest.mark.parametrize("secret", ['K"ey\\secret1', "p@ss:w/rd%é", "sk-abc123", "me:hunter2pw"])

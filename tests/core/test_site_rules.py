@@ -5,40 +5,50 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from sync.core.site_rules import (DEFAULT_EXCLUDES, SiteRules, SiteRuleSet, extractor_variant, parse_header,
-                                  unwanted_reason, url_wanted)
+from sync.core.site_rules import (
+    DEFAULT_EXCLUDES,
+    SiteRules,
+    SiteRuleSet,
+    extractor_variant,
+    parse_header,
+    unwanted_reason,
+    url_wanted,
+)
 from sync.errors import ConfigError
 
 BASE = "https://docs.example.com/en/latest"
 
 
-@pytest.mark.parametrize("url, rules, wanted", [
-    (f"{BASE}/guide.html", SiteRules(), True),
-    (f"{BASE}/genindex.html", SiteRules(), False),
-    (f"{BASE}/genindex.html", SiteRules(default_excludes=False), True),
-    (f"{BASE}/api/search.html", SiteRules(), False),
-    (f"{BASE}/search/", SiteRules(), False),
-    (f"{BASE}/py-modindex.html", SiteRules(), False),
-    (f"{BASE}/_modules/json.html", SiteRules(), False),
-    (f"{BASE}/_sources/index.rst.txt", SiteRules(), False),
-    ("https://docs.example.com/404.html", SiteRules(), False),
-    ("https://docs.example.com/docs/tags/api", SiteRules(), False),
-    ("https://docs.example.com/blog/tags", SiteRules(), False),
-    ("https://docs.example.com/search", SiteRules(), False),
-    ("https://docs.example.com/docs/searching", SiteRules(), True),
-    ("https://docs.example.com/research.html", SiteRules(), True),
-    (f"{BASE}/changelog/1.0.html", SiteRules(exclude=("*/changelog/*",)), False),
-    (f"{BASE}/guide.html", SiteRules(exclude=("*/changelog/*",)), True),
-    (f"{BASE}/guide.html", SiteRules(include=(f"{BASE}/api/*",)), False),
-    (f"{BASE}/api/x.html", SiteRules(include=(f"{BASE}/api/*",)), True),
-    # an exclude wins over an include
-    (f"{BASE}/api/x.html", SiteRules(include=("*/api/*",), exclude=("*/x.html",)), False),
-    # a default exclude wins over an include as well
-    (f"{BASE}/api/genindex.html", SiteRules(include=("*/api/*",)), False),
-    # globs are case-sensitive, on the URL as given
-    (f"{BASE}/Guide.html", SiteRules(exclude=("*/guide.html",)), True),
-    (f"{BASE}/a.html?x=1", SiteRules(exclude=("*?x=*",)), False),
-])
+@pytest.mark.parametrize(
+    "url, rules, wanted",
+    [
+        (f"{BASE}/guide.html", SiteRules(), True),
+        (f"{BASE}/genindex.html", SiteRules(), False),
+        (f"{BASE}/genindex.html", SiteRules(default_excludes=False), True),
+        (f"{BASE}/api/search.html", SiteRules(), False),
+        (f"{BASE}/search/", SiteRules(), False),
+        (f"{BASE}/py-modindex.html", SiteRules(), False),
+        (f"{BASE}/_modules/json.html", SiteRules(), False),
+        (f"{BASE}/_sources/index.rst.txt", SiteRules(), False),
+        ("https://docs.example.com/404.html", SiteRules(), False),
+        ("https://docs.example.com/docs/tags/api", SiteRules(), False),
+        ("https://docs.example.com/blog/tags", SiteRules(), False),
+        ("https://docs.example.com/search", SiteRules(), False),
+        ("https://docs.example.com/docs/searching", SiteRules(), True),
+        ("https://docs.example.com/research.html", SiteRules(), True),
+        (f"{BASE}/changelog/1.0.html", SiteRules(exclude=("*/changelog/*",)), False),
+        (f"{BASE}/guide.html", SiteRules(exclude=("*/changelog/*",)), True),
+        (f"{BASE}/guide.html", SiteRules(include=(f"{BASE}/api/*",)), False),
+        (f"{BASE}/api/x.html", SiteRules(include=(f"{BASE}/api/*",)), True),
+        # an exclude wins over an include
+        (f"{BASE}/api/x.html", SiteRules(include=("*/api/*",), exclude=("*/x.html",)), False),
+        # a default exclude wins over an include as well
+        (f"{BASE}/api/genindex.html", SiteRules(include=("*/api/*",)), False),
+        # globs are case-sensitive, on the URL as given
+        (f"{BASE}/Guide.html", SiteRules(exclude=("*/guide.html",)), True),
+        (f"{BASE}/a.html?x=1", SiteRules(exclude=("*?x=*",)), False),
+    ],
+)
 def test_url_wanted(url, rules, wanted):
     assert url_wanted(url, rules) is wanted
     assert (unwanted_reason(url, rules) is None) is wanted
@@ -57,9 +67,20 @@ def test_every_default_exclude_names_its_generator():
 
 def test_rules_for_merges_a_site_over_the_base():
     base = SiteRules(exclude=("*/old/*",), headers=(("X-Token", "a"), ("X-Other", "o")), select="main")
-    own = SiteRules(include=("*/docs/*",), exclude=("*/draft/*",), headers=(("x-token", "b"),), select="div.doc",
-                    default_excludes=False)
-    rs = SiteRuleSet(base, sites=(("docs.example.com", own), ("b.example:8080", SiteRules(select="article")),))
+    own = SiteRules(
+        include=("*/docs/*",),
+        exclude=("*/draft/*",),
+        headers=(("x-token", "b"),),
+        select="div.doc",
+        default_excludes=False,
+    )
+    rs = SiteRuleSet(
+        base,
+        sites=(
+            ("docs.example.com", own),
+            ("b.example:8080", SiteRules(select="article")),
+        ),
+    )
     got = rs.rules_for("https://docs.example.com/docs/a.html")
     assert got.include == ("*/docs/*",) and got.exclude == ("*/old/*", "*/draft/*")
     assert got.select == "div.doc" and got.default_excludes is False
@@ -81,26 +102,32 @@ def test_header_values_stay_out_of_the_repr():
     assert "s3cret" not in repr(rules) and "s3cret" not in repr(SiteRuleSet(rules))
 
 
-@pytest.mark.parametrize("text, env, expected", [
-    ("X-Token: abc", {}, ("X-Token", "abc")),
-    ("Authorization:  Bearer abc def ", {}, ("Authorization", "Bearer abc def")),
-    ("Authorization: env:DOCS_TOKEN", {"DOCS_TOKEN": "Bearer zz"}, ("Authorization", "Bearer zz")),
-    ("X-A: a:b:c", {}, ("X-A", "a:b:c")),
-])
+@pytest.mark.parametrize(
+    "text, env, expected",
+    [
+        ("X-Token: abc", {}, ("X-Token", "abc")),
+        ("Authorization:  Bearer abc def ", {}, ("Authorization", "Bearer abc def")),
+        ("Authorization: env:DOCS_TOKEN", {"DOCS_TOKEN": "Bearer zz"}, ("Authorization", "Bearer zz")),
+        ("X-A: a:b:c", {}, ("X-A", "a:b:c")),
+    ],
+)
 def test_parse_header(text, env, expected):
     assert parse_header(text, env) == expected
 
 
-@pytest.mark.parametrize("text, env, message", [
-    ("Authorization: env:DOCS_TOKEN", {}, "--header Authorization: environment variable DOCS_TOKEN is not set"),
-    ("no colon here", {}, "expected \"Name: value\""),
-    ("Bad Name: v", {}, "expected \"Name: value\""),
-    ("X-A:", {}, "--header X-A: the value is empty"),
-    ("X-A: env:", {}, "env: names no environment variable"),
-    ("X-A: env:V", {"V": "a\r\nEvil: 1"}, "holds a line break"),
-    ("X-A: env:V", {"V": "Bearer \x01x"}, "a control character"),
-    ("X-A: env:V", {"V": "Bearer caf\u00e9"}, "a non-ASCII character"),
-])
+@pytest.mark.parametrize(
+    "text, env, message",
+    [
+        ("Authorization: env:DOCS_TOKEN", {}, "--header Authorization: environment variable DOCS_TOKEN is not set"),
+        ("no colon here", {}, 'expected "Name: value"'),
+        ("Bad Name: v", {}, 'expected "Name: value"'),
+        ("X-A:", {}, "--header X-A: the value is empty"),
+        ("X-A: env:", {}, "env: names no environment variable"),
+        ("X-A: env:V", {"V": "a\r\nEvil: 1"}, "holds a line break"),
+        ("X-A: env:V", {"V": "Bearer \x01x"}, "a control character"),
+        ("X-A: env:V", {"V": "Bearer caf\u00e9"}, "a non-ASCII character"),
+    ],
+)
 def test_parse_header_errors_never_show_a_value(text, env, message):
     with pytest.raises(ConfigError) as exc:
         parse_header(text, env)
@@ -118,8 +145,12 @@ _SEG = st.text(alphabet="abcdefghij-_.", min_size=1, max_size=8)
 _URLS = st.lists(_SEG, min_size=1, max_size=4).map(lambda parts: "https://h.example/" + "/".join(parts))
 
 
-@given(_URLS, st.lists(_SEG.map(lambda s: f"*{s}*"), max_size=3), st.lists(_SEG.map(lambda s: f"*{s}*"), max_size=3),
-       st.booleans())
+@given(
+    _URLS,
+    st.lists(_SEG.map(lambda s: f"*{s}*"), max_size=3),
+    st.lists(_SEG.map(lambda s: f"*{s}*"), max_size=3),
+    st.booleans(),
+)
 def test_rules_only_narrow(url, inc, exc, defaults):
     """Includes and excludes only take URLs away (a URL they want, no rules want too), an
     exclude of everything wants nothing, and turning the default excludes off only adds."""
@@ -158,15 +189,20 @@ def test_a_page_fingerprint_without_a_selector_is_the_pipeline_fingerprint_and_n
     assert len({page_fingerprint("m", "x1", "s", css) for css in (None, "main", "div.doc")}) == 3
 
 
-@pytest.mark.parametrize("url, in_scope, expected", [
-    ("https://a.example/p", True, {"Authorization": "A-own", "X-All": "1"}),
-    ("https://b.example/p", True, {"Authorization": "global", "X-All": "1"}),
-    ("https://b.example/p", False, {}),  # a host off the sites (a redirect's): nothing
-])
+@pytest.mark.parametrize(
+    "url, in_scope, expected",
+    [
+        ("https://a.example/p", True, {"Authorization": "A-own", "X-All": "1"}),
+        ("https://b.example/p", True, {"Authorization": "global", "X-All": "1"}),
+        ("https://b.example/p", False, {}),  # a host off the sites (a redirect's): nothing
+    ],
+)
 def test_headers_go_to_in_scope_hosts_only_a_sites_own_over_the_global_ones(url, in_scope, expected):
     from sync.core.site_rules import headers_in_scope
 
-    rules = SiteRuleSet(SiteRules(headers=(("Authorization", "global"), ("X-All", "1"))),
-                        sites=(("a.example", SiteRules(headers=(("authorization", "A-own"),))),))
+    rules = SiteRuleSet(
+        SiteRules(headers=(("Authorization", "global"), ("X-All", "1"))),
+        sites=(("a.example", SiteRules(headers=(("authorization", "A-own"),))),),
+    )
     got = headers_in_scope(rules, url, lambda u: None if in_scope else "out of scope")
     assert {k.lower(): v for k, v in got.items()} == {k.lower(): v for k, v in expected.items()}

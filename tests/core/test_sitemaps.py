@@ -58,6 +58,7 @@ def urls(parsed) -> list[str]:
 
 # -- parse_sitemap ----------------------------------------------------------------------------
 
+
 def test_parse_urlset_namespaced():
     p = parse_sitemap(urlset(("https://example.com/a", "2024-01-02T03:04:05+00:00"), ("https://example.com/b", None)))
     assert urls(p) == ["https://example.com/a", "https://example.com/b"]
@@ -85,7 +86,9 @@ def test_parse_urlset_with_prefixed_namespace_and_extensions():
 
 
 def test_parse_canonicalises_and_strips_locs():
-    p = parse_sitemap(urlset(("  HTTPS://Example.COM:443/Docs/?q=1#top  ", None), ("\n\thttp://Example.com:80/x\n", None)))
+    p = parse_sitemap(
+        urlset(("  HTTPS://Example.COM:443/Docs/?q=1#top  ", None), ("\n\thttp://Example.com:80/x\n", None))
+    )
     assert urls(p) == ["https://example.com/Docs/?q=1", "http://example.com/x"]
 
 
@@ -112,29 +115,33 @@ def test_parse_gzip_index():
 
 
 def test_duplicates_are_dropped_first_wins():
-    p = parse_sitemap(urlset(
-        ("https://example.com/a", "2024-01-01"),
-        ("https://example.com/a", "2024-02-02"),
-        ("HTTPS://EXAMPLE.com/a#frag", "2024-03-03"),
-        ("https://example.com:443/a", None),
-        ("https://example.com/A", None),  # path case matters: a different page
-    ))
+    p = parse_sitemap(
+        urlset(
+            ("https://example.com/a", "2024-01-01"),
+            ("https://example.com/a", "2024-02-02"),
+            ("HTTPS://EXAMPLE.com/a#frag", "2024-03-03"),
+            ("https://example.com:443/a", None),
+            ("https://example.com/A", None),  # path case matters: a different page
+        )
+    )
     assert urls(p) == ["https://example.com/a", "https://example.com/A"]
     assert p.entries[0].lastmod == "2024-01-01T00:00:00+00:00"
 
 
 def test_non_http_and_empty_locs_are_skipped():
-    p = parse_sitemap(urlset(
-        ("ftp://example.com/file", None),
-        ("mailto:someone@example.com", None),
-        ("javascript:alert(1)", None),
-        ("file:///etc/passwd", None),
-        ("/relative/path", None),
-        ("", None),
-        ("   ", None),
-        ("https://example.com/ok", None),
-        ("HTTP://example.com/upper-scheme", None),
-    ))
+    p = parse_sitemap(
+        urlset(
+            ("ftp://example.com/file", None),
+            ("mailto:someone@example.com", None),
+            ("javascript:alert(1)", None),
+            ("file:///etc/passwd", None),
+            ("/relative/path", None),
+            ("", None),
+            ("   ", None),
+            ("https://example.com/ok", None),
+            ("HTTP://example.com/upper-scheme", None),
+        )
+    )
     assert urls(p) == ["https://example.com/ok", "http://example.com/upper-scheme"]
     # Each dropped entry is kept with its reason, for the run report (they
     # used to vanish uncounted); the same <loc> twice is one entry, as for valid URLs.
@@ -156,7 +163,9 @@ def test_malformed_and_repeated_invalid_locs_are_kept_once_each():
 
 
 def test_url_without_loc_is_skipped():
-    data = f'<urlset xmlns="{NS}"><url><lastmod>2024-01-01</lastmod></url><url><loc>https://e.com/a</loc></url></urlset>'
+    data = (
+        f'<urlset xmlns="{NS}"><url><lastmod>2024-01-01</lastmod></url><url><loc>https://e.com/a</loc></url></urlset>'
+    )
     p = parse_sitemap(data.encode())
     assert urls(p) == ["https://e.com/a"]
     assert p.invalid == [("", "invalid <loc>: empty")]
@@ -182,27 +191,38 @@ def test_lastmod_normalisation(written, normalised):
 
 
 def test_equal_instants_normalise_equal():
-    p = parse_sitemap(urlset(("https://e.com/a", "2024-01-02T12:00:00+02:00"), ("https://e.com/b", "2024-01-02T10:00:00Z")))
+    p = parse_sitemap(
+        urlset(("https://e.com/a", "2024-01-02T12:00:00+02:00"), ("https://e.com/b", "2024-01-02T10:00:00Z"))
+    )
     assert p.entries[0].lastmod == p.entries[1].lastmod
 
 
-@pytest.mark.parametrize("written, read", [
-    # The HTTP date format, which some generators write, is read: such a site keeps its lastmod.
-    ("Tue, 02 Jan 2024 10:00:00 GMT", "2024-01-02T10:00:00+00:00"),
-    ("Tue, 02 Jan 2024 12:00:00 +0200", "2024-01-02T10:00:00+00:00"),
-    # Anything else is no lastmod: a changed typo must not read as an advance (nor cost trust).
-    ("garbage", None),
-    ("2025-13-45", None),
-    ("2024-02-30T10:00:00Z", None),
-])
+@pytest.mark.parametrize(
+    "written, read",
+    [
+        # The HTTP date format, which some generators write, is read: such a site keeps its lastmod.
+        ("Tue, 02 Jan 2024 10:00:00 GMT", "2024-01-02T10:00:00+00:00"),
+        ("Tue, 02 Jan 2024 12:00:00 +0200", "2024-01-02T10:00:00+00:00"),
+        # Anything else is no lastmod: a changed typo must not read as an advance (nor cost trust).
+        ("garbage", None),
+        ("2025-13-45", None),
+        ("2024-02-30T10:00:00Z", None),
+    ],
+)
 def test_non_w3c_lastmod(written, read):
     p = parse_sitemap(urlset(("https://e.com/a", written)))
     assert p.entries[0].lastmod == read
 
 
 def test_a_changed_unreadable_lastmod_is_no_advance():
-    before = {e.url: e.lastmod for e in parse_sitemap(urlset(("https://e.com/a", "junk"), ("https://e.com/b", "2024-01-01"))).entries}
-    now = {e.url: e.lastmod for e in parse_sitemap(urlset(("https://e.com/a", "junk2"), ("https://e.com/b", "2024-01-01"))).entries}
+    before = {
+        e.url: e.lastmod
+        for e in parse_sitemap(urlset(("https://e.com/a", "junk"), ("https://e.com/b", "2024-01-01"))).entries
+    }
+    now = {
+        e.url: e.lastmod
+        for e in parse_sitemap(urlset(("https://e.com/a", "junk2"), ("https://e.com/b", "2024-01-01"))).entries
+    }
     assert diff_sitemap(before, now).lastmod_changed == []
 
 
@@ -354,6 +374,7 @@ def test_uncompressed_size_cap_applies_to_gzip_and_plain(monkeypatch):
 
 # -- lastmod_trusted ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "lastmods, trusted",
     [
@@ -388,11 +409,20 @@ def test_lastmod_trusted_matches_the_reference_rule(lastmods):
     assert lastmod_trusted(lastmods) is _lastmod_trusted_reference(lastmods)
 
 
-@pytest.mark.parametrize("lastmods, state", [
-    ([], "none"), ([None], "none"), ([None, None, ""], "none"),  # no lastmod at all: not "one stamp"
-    (["d", "d"], "same"), (["d"] * 50, "same"),
-    (["d"], "varied"), (["d", "e"], "varied"), (["d", None], "varied"), (["d", "d", "e"], "varied"),
-])
+@pytest.mark.parametrize(
+    "lastmods, state",
+    [
+        ([], "none"),
+        ([None], "none"),
+        ([None, None, ""], "none"),  # no lastmod at all: not "one stamp"
+        (["d", "d"], "same"),
+        (["d"] * 50, "same"),
+        (["d"], "varied"),
+        (["d", "e"], "varied"),
+        (["d", None], "varied"),
+        (["d", "d", "e"], "varied"),
+    ],
+)
 def test_lastmod_state_tells_no_lastmod_from_one_stamp(lastmods, state):
     assert lastmod_state(iter(lastmods)) == state
 
@@ -404,6 +434,7 @@ def test_lastmod_state_agrees_with_lastmod_trusted(lastmods):
 
 
 # -- kept parses: parse_key, pack_parsed, unpack_parsed --------------------------------------------
+
 
 def test_parse_key_follows_the_body_and_the_parser_version(monkeypatch):
     body = urlset(("https://e.com/a", "2024-01-01"))
@@ -431,33 +462,45 @@ def test_pack_parsed_round_trip(parsed):
 
 
 def test_pack_parsed_round_trip_of_real_parses():
-    for body in (urlset(("https://e.com/a", "2024-01-02T03:04:05+01:00"), ("HTTPS://E.com:443/b#x", None),
-                        ("https://e.com/c", "someday"), ("/relative", None), ("mailto:a@e.com", None)),
-                 index("https://e.com/s1.xml", "https://e.com/s2.xml.gz")):
+    for body in (
+        urlset(
+            ("https://e.com/a", "2024-01-02T03:04:05+01:00"),
+            ("HTTPS://E.com:443/b#x", None),
+            ("https://e.com/c", "someday"),
+            ("/relative", None),
+            ("mailto:a@e.com", None),
+        ),
+        index("https://e.com/s1.xml", "https://e.com/s2.xml.gz"),
+    ):
         parsed = parse_sitemap(body)
         assert unpack_parsed(pack_parsed(parsed)) == parsed
 
 
 def test_a_packed_parse_is_small():
-    parsed = parse_sitemap(urlset(*((f"https://e.com/docs/page-{i}.html", f"2024-01-{i % 28 + 1:02d}") for i in range(2000))))
+    parsed = parse_sitemap(
+        urlset(*((f"https://e.com/docs/page-{i}.html", f"2024-01-{i % 28 + 1:02d}") for i in range(2000)))
+    )
     assert len(pack_parsed(parsed)) < 40 * 2000 // 4
 
 
-@pytest.mark.parametrize("packed", [
-    b"",
-    b"not zlib",
-    zlib.compress(b"not json"),
-    zlib.compress(b"\xff\xfe"),
-    zlib.compress(b"[]"),
-    zlib.compress(b'{"urls": [], "lastmods": []}'),  # no "sitemaps"
-    zlib.compress(b'{"urls": ["a"], "lastmods": [], "sitemaps": []}'),  # lengths differ
-    zlib.compress(b'{"urls": [1], "lastmods": [null], "sitemaps": []}'),
-    zlib.compress(b'{"urls": ["a"], "lastmods": [2], "sitemaps": []}'),
-    zlib.compress(b'{"urls": ["a"], "lastmods": [null], "sitemaps": [null]}'),
-    zlib.compress(b'{"urls": "a", "lastmods": "b", "sitemaps": []}'),
-    zlib.compress(b'{"entries": [["a", null]], "sitemaps": []}'),  # another layout
-    pack_parsed(ParsedSitemap([SitemapEntry("https://e.com/a", None)]))[:-3],  # truncated
-])
+@pytest.mark.parametrize(
+    "packed",
+    [
+        b"",
+        b"not zlib",
+        zlib.compress(b"not json"),
+        zlib.compress(b"\xff\xfe"),
+        zlib.compress(b"[]"),
+        zlib.compress(b'{"urls": [], "lastmods": []}'),  # no "sitemaps"
+        zlib.compress(b'{"urls": ["a"], "lastmods": [], "sitemaps": []}'),  # lengths differ
+        zlib.compress(b'{"urls": [1], "lastmods": [null], "sitemaps": []}'),
+        zlib.compress(b'{"urls": ["a"], "lastmods": [2], "sitemaps": []}'),
+        zlib.compress(b'{"urls": ["a"], "lastmods": [null], "sitemaps": [null]}'),
+        zlib.compress(b'{"urls": "a", "lastmods": "b", "sitemaps": []}'),
+        zlib.compress(b'{"entries": [["a", null]], "sitemaps": []}'),  # another layout
+        pack_parsed(ParsedSitemap([SitemapEntry("https://e.com/a", None)]))[:-3],  # truncated
+    ],
+)
 def test_damaged_or_foreign_packed_parses_unpack_to_none(packed):
     assert unpack_parsed(packed) is None
 
@@ -486,11 +529,23 @@ A, B, C, D = (f"https://e.com/{x}" for x in "abcd")
         ({A: "1", B: "2", D: "4"}, {D: "4", C: "3", B: "9", A: "1"}, [C], [], [B], True),
         ({A: "5", B: "2"}, {A: "3", B: "2"}, [], [], [], True),  # lastmod moves backwards: not a change
         # A deploy-date night's stamp on record (as pagesync < 2026-12 kept it), the old stamps back:
-        ({A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
-         {A: "2026-10-01T00:00:00+00:00", B: "2026-10-02T00:00:00+00:00"}, [], [], [], True),
+        (
+            {A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
+            {A: "2026-10-01T00:00:00+00:00", B: "2026-10-02T00:00:00+00:00"},
+            [],
+            [],
+            [],
+            True,
+        ),
         # ...and one really newer: followed. Instants, not strings, are compared (+02:00 is earlier).
-        ({A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
-         {A: "2026-11-03T00:00:00+00:00", B: "2026-11-02T01:00:00+02:00"}, [], [], [A], True),
+        (
+            {A: "2026-11-02T00:00:00+00:00", B: "2026-11-02T00:00:00+00:00"},
+            {A: "2026-11-03T00:00:00+00:00", B: "2026-11-02T01:00:00+02:00"},
+            [],
+            [],
+            [A],
+            True,
+        ),
     ],
 )
 def test_diff_sitemap_table(previous, current, added, removed, changed, trusted):
@@ -522,8 +577,9 @@ def test_diff_sitemap_properties(previous, current):
     for u in d.lastmod_changed:
         assert current[u] and current[u] != previous[u]
     if d.lastmod_trusted:  # an advance is a later stamp (these ISO dates order as strings), or a first one
-        expected = sorted(u for u in current if u in previous and current[u]
-                          and (previous[u] is None or current[u] > previous[u]))
+        expected = sorted(
+            u for u in current if u in previous and current[u] and (previous[u] is None or current[u] > previous[u])
+        )
         assert d.lastmod_changed == expected
     assert diff_sitemap(MappingProxyType(previous), MappingProxyType(current)) == d  # any Mapping
 
@@ -556,7 +612,9 @@ def test_a_deploy_stamped_site_is_no_feed_beside_one_whose_stamps_vary():
     assert d.lastmod_changed == ["https://a.com/p0"] and d.lastmod_trusted
     # Two deploy-stamped sites with different dates: stamps vary across the run, but no feed.
     assert feed_hosts({**b_now, "https://c.org/x": "2024-01-01", "https://c.org/y": "2024-01-01"}) == set()
-    assert not diff_sitemap({}, {**b_now, "https://c.org/x": "2024-01-01", "https://c.org/y": "2024-01-01"}).lastmod_trusted
+    assert not diff_sitemap(
+        {}, {**b_now, "https://c.org/x": "2024-01-01", "https://c.org/y": "2024-01-01"}
+    ).lastmod_trusted
 
 
 @settings(max_examples=300, deadline=None)
@@ -569,8 +627,14 @@ def test_diff_sitemap_follows_advances_only_on_feed_hosts(previous, current):
     assert d.lastmod_trusted is bool(feed)
     from urllib.parse import urlsplit
 
-    expected = sorted(u for u in current if u in previous and current[u]
-                      and (previous[u] is None or current[u] > previous[u]) and urlsplit(u).netloc.lower() in feed)
+    expected = sorted(
+        u
+        for u in current
+        if u in previous
+        and current[u]
+        and (previous[u] is None or current[u] > previous[u])
+        and urlsplit(u).netloc.lower() in feed
+    )
     assert d.lastmod_changed == expected
 
 
@@ -585,17 +649,22 @@ def test_diff_sitemap_untrusted_when_every_url_shares_one_stamp(previous, curren
 
 # -- lastmod advances and the stamps on record: a deploy-date night changes nothing ----------
 
-@pytest.mark.parametrize("previous, current, advanced", [
-    (None, None, False),
-    ("2026-10-01T00:00:00+00:00", None, False),  # a stamp that disappears
-    (None, "2026-10-01T00:00:00+00:00", True),  # a first stamp is news
-    ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),
-    ("2026-10-01T00:00:00+00:00", "2026-10-02T00:00:00+00:00", True),
-    ("2026-10-02T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),  # backwards
-    ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00.500000+00:00", True),
-    ("2026-10-01T12:00:00+00:00", "2026-10-01T13:00:00+02:00", False),  # an earlier instant
-    ("1", "3", True), ("3", "1", False),  # not dates: the strings' order
-])
+
+@pytest.mark.parametrize(
+    "previous, current, advanced",
+    [
+        (None, None, False),
+        ("2026-10-01T00:00:00+00:00", None, False),  # a stamp that disappears
+        (None, "2026-10-01T00:00:00+00:00", True),  # a first stamp is news
+        ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),
+        ("2026-10-01T00:00:00+00:00", "2026-10-02T00:00:00+00:00", True),
+        ("2026-10-02T00:00:00+00:00", "2026-10-01T00:00:00+00:00", False),  # backwards
+        ("2026-10-01T00:00:00+00:00", "2026-10-01T00:00:00.500000+00:00", True),
+        ("2026-10-01T12:00:00+00:00", "2026-10-01T13:00:00+02:00", False),  # an earlier instant
+        ("1", "3", True),
+        ("3", "1", False),  # not dates: the strings' order
+    ],
+)
 def test_lastmod_advanced_table(previous, current, advanced):
     assert lastmod_advanced(previous, current) is advanced
 
@@ -603,16 +672,19 @@ def test_lastmod_advanced_table(previous, current, advanced):
 S, OLD, NEW = "2026-11-02T00:00:00+00:00", "2026-10-01T00:00:00+00:00", "2026-11-04T00:00:00+00:00"
 
 
-@pytest.mark.parametrize("previous, current, feed, recorded", [
-    (OLD, NEW, True, NEW),  # a feed's stamp is the baseline
-    (NEW, OLD, True, OLD),  # backwards too (no advance, but today's stamp is the one to compare with)
-    (OLD, S, False, OLD),  # a deploy-date night: the last feed stamp stays on record
-    (OLD, None, False, OLD),  # a night without stamps: likewise
-    (OLD, None, True, OLD),  # one URL without its stamp on a feed: likewise
-    (None, S, False, S),  # nothing on record (a new URL): even a deploy date, read after the page
-    (None, None, False, None),
-    (None, NEW, True, NEW),
-])
+@pytest.mark.parametrize(
+    "previous, current, feed, recorded",
+    [
+        (OLD, NEW, True, NEW),  # a feed's stamp is the baseline
+        (NEW, OLD, True, OLD),  # backwards too (no advance, but today's stamp is the one to compare with)
+        (OLD, S, False, OLD),  # a deploy-date night: the last feed stamp stays on record
+        (OLD, None, False, OLD),  # a night without stamps: likewise
+        (OLD, None, True, OLD),  # one URL without its stamp on a feed: likewise
+        (None, S, False, S),  # nothing on record (a new URL): even a deploy date, read after the page
+        (None, None, False, None),
+        (None, NEW, True, NEW),
+    ],
+)
 def test_lastmod_to_record_table(previous, current, feed, recorded):
     assert lastmod_to_record(previous, current, feed) == recorded
 
@@ -700,6 +772,7 @@ def test_lastmods_to_record_lists_exactly_the_records_that_change(previous, curr
 
 # -- collect_sitemaps ----------------------------------------------------------------------------
 
+
 class FakeFetch:
     """url -> bytes or exception; records the order of requests."""
 
@@ -741,11 +814,13 @@ def test_collect_index_to_children():
 def test_collect_resolves_relative_sitemap_lines_of_robots_txt():
     """`Sitemap: /sitemap.xml` used to be skipped as 'scheme (none) not allowed', and the pass
     then failed with 'sitemap(s) listed no URLs'."""
-    fetch = FakeFetch({
-        "https://e.com/robots.txt": b"User-agent: *\nSitemap: /s1.xml\nSitemap: https://e.com/s2.xml\n",
-        "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
-        "https://e.com/s2.xml": urlset(("https://e.com/b", None)),
-    })
+    fetch = FakeFetch(
+        {
+            "https://e.com/robots.txt": b"User-agent: *\nSitemap: /s1.xml\nSitemap: https://e.com/s2.xml\n",
+            "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
+            "https://e.com/s2.xml": urlset(("https://e.com/b", None)),
+        }
+    )
     scope = lambda u: None if u.startswith("https://e.com/") else "out"  # noqa: E731
     out = collect(["https://e.com/robots.txt"], fetch, scope=scope)
     assert set(out.entries) == {"https://e.com/a", "https://e.com/b"}
@@ -753,24 +828,29 @@ def test_collect_resolves_relative_sitemap_lines_of_robots_txt():
 
 
 def test_collect_several_roots_and_repeated_roots_fetched_once():
-    fetch = FakeFetch({
-        "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
-        "https://e.com/s2.xml": urlset(("https://e.com/b", None)),
-    })
+    fetch = FakeFetch(
+        {
+            "https://e.com/s1.xml": urlset(("https://e.com/a", None)),
+            "https://e.com/s2.xml": urlset(("https://e.com/b", None)),
+        }
+    )
     out = collect(["https://e.com/s1.xml", "https://e.com/s2.xml", "https://e.com/s1.xml"], fetch)
     assert set(out.entries) == {"https://e.com/a", "https://e.com/b"}
     assert fetch.calls == ["https://e.com/s1.xml", "https://e.com/s2.xml"]
 
 
 def test_collect_records_errors_and_keeps_going():
-    idx = index("https://e.com/bad-fetch.xml", "https://e.com/broken.xml", "https://e.com/good.xml",
-                "https://e.com/missing.xml")
-    fetch = FakeFetch({
-        "https://e.com/sitemap.xml": idx,
-        "https://e.com/bad-fetch.xml": FetchError("https://e.com/bad-fetch.xml: timeout"),
-        "https://e.com/broken.xml": b"<html>oops</html",
-        "https://e.com/good.xml": urlset(("https://e.com/a", None)),
-    })
+    idx = index(
+        "https://e.com/bad-fetch.xml", "https://e.com/broken.xml", "https://e.com/good.xml", "https://e.com/missing.xml"
+    )
+    fetch = FakeFetch(
+        {
+            "https://e.com/sitemap.xml": idx,
+            "https://e.com/bad-fetch.xml": FetchError("https://e.com/bad-fetch.xml: timeout"),
+            "https://e.com/broken.xml": b"<html>oops</html",
+            "https://e.com/good.xml": urlset(("https://e.com/a", None)),
+        }
+    )
     out = collect(["https://e.com/sitemap.xml"], fetch)
     assert list(out.entries) == ["https://e.com/a"]
     failed = [u for u, _ in out.errors]
@@ -803,19 +883,23 @@ def test_collect_never_raises_on_corrupt_gzip():
 
 
 def test_collect_never_raises_on_a_malformed_loc():
-    fetch = FakeFetch({
-        "https://e.com/s.xml": urlset(("http://[::1/broken", None), ("https://e.com/a", None)),
-        "https://e.com/ok.xml": urlset(("https://e.com/b", None)),
-    })
+    fetch = FakeFetch(
+        {
+            "https://e.com/s.xml": urlset(("http://[::1/broken", None), ("https://e.com/a", None)),
+            "https://e.com/ok.xml": urlset(("https://e.com/b", None)),
+        }
+    )
     out = collect(["https://e.com/s.xml", "https://e.com/ok.xml"], fetch)
     assert "https://e.com/b" in out.entries
 
 
 def test_collect_merges_invalid_locs_once_across_files():
-    fetch = FakeFetch({
-        "https://e.com/s1.xml": urlset(("/a.html", None), ("https://e.com/a", None)),
-        "https://e.com/s2.xml": urlset(("/a.html", None), ("mailto:x@e.com", None)),
-    })
+    fetch = FakeFetch(
+        {
+            "https://e.com/s1.xml": urlset(("/a.html", None), ("https://e.com/a", None)),
+            "https://e.com/s2.xml": urlset(("/a.html", None), ("mailto:x@e.com", None)),
+        }
+    )
     out = collect(["https://e.com/s1.xml", "https://e.com/s2.xml"], fetch)
     assert list(out.entries) == ["https://e.com/a"]
     assert list(out.invalid) == ["/a.html", "mailto:x@e.com"]
@@ -850,11 +934,13 @@ def test_collect_within_depth_reaches_the_leaf():
 
 
 def test_collect_index_cycle_terminates():
-    fetch = FakeFetch({
-        "https://e.com/a.xml": index("https://e.com/b.xml"),
-        "https://e.com/b.xml": index("https://e.com/a.xml", "https://e.com/leaf.xml"),
-        "https://e.com/leaf.xml": urlset(("https://e.com/x", None)),
-    })
+    fetch = FakeFetch(
+        {
+            "https://e.com/a.xml": index("https://e.com/b.xml"),
+            "https://e.com/b.xml": index("https://e.com/a.xml", "https://e.com/leaf.xml"),
+            "https://e.com/leaf.xml": urlset(("https://e.com/x", None)),
+        }
+    )
     out = collect(["https://e.com/a.xml"], fetch, max_depth=10)
     assert out.entries == {"https://e.com/x": None}
     assert sorted(fetch.calls) == ["https://e.com/a.xml", "https://e.com/b.xml", "https://e.com/leaf.xml"]

@@ -8,8 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sync.core.unlinked import (BOUNDED, BOUNDED_MISSES, CLEAR, COMPLETE, CONFIRM_CAP, INCOMPLETE, KEEP, MARK, PURGE,
-                                WAIT, purge_reason, unlinked_step)
+from sync.core.unlinked import (
+    BOUNDED,
+    BOUNDED_MISSES,
+    CLEAR,
+    COMPLETE,
+    CONFIRM_CAP,
+    INCOMPLETE,
+    KEEP,
+    MARK,
+    PURGE,
+    WAIT,
+    purge_reason,
+    unlinked_step,
+)
 
 NOW = datetime(2031, 3, 31, 6, tzinfo=timezone.utc)
 DAY = timedelta(days=1)
@@ -45,8 +57,17 @@ CASES = [
 
 @pytest.mark.parametrize("reached,crawl,since,misses,interval,dropped,cut,action,after", CASES)
 def test_steps(reached, crawl, since, misses, interval, dropped, cut, action, after):
-    step = unlinked_step(reached=reached, crawl=crawl, since=since, by=None, misses=misses, interval=interval,
-                         now=NOW, dropped_by=dropped, behind_cut=cut)
+    step = unlinked_step(
+        reached=reached,
+        crawl=crawl,
+        since=since,
+        by=None,
+        misses=misses,
+        interval=interval,
+        now=NOW,
+        dropped_by=dropped,
+        behind_cut=cut,
+    )
     assert (step.action, step.misses) == (action, after)
     if action == MARK:
         assert step.since == NOW and step.by == dropped
@@ -68,8 +89,17 @@ def test_a_purge_needs_crawls_that_agree_over_a_revisit_interval(passes, interva
     missed: list[tuple[datetime, str]] = []  # complete or bounded crawls that missed it since last reached
     for reached, crawl, hours, cut in passes:
         now += timedelta(hours=hours)
-        step = unlinked_step(reached=reached, crawl=crawl, since=since, by=by, misses=misses, interval=interval,
-                             now=now, dropped_by=HUB, behind_cut=cut)
+        step = unlinked_step(
+            reached=reached,
+            crawl=crawl,
+            since=since,
+            by=by,
+            misses=misses,
+            interval=interval,
+            now=now,
+            dropped_by=HUB,
+            behind_cut=cut,
+        )
         if reached:
             missed = []
         elif crawl != INCOMPLETE and not (cut and missed):
@@ -89,8 +119,9 @@ def test_bounded_crawls_that_keep_missing_a_page_purge_it(hours_apart, interval_
     now, since, by, misses = NOW, None, None, 0
     for n in range(1, 200):
         now += timedelta(hours=hours_apart or 1)
-        step = unlinked_step(reached=False, crawl=BOUNDED, since=since, by=by, misses=misses, interval=interval,
-                             now=now, dropped_by=HUB)
+        step = unlinked_step(
+            reached=False, crawl=BOUNDED, since=since, by=by, misses=misses, interval=interval, now=now, dropped_by=HUB
+        )
         if step.action == PURGE:
             assert n >= BOUNDED_MISSES and step.by == HUB
             return

@@ -31,6 +31,7 @@ from tests.helpers import run_virtual
 
 # -- conditional requests ------------------------------------------------------------------
 
+
 def test_no_validators_sends_no_conditional_headers():
     rec = Recorder(lambda r: html_response())
     res = fetch_page(rec)
@@ -131,6 +132,7 @@ def test_200_replaces_validators_with_what_it_carries():
 
 # -- status classification -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "status, outcome",
     [
@@ -178,6 +180,7 @@ def test_fetch_page_classifies_answers(status, outcome, error):
 
 # -- network trouble never raises -----------------------------------------------------------
 
+
 def _raiser(exc_type, msg="boom"):
     def handler(request):
         raise exc_type(msg, request=request)
@@ -192,7 +195,6 @@ def test_timeouts_become_error(exc_type):
     assert res.error == "timeout"
     assert res.status is None and not res.answered
     assert res.body == b""
-
 
 
 def test_a_trickling_answer_times_out_as_a_whole():
@@ -234,8 +236,7 @@ def _slow_site(delays: dict[str, float]):
     """A MockTransport handler: each URL's body comes `delays[path]` seconds late."""
 
     def handler(request):
-        return httpx.Response(200, headers={"content-type": "text/html"},
-                              stream=_Slow(delays[request.url.path]))
+        return httpx.Response(200, headers={"content-type": "text/html"}, stream=_Slow(delays[request.url.path]))
 
     return handler
 
@@ -260,8 +261,7 @@ def test_each_request_has_its_own_deadline():
 
             # /late starts at 0.5 s and ends at 1.1 s: past the deadline of /quick and /slow
             # (1 s), within its own (1.5 s). /hang starts at 1.2 s, after /slow was cut.
-            return await asyncio.gather(timed("/quick", 0), timed("/slow", 0), timed("/late", 0.5),
-                                        timed("/hang", 1.2))
+            return await asyncio.gather(timed("/quick", 0), timed("/slow", 0), timed("/late", 0.5), timed("/hang", 1.2))
 
     (quick, _), (slow, t_slow), (late, _), (hang, t_hang) = run_virtual(go())
     assert quick.outcome is Outcome.OK and late.outcome is Outcome.OK
@@ -308,6 +308,7 @@ def test_deadlines_hold_in_a_second_event_loop():
     assert first.outcome is Outcome.OK
     assert second.error == "timeout" and elapsed < 1.5
 
+
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError])
 def test_transport_errors_become_error(exc_type):
     res = fetch_page(_raiser(exc_type, "connection refused"))
@@ -335,8 +336,11 @@ def test_redirect_followed_and_final_url_recorded():
 
 
 def test_undecodable_content_encoding_becomes_error():
-    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"not gzip at all"),
-                                              headers={"content-type": "text/html", "content-encoding": "gzip"}))
+    res = fetch_page(
+        lambda r: httpx.Response(
+            200, stream=Streamed(b"not gzip at all"), headers={"content-type": "text/html", "content-encoding": "gzip"}
+        )
+    )
     assert res.outcome is Outcome.ERROR
     assert res.error
 
@@ -351,6 +355,7 @@ def test_malformed_url_never_raises(bad_url):
 
 # -- content type and size -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("ctype", ["application/pdf", "image/png", "application/octet-stream", "application/json"])
 def test_non_text_content_type_is_skipped_with_reason(ctype):
     res = fetch_page(Recorder(lambda r: html_response(ctype=ctype, body=b"%PDF-1.7 ...")))
@@ -361,8 +366,15 @@ def test_non_text_content_type_is_skipped_with_reason(ctype):
 
 @pytest.mark.parametrize(
     "ctype",
-    ["text/html", "text/html; charset=utf-8", "TEXT/HTML; Charset=UTF-8", "application/xhtml+xml",
-     "text/markdown", "text/x-markdown; charset=utf-8", "text/plain"],
+    [
+        "text/html",
+        "text/html; charset=utf-8",
+        "TEXT/HTML; Charset=UTF-8",
+        "application/xhtml+xml",
+        "text/markdown",
+        "text/x-markdown; charset=utf-8",
+        "text/plain",
+    ],
 )
 def test_text_content_types_are_ok(ctype):
     res = fetch_page(Recorder(lambda r: html_response(ctype=ctype)))
@@ -388,20 +400,25 @@ def test_cap_applies_to_decoded_size_of_compressed_body():
     raw = b"<p>" + b"a" * 50_000 + b"</p>"
     gz = gzip.compress(raw)
     assert len(gz) < 1000
-    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(gz, 256),
-                                              headers={"content-type": "text/html", "content-encoding": "gzip"}),
-                     max_bytes=10_000)
+    res = fetch_page(
+        lambda r: httpx.Response(
+            200, stream=Streamed(gz, 256), headers={"content-type": "text/html", "content-encoding": "gzip"}
+        ),
+        max_bytes=10_000,
+    )
     assert res.outcome is Outcome.SKIPPED
 
 
 def test_streamed_body_over_max_bytes_is_skipped():
-    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"y" * 50_000, 1000),
-                                              headers={"content-type": "text/html"}),
-                     max_bytes=10_000)
+    res = fetch_page(
+        lambda r: httpx.Response(200, stream=Streamed(b"y" * 50_000, 1000), headers={"content-type": "text/html"}),
+        max_bytes=10_000,
+    )
     assert res.outcome is Outcome.SKIPPED
 
 
 # -- bytes downloaded ------------------------------------------------------------------------------
+
 
 def test_bytes_downloaded_counts_the_body():
     res = fetch_page(Recorder(lambda r: html_response(body=HTML)))
@@ -411,8 +428,11 @@ def test_bytes_downloaded_counts_the_body():
 def test_bytes_downloaded_counts_wire_bytes_of_compressed_body():
     raw = b"<html><body><main>" + b"<p>repeat me</p>" * 500 + b"</main></body></html>"
     gz = gzip.compress(raw)
-    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(gz, 64),
-                                              headers={"content-type": "text/html", "content-encoding": "gzip"}))
+    res = fetch_page(
+        lambda r: httpx.Response(
+            200, stream=Streamed(gz, 64), headers={"content-type": "text/html", "content-encoding": "gzip"}
+        )
+    )
     assert res.outcome is Outcome.OK
     assert res.body == raw
     assert res.bytes_downloaded == len(gz)
@@ -425,6 +445,7 @@ def test_bytes_downloaded_zero_for_304():
 
 # -- fetch_bytes (sitemaps) -----------------------------------------------------------------------
 
+
 def test_fetch_bytes_returns_body_and_wire_size():
     raw = b"<urlset>" + b"<url><loc>https://e.com/a</loc></url>" * 100 + b"</urlset>"
     gz = gzip.compress(raw)
@@ -432,8 +453,9 @@ def test_fetch_bytes_returns_body_and_wire_size():
     def handler(request):
         if request.url.path == "/plain.xml":
             return httpx.Response(200, stream=Streamed(raw), headers={"content-type": "application/xml"})
-        return httpx.Response(200, stream=Streamed(gz),
-                              headers={"content-type": "application/xml", "content-encoding": "gzip"})
+        return httpx.Response(
+            200, stream=Streamed(gz), headers={"content-type": "application/xml", "content-encoding": "gzip"}
+        )
 
     async def both(f):
         return await f.fetch_bytes("https://e.com/plain.xml"), await f.fetch_bytes("https://e.com/enc.xml")
@@ -453,7 +475,9 @@ def test_fetch_bytes_sends_no_conditional_headers_and_accepts_any_content_type()
 @pytest.mark.parametrize("status", [304, 404, 410, 403, 429, 500, 503])
 def test_fetch_bytes_raises_fetch_error_on_non_2xx(status):
     with pytest.raises(FetchError, match=str(status)):
-        run_fetcher(Recorder(lambda r: httpx.Response(status, content=b"x")), lambda f: f.fetch_bytes("https://e.com/s.xml"))
+        run_fetcher(
+            Recorder(lambda r: httpx.Response(status, content=b"x")), lambda f: f.fetch_bytes("https://e.com/s.xml")
+        )
 
 
 @pytest.mark.parametrize("exc_type", [httpx.ConnectError, httpx.ReadTimeout])
@@ -465,8 +489,10 @@ def test_fetch_bytes_maps_transport_errors_to_fetch_error(exc_type):
 def test_fetch_bytes_over_cap_raises_fetch_error(monkeypatch):
     monkeypatch.setattr(fetcher_mod, "MAX_SITEMAP_BYTES", 1000)
     with pytest.raises(FetchError):
-        run_fetcher(Recorder(lambda r: httpx.Response(200, stream=Streamed(b"z" * 1001, 100))),
-            lambda f: f.fetch_bytes("https://e.com/s.xml"))
+        run_fetcher(
+            Recorder(lambda r: httpx.Response(200, stream=Streamed(b"z" * 1001, 100))),
+            lambda f: f.fetch_bytes("https://e.com/s.xml"),
+        )
 
 
 @pytest.mark.parametrize("bad_url", ["http://[::1/sitemap.xml", "https://e.com/" + "a" * 70_000])
@@ -476,6 +502,7 @@ def test_fetch_bytes_malformed_url_raises_fetch_error(bad_url):
 
 
 # -- per-host concurrency ---------------------------------------------------------------------------
+
 
 class ConcurrencyProbe:
     def __init__(self, hold: float = 0.02):
@@ -542,19 +569,24 @@ def test_fetch_bytes_shares_the_per_host_bound():
 
 # -- redirects, robots.txt, Retry-After, scope ---------------------------------------------------
 
+
 def _redirecting(codes):
     """/r0 -> /r1 -> ... with the given status codes, then a page."""
+
     def handler(request):
         path = request.url.path
         if path.startswith("/r") and int(path[2:]) < len(codes):
             i = int(path[2:])
             return httpx.Response(codes[i], headers={"location": f"/r{i + 1}"})
         return html_response()
+
     return handler
 
 
-@pytest.mark.parametrize("codes,permanent", [([301], True), ([308], True), ([301, 308], True),
-                                             ([302], False), ([307], False), ([301, 302], False)])
+@pytest.mark.parametrize(
+    "codes,permanent",
+    [([301], True), ([308], True), ([301, 308], True), ([302], False), ([307], False), ([301, 302], False)],
+)
 def test_permanent_only_when_every_hop_is_301_or_308(codes, permanent):
     res = fetch_page(_redirecting(codes), url="https://docs.example.com/r0")
     assert res.outcome is Outcome.OK
@@ -587,18 +619,22 @@ def _robots_site(robots_status, robots_body=b""):
         if request.url.path == "/robots.txt":
             return httpx.Response(robots_status, content=robots_body)
         return html_response()
+
     return Recorder(handler)
 
 
-@pytest.mark.parametrize("status,body,path,allowed", [
-    (200, b"User-agent: *\nDisallow: /private\n", "/private/x.html", False),
-    (200, b"User-agent: *\nDisallow: /private\n", "/public.html", True),
-    (200, b"User-agent: pagesync\nDisallow: /\n", "/public.html", False),
-    (404, b"", "/anything.html", True),
-    (403, b"", "/anything.html", True),
-    (500, b"", "/anything.html", False),
-    (503, b"", "/anything.html", False),
-])
+@pytest.mark.parametrize(
+    "status,body,path,allowed",
+    [
+        (200, b"User-agent: *\nDisallow: /private\n", "/private/x.html", False),
+        (200, b"User-agent: *\nDisallow: /private\n", "/public.html", True),
+        (200, b"User-agent: pagesync\nDisallow: /\n", "/public.html", False),
+        (404, b"", "/anything.html", True),
+        (403, b"", "/anything.html", True),
+        (500, b"", "/anything.html", False),
+        (503, b"", "/anything.html", False),
+    ],
+)
 def test_robots_rules(status, body, path, allowed):
     site = _robots_site(status, body)
     res = fetch_page(site, url="https://docs.example.com" + path, respect_robots=True)
@@ -638,8 +674,9 @@ def test_crawl_delay_spaces_requests_with_a_cap():
     assert 0.35 <= elapsed < 5  # two gaps of the capped 0.2 s, not 100 s
 
 
-@pytest.mark.parametrize("value,expected", [("120", 120.0), ("0", 0.0), ("soon", None), (None, None),
-                                            ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)])
+@pytest.mark.parametrize(
+    "value,expected", [("120", 120.0), ("0", 0.0), ("soon", None), (None, None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)]
+)
 def test_parse_retry_after(value, expected):
     assert parse_retry_after(value) == expected
 
@@ -647,6 +684,7 @@ def test_parse_retry_after(value, expected):
 def test_retry_after_backs_the_host_off():
     def handler(request):
         return httpx.Response(429, headers={"retry-after": "3600"})
+
     site = Recorder(handler)
 
     async def two(f):
@@ -658,7 +696,6 @@ def test_retry_after_backs_the_host_off():
     assert first.outcome is Outcome.ERROR and first.retry_after == 3600
     assert second.outcome is Outcome.ERROR and "backing off" in second.error
     assert len(site.requests) == 1  # the second page was not requested
-
 
 
 def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
@@ -684,10 +721,13 @@ def test_retry_after_fails_fast_for_requests_already_waiting_on_the_host():
     assert len(requests) == 1
 
 
-@pytest.mark.parametrize("robots,first,why", [
-    (b"User-agent: *\nCrawl-delay: 100\nDisallow: /private\n", 200, "disallowed by robots.txt"),
-    (b"", 429, "backing off"),
-])
+@pytest.mark.parametrize(
+    "robots,first,why",
+    [
+        (b"User-agent: *\nCrawl-delay: 100\nDisallow: /private\n", 200, "disallowed by robots.txt"),
+        (b"", 429, "backing off"),
+    ],
+)
 def test_host_queue_hands_out_at_once_what_needs_no_request(robots, first, why):
     """A page fetch_page answers without a request (disallowed, its host backing off for
     longer than we wait) is handed out at once, not after the host's Crawl-delay (100 s
@@ -718,8 +758,10 @@ def test_host_queue_hands_out_at_once_what_needs_no_request(robots, first, why):
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 ORIGIN = "https://docs.example.com"
 SITEMAP = "https://docs.example.com/sitemap.xml"
-SITEMAP_BODY = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                b"<url><loc>https://docs.example.com/a.html</loc></url></urlset>")
+SITEMAP_BODY = (
+    b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+    b"<url><loc>https://docs.example.com/a.html</loc></url></urlset>"
+)
 LM = "Wed, 31 Dec 2025 10:00:00 GMT"
 
 
@@ -810,14 +852,19 @@ def test_robots_failure_is_reused_within_the_pass_but_not_cached(status):
 def test_robots_network_error_is_not_cached():
     cache = DictCache()
     res = page_visit(_raiser(httpx.ConnectError), cache, T0)
-    assert res.outcome is Outcome.ERROR and res.error == "robots.txt got no answer (ConnectError): host not crawled this pass"
+    assert (
+        res.outcome is Outcome.ERROR
+        and res.error == "robots.txt got no answer (ConnectError): host not crawled this pass"
+    )
     assert cache.robots == {}
 
 
 def test_robots_cache_key_is_the_origin():
     cache = DictCache()
     site = _robots_site(200, b"User-agent: *\nAllow: /\n")
-    run_fetcher(site, lambda f: f.fetch_page("https://Docs.Example.com:8443/a.html"), respect_robots=True, cache=cache, now=T0)
+    run_fetcher(
+        site, lambda f: f.fetch_page("https://Docs.Example.com:8443/a.html"), respect_robots=True, cache=cache, now=T0
+    )
     assert list(cache.robots) == ["https://docs.example.com:8443"]
 
 
@@ -945,8 +992,9 @@ def test_sitemap_gzip_file_and_content_encoding_kept_as_the_caller_received_them
             return httpx.Response(304)
         if request.url.path.endswith(".gz"):
             return httpx.Response(200, stream=Streamed(gz_file), headers={"etag": '"g"'})
-        return httpx.Response(200, stream=Streamed(gzip.compress(SITEMAP_BODY)),
-                              headers={"etag": '"g"', "content-encoding": "gzip"})
+        return httpx.Response(
+            200, stream=Streamed(gzip.compress(SITEMAP_BODY)), headers={"etag": '"g"', "content-encoding": "gzip"}
+        )
 
     for url, expected in ((SITEMAP + ".gz", gz_file), (SITEMAP, SITEMAP_BODY)):
         cache = DictCache()
@@ -1013,8 +1061,9 @@ def test_content_length_over_max_bytes_is_skipped_without_reading_the_body():
     def handler(request):
         s = _Counted(12 * 1024 * 1024)
         streams.append(s)
-        return httpx.Response(200, stream=s, headers={"content-type": "text/html",
-                                                        "content-length": str(12 * 1024 * 1024)})
+        return httpx.Response(
+            200, stream=s, headers={"content-type": "text/html", "content-length": str(12 * 1024 * 1024)}
+        )
 
     res = fetch_page(handler)  # the default cap: 10 MB
     assert res.outcome is Outcome.SKIPPED and res.error == f"larger than {10 * 1024 * 1024} bytes"
@@ -1022,9 +1071,12 @@ def test_content_length_over_max_bytes_is_skipped_without_reading_the_body():
 
 
 def test_content_length_within_max_bytes_is_read():
-    res = fetch_page(lambda r: httpx.Response(200, stream=Streamed(b"x" * 100),
-                                              headers={"content-type": "text/html", "content-length": "100"}),
-                     max_bytes=100)
+    res = fetch_page(
+        lambda r: httpx.Response(
+            200, stream=Streamed(b"x" * 100), headers={"content-type": "text/html", "content-length": "100"}
+        ),
+        max_bytes=100,
+    )
     assert res.outcome is Outcome.OK and res.body == b"x" * 100
 
 
@@ -1033,9 +1085,12 @@ def test_robots_txt_over_the_cap_by_content_length_is_still_read_up_to_the_cap()
 
     def handler(request):
         if request.url.path == "/robots.txt":
-            return httpx.Response(200, stream=Streamed(body), headers={"content-type": "text/plain",
-                                                                       "content-length": str(len(body))})
+            return httpx.Response(
+                200, stream=Streamed(body), headers={"content-type": "text/plain", "content-length": str(len(body))}
+            )
         return html_response()
 
-    assert fetch_page(handler, url="https://docs.example.com/private/a.html", respect_robots=True).outcome \
-        is Outcome.SKIPPED  # the rules at the top were read and applied
+    assert (
+        fetch_page(handler, url="https://docs.example.com/private/a.html", respect_robots=True).outcome
+        is Outcome.SKIPPED
+    )  # the rules at the top were read and applied

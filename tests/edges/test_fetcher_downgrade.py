@@ -26,7 +26,10 @@ def test_a_downgrade_redirect_carries_no_header_nor_do_the_hops_after_it():
     res = fetch_page(seen, site_headers=always)
     assert res.outcome is Outcome.OK
     assert [(r.url.scheme, r.headers.get("authorization")) for r in seen.requests] == [
-        ("https", "Bearer secret"), ("http", None), ("https", "Bearer secret")]
+        ("https", "Bearer secret"),
+        ("http", None),
+        ("https", "Bearer secret"),
+    ]
 
 
 def test_a_plain_http_page_of_a_plain_site_keeps_its_header():

@@ -26,12 +26,20 @@ def test_site_headers_are_asked_for_at_every_hop():
     res = fetch_page(seen, site_headers=site_headers)
     assert res.outcome is Outcome.OK
     assert [(r.url.host, r.headers.get("authorization")) for r in seen.requests] == [
-        ("docs.example.com", "Bearer a"), ("cdn.example.com", None), ("docs.example.com", "Bearer a")]
+        ("docs.example.com", "Bearer a"),
+        ("cdn.example.com", None),
+        ("docs.example.com", "Bearer a"),
+    ]
 
 
 def test_a_permanent_move_to_an_unwanted_page_is_answered_as_the_move():
-    seen = Recorder(lambda r: httpx.Response(301, headers={"location": "/genindex.html"})
-                    if r.url.path == "/page.html" else html_response())
+    seen = Recorder(
+        lambda r: (
+            httpx.Response(301, headers={"location": "/genindex.html"})
+            if r.url.path == "/page.html"
+            else html_response()
+        )
+    )
 
     async def go(f):
         f.unwanted = lambda u: "excluded" if u.endswith("/genindex.html") else None
@@ -44,8 +52,13 @@ def test_a_permanent_move_to_an_unwanted_page_is_answered_as_the_move():
 
 
 def test_a_temporary_redirect_to_an_unwanted_page_is_not_followed():
-    seen = Recorder(lambda r: httpx.Response(302, headers={"location": "/genindex.html"})
-                    if r.url.path == "/page.html" else html_response())
+    seen = Recorder(
+        lambda r: (
+            httpx.Response(302, headers={"location": "/genindex.html"})
+            if r.url.path == "/page.html"
+            else html_response()
+        )
+    )
 
     async def go(f):
         f.unwanted = lambda u: "excluded by --exclude */genindex.html" if u.endswith("/genindex.html") else None

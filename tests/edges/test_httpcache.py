@@ -32,15 +32,18 @@ from sync.edges.state import StateDB
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 
-@pytest.mark.parametrize("age,fresh", [
-    (timedelta(0), True),
-    (timedelta(hours=1), True),
-    (timedelta(hours=23, minutes=59, seconds=59), True),
-    (timedelta(hours=24), False),
-    (timedelta(hours=25), False),
-    (timedelta(days=30), False),
-    (-timedelta(seconds=1), False),  # from the pass clock's future (a replay with an earlier --now)
-])
+@pytest.mark.parametrize(
+    "age,fresh",
+    [
+        (timedelta(0), True),
+        (timedelta(hours=1), True),
+        (timedelta(hours=23, minutes=59, seconds=59), True),
+        (timedelta(hours=24), False),
+        (timedelta(hours=25), False),
+        (timedelta(days=30), False),
+        (-timedelta(seconds=1), False),  # from the pass clock's future (a replay with an earlier --now)
+    ],
+)
 def test_robots_fresh_for_24_hours_at_the_pass_clock(age, fresh):
     answer = RobotsAnswer(200, b"User-agent: *\nAllow: /\n", T0)
     assert robots_fresh(answer, T0 + age) is fresh
@@ -53,10 +56,24 @@ def test_robots_max_age_is_24_hours_and_can_be_given():
     assert not robots_fresh(answer, T0 + timedelta(hours=2), max_age=timedelta(hours=1))
 
 
-@pytest.mark.parametrize("status,cacheable", [
-    (200, True), (204, True), (301, True), (400, True), (401, True), (403, True), (404, True), (410, True),
-    (429, False), (500, False), (502, False), (503, False), (None, False),
-])
+@pytest.mark.parametrize(
+    "status,cacheable",
+    [
+        (200, True),
+        (204, True),
+        (301, True),
+        (400, True),
+        (401, True),
+        (403, True),
+        (404, True),
+        (410, True),
+        (429, False),
+        (500, False),
+        (502, False),
+        (503, False),
+        (None, False),
+    ],
+)
 def test_only_answers_that_describe_the_site_are_cacheable(status, cacheable):
     assert robots_cacheable(status) is cacheable
 
@@ -89,6 +106,7 @@ def test_sitemap_copy_of_and_body():
 
 
 # -- StateDB as the store ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def db(tmp_path):
@@ -133,13 +151,17 @@ def test_cache_survives_reopen(tmp_path):
 def test_old_state_files_gain_the_cache_tables(tmp_path):
     path = tmp_path / "old.db"
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE pages (url TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL, "
-                "in_sitemap INTEGER NOT NULL DEFAULT 0, sitemap_lastmod TEXT, etag TEXT, last_modified TEXT, "
-                "content_hash TEXT, fingerprint TEXT, pending_hash TEXT, chunk_count INTEGER NOT NULL DEFAULT 0, "
-                "title TEXT, interval_s REAL, due_at REAL, first_seen_at REAL, last_fetched_at REAL, "
-                "last_changed_at REAL, failures INTEGER NOT NULL DEFAULT 0, last_error TEXT)")
-    con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL, "
-                "finished_at TEXT NOT NULL, report TEXT NOT NULL)")
+    con.execute(
+        "CREATE TABLE pages (url TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL, "
+        "in_sitemap INTEGER NOT NULL DEFAULT 0, sitemap_lastmod TEXT, etag TEXT, last_modified TEXT, "
+        "content_hash TEXT, fingerprint TEXT, pending_hash TEXT, chunk_count INTEGER NOT NULL DEFAULT 0, "
+        "title TEXT, interval_s REAL, due_at REAL, first_seen_at REAL, last_fetched_at REAL, "
+        "last_changed_at REAL, failures INTEGER NOT NULL DEFAULT 0, last_error TEXT)"
+    )
+    con.execute(
+        "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started_at TEXT NOT NULL, "
+        "finished_at TEXT NOT NULL, report TEXT NOT NULL)"
+    )
     con.commit()
     con.close()
     with StateDB(path) as db:
@@ -154,8 +176,9 @@ SM = "https://e.com/sitemap.xml"
 
 
 def _urlset(*paths: str) -> bytes:
-    items = "".join(f"<url><loc>https://E.com{p}</loc><lastmod>2024-01-0{i % 9 + 1}</lastmod></url>"
-                    for i, p in enumerate(paths))
+    items = "".join(
+        f"<url><loc>https://E.com{p}</loc><lastmod>2024-01-0{i % 9 + 1}</lastmod></url>" for i, p in enumerate(paths)
+    )
     return f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{items}</urlset>'.encode()
 
 
@@ -213,8 +236,14 @@ def test_a_damaged_kept_parse_means_a_full_parse_never_an_empty_sitemap(count_pa
     body = _urlset("/a", "/b")
     memo_parser(cache)(SM, body)
     key, packed = cache.kept[SM]
-    cache.kept[SM] = (key, {"garbage": b"\x00junk", "truncated": packed[: len(packed) // 2],
-                            "wrong shape": zlib.compress(b'{"urls": [], "lastmods": []}')}[damage])
+    cache.kept[SM] = (
+        key,
+        {
+            "garbage": b"\x00junk",
+            "truncated": packed[: len(packed) // 2],
+            "wrong shape": zlib.compress(b'{"urls": [], "lastmods": []}'),
+        }[damage],
+    )
     parsed = memo_parser(cache)(SM, body)
     assert parsed == parse_sitemap(body) and len(parsed.entries) == 2
     assert len(count_parses) == 2 and unpack_parsed(cache.kept[SM][1]) == parsed  # kept again, readable

@@ -23,17 +23,20 @@ def H(token: str, expires: float | None, started: float = 0.0) -> Holder:
 
 
 # -- pure rules ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("current, now, expected", [
-    (None, 0.0, FREE),
-    (H("me", 100.0), 50.0, MINE),
-    (H("me", 100.0), 150.0, MINE),  # expired, but nobody took it: still ours to renew
-    (H("other", 100.0), 50.0, HELD),
-    (H("other", 100.0), 99.999, HELD),
-    (H("other", 100.0), 100.0, EXPIRED),  # at expires_at exactly it has run out
-    (H("other", 100.0), 1e12, EXPIRED),
-    (H("other", None), 1e12, HELD),  # no expiry (an OS file lock): held until released
-    (H("", 100.0), 50.0, HELD),  # an empty token is nobody's
-])
+@pytest.mark.parametrize(
+    "current, now, expected",
+    [
+        (None, 0.0, FREE),
+        (H("me", 100.0), 50.0, MINE),
+        (H("me", 100.0), 150.0, MINE),  # expired, but nobody took it: still ours to renew
+        (H("other", 100.0), 50.0, HELD),
+        (H("other", 100.0), 99.999, HELD),
+        (H("other", 100.0), 100.0, EXPIRED),  # at expires_at exactly it has run out
+        (H("other", 100.0), 1e12, EXPIRED),
+        (H("other", None), 1e12, HELD),  # no expiry (an OS file lock): held until released
+        (H("", 100.0), 50.0, HELD),  # an empty token is nobody's
+    ],
+)
 def test_lease_status(current, now, expected):
     assert lease_status(current, "me", now) is expected
 
@@ -47,11 +50,14 @@ def test_may_take(status, ok):
     assert may_take(status) is ok
 
 
-@pytest.mark.parametrize("current, now, started, expires", [
-    (None, 1000.0, 1000.0, 1600.0),  # a fresh claim starts now
-    (H("other", 900.0, started=300.0), 1000.0, 1000.0, 1600.0),  # taking over an expired lease
-    (H("me", 1200.0, started=600.0), 1000.0, 600.0, 1600.0),  # a renewal keeps its start
-])
+@pytest.mark.parametrize(
+    "current, now, started, expires",
+    [
+        (None, 1000.0, 1000.0, 1600.0),  # a fresh claim starts now
+        (H("other", 900.0, started=300.0), 1000.0, 1000.0, 1600.0),  # taking over an expired lease
+        (H("me", 1200.0, started=600.0), 1000.0, 600.0, 1600.0),  # a renewal keeps its start
+    ],
+)
 def test_claim(current, now, started, expires):
     me = Holder("ci", 5, 0.0, None, "me")
     got = claim(current, me, now, 600.0)
@@ -60,9 +66,11 @@ def test_claim(current, now, started, expires):
 
 def test_refusal_message_names_the_holder_in_one_line():
     msg = locked_message("the Qdrant state 'x'", Holder("runner-7", 4242, 1_767_225_600.0, 1_767_226_200.0, "t"))
-    assert msg == ("another pagesync pass is using the Qdrant state 'x' (host runner-7, pid 4242, started at "
-                   "2026-01-01T00:00:00+00:00, expires at 2026-01-01T00:10:00+00:00); try again later, "
-                   "or wait for it with --wait-lock SECONDS")
+    assert msg == (
+        "another pagesync pass is using the Qdrant state 'x' (host runner-7, pid 4242, started at "
+        "2026-01-01T00:00:00+00:00, expires at 2026-01-01T00:10:00+00:00); try again later, "
+        "or wait for it with --wait-lock SECONDS"
+    )
     assert "t)" not in msg  # the token proves nothing to a reader and is not shown
 
 
@@ -91,8 +99,15 @@ def client():
 
 
 def state(client, clock, who: str, pid: int, **kw) -> QdrantState:
-    opts = dict(clock=clock, sleep=clock.sleep, holder=(who, pid), settle_seconds=1.0, heartbeat_seconds=0,
-                lease_seconds=600.0, poll_seconds=5.0)
+    opts = dict(
+        clock=clock,
+        sleep=clock.sleep,
+        holder=(who, pid),
+        settle_seconds=1.0,
+        heartbeat_seconds=0,
+        lease_seconds=600.0,
+        poll_seconds=5.0,
+    )
     opts.update(kw)
     return QdrantState(client, NAME, **opts)
 
@@ -215,8 +230,10 @@ def test_racing_passes_exactly_one_wins(client):
     shared = Serialized(client)
     QdrantState(shared, NAME)  # the collection exists before the race
     for round_ in range(2):
-        racers = [QdrantState(shared, NAME, holder=(f"ci-{i}", 1000 + i), settle_seconds=0.5, heartbeat_seconds=0)
-                  for i in range(3)]
+        racers = [
+            QdrantState(shared, NAME, holder=(f"ci-{i}", 1000 + i), settle_seconds=0.5, heartbeat_seconds=0)
+            for i in range(3)
+        ]
         barrier = threading.Barrier(len(racers))
         outcome: dict[int, object] = {}
 

@@ -16,11 +16,23 @@ def samples(text: str) -> dict[str, tuple[dict, float]]:
 
 
 def test_every_numeric_report_key_is_a_gauge(tmp_path):
-    rep = Report(finished_at="2026-01-01T00:00:00+00:00", pages_fetched=7, pages_failed=1, pages_visited=8,
-                 chunks_written=40, dry_run=False, collection_lost=True, collection="docs")
+    rep = Report(
+        finished_at="2026-01-01T00:00:00+00:00",
+        pages_fetched=7,
+        pages_failed=1,
+        pages_visited=8,
+        chunks_written=40,
+        dry_run=False,
+        collection_lost=True,
+        collection="docs",
+    )
     data = rep.to_dict()
-    status = {"pages_tracked": 9, "pages_due": 2, "oldest_visit_at": "2025-12-31T00:00:00+00:00",
-              "oldest_visit_age_s": 86400.0}
+    status = {
+        "pages_tracked": 9,
+        "pages_due": 2,
+        "oldest_visit_at": "2025-12-31T00:00:00+00:00",
+        "oldest_visit_age_s": 86400.0,
+    }
     path = tmp_path / "textfile" / "pagesync.prom"
     write_metrics(path, data, status, "docs")
     got = samples(path.read_text())

@@ -26,9 +26,14 @@ from tests.property_helpers import SiteEdits
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 KEY = "sekret-key-123"
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port
-INDEXED = {"kind": m.PayloadSchemaType.KEYWORD, "status": m.PayloadSchemaType.KEYWORD,
-           "due_key": m.PayloadSchemaType.FLOAT, "in_sitemap": m.PayloadSchemaType.BOOL,
-           "has_pending": m.PayloadSchemaType.BOOL, "seq": m.PayloadSchemaType.INTEGER}
+INDEXED = {
+    "kind": m.PayloadSchemaType.KEYWORD,
+    "status": m.PayloadSchemaType.KEYWORD,
+    "due_key": m.PayloadSchemaType.FLOAT,
+    "in_sitemap": m.PayloadSchemaType.BOOL,
+    "has_pending": m.PayloadSchemaType.BOOL,
+    "seq": m.PayloadSchemaType.INTEGER,
+}
 
 
 class Recording:
@@ -106,11 +111,15 @@ def test_layout_payload_only_points_and_the_indexes_the_due_query_uses():
 
 def test_due_with_no_due_time_and_gone_pages(tmp_path):
     s = QdrantState(QdrantClient(location=":memory:"), "c__pagesync_state", heartbeat_seconds=0)
-    s.put_many([
-        PageState(url="https://e.com/new", due_at=None),
-        PageState(url="https://e.com/old", status=LIVE, content_hash="h", due_at=datetime(1960, 1, 1, tzinfo=timezone.utc)),
-        PageState(url="https://e.com/gone", status=GONE, due_at=None),
-    ])
+    s.put_many(
+        [
+            PageState(url="https://e.com/new", due_at=None),
+            PageState(
+                url="https://e.com/old", status=LIVE, content_hash="h", due_at=datetime(1960, 1, 1, tzinfo=timezone.utc)
+            ),
+            PageState(url="https://e.com/gone", status=GONE, due_at=None),
+        ]
+    )
     assert s.due_urls(T0) == ["https://e.com/new", "https://e.com/old"]
 
 
@@ -131,17 +140,32 @@ def test_payload_indexes_on_a_server(qdrant_server):  # noqa: F811
 # -- the API key ---------------------------------------------------------------------------------
 @pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 def test_state_errors_never_contain_the_api_key(caplog):
-    client = RetryingClient(QdrantClient(url=DEAD, api_key=KEY, timeout=1, check_compatibility=False),
-                            tries=2, sleep=lambda s: None)
+    client = RetryingClient(
+        QdrantClient(url=DEAD, api_key=KEY, timeout=1, check_compatibility=False), tries=2, sleep=lambda s: None
+    )
     s = QdrantState(client, "c__pagesync_state", api_key=KEY, create=False, heartbeat_seconds=0, settle_seconds=0)
     page = PageState(url="https://e.com/a")
     with pytest.raises(StateError) as ei:
         s.ensure()  # creating the collection
     assert KEY not in str(ei.value) and KEY not in "".join(traceback.format_exception(ei.value))
-    ops = [s.exists, lambda: s.get(page.url), lambda: s.get_many([page.url]), s.all_pages,
-           s.sitemap_urls, lambda: s.due_urls(T0), s.tracked_count, lambda: s.put_many([page]),
-           s.host_trust_counts, lambda: s.add_host_trust({"e.com": (1, 1)}), s.last_run, s.runs,
-           lambda: s.record_run({"started_at": "a", "finished_at": "b"}), s.clear, s.lock, s.read_lease]
+    ops = [
+        s.exists,
+        lambda: s.get(page.url),
+        lambda: s.get_many([page.url]),
+        s.all_pages,
+        s.sitemap_urls,
+        lambda: s.due_urls(T0),
+        s.tracked_count,
+        lambda: s.put_many([page]),
+        s.host_trust_counts,
+        lambda: s.add_host_trust({"e.com": (1, 1)}),
+        s.last_run,
+        s.runs,
+        lambda: s.record_run({"started_at": "a", "finished_at": "b"}),
+        s.clear,
+        s.lock,
+        s.read_lease,
+    ]
     for op in ops:
         s._ready = True  # past the collection check, so every call reaches the server
         with pytest.raises(StateError) as ei:
@@ -195,7 +219,9 @@ class QdrantSiteEdits(SiteEdits):
 
 
 QdrantSiteEdits.TestCase.settings = settings(
-    max_examples=2, stateful_step_count=4, deadline=None,
+    max_examples=2,
+    stateful_step_count=4,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestQdrantSiteEdits = pytest.mark.slow(QdrantSiteEdits.TestCase)

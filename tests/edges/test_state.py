@@ -163,12 +163,14 @@ def test_get_missing_and_get_many(db):
 
 
 def test_counts_and_tracked_urls(db):
-    db.put_many([
-        PageState(url="https://e.com/a", status=LIVE, content_hash="h"),
-        PageState(url="https://e.com/b", status=LIVE, content_hash="h"),
-        PageState(url="https://e.com/c", status=GONE),
-        PageState(url="https://e.com/d", status=NEW),
-    ])
+    db.put_many(
+        [
+            PageState(url="https://e.com/a", status=LIVE, content_hash="h"),
+            PageState(url="https://e.com/b", status=LIVE, content_hash="h"),
+            PageState(url="https://e.com/c", status=GONE),
+            PageState(url="https://e.com/d", status=NEW),
+        ]
+    )
     assert db.counts() == {LIVE: 2, GONE: 1, NEW: 1}
     assert sorted(db.tracked_urls()) == ["https://e.com/a", "https://e.com/b", "https://e.com/d"]
 
@@ -182,19 +184,28 @@ def test_indexed_property():
 
 def test_due_urls(db):
     now = T0
-    db.put_many([
-        PageState(url="https://e.com/never-visited", status=NEW, due_at=None),
-        PageState(url="https://e.com/past", status=LIVE, content_hash="h", due_at=now - timedelta(hours=1)),
-        PageState(url="https://e.com/exactly-now", status=LIVE, content_hash="h", due_at=now),
-        PageState(url="https://e.com/future", status=LIVE, content_hash="h", due_at=now + timedelta(seconds=1)),
-        PageState(url="https://e.com/gone-past", status=GONE, due_at=now - timedelta(days=1)),
-        PageState(url="https://e.com/gone-none", status=GONE, due_at=None),
-        PageState(url="https://e.com/gone-listed", status=GONE, in_sitemap=True, due_at=now - timedelta(days=1)),
-        PageState(url="https://e.com/gone-listed-later", status=GONE, in_sitemap=True, due_at=now + timedelta(days=1)),
-        PageState(url="https://e.com/pending-future", status=LIVE, content_hash="h", pending_hash="p",
-                  due_at=now + timedelta(days=30)),
-        PageState(url="https://e.com/pending-new", status=NEW, pending_hash="p", due_at=now + timedelta(days=3)),
-    ])
+    db.put_many(
+        [
+            PageState(url="https://e.com/never-visited", status=NEW, due_at=None),
+            PageState(url="https://e.com/past", status=LIVE, content_hash="h", due_at=now - timedelta(hours=1)),
+            PageState(url="https://e.com/exactly-now", status=LIVE, content_hash="h", due_at=now),
+            PageState(url="https://e.com/future", status=LIVE, content_hash="h", due_at=now + timedelta(seconds=1)),
+            PageState(url="https://e.com/gone-past", status=GONE, due_at=now - timedelta(days=1)),
+            PageState(url="https://e.com/gone-none", status=GONE, due_at=None),
+            PageState(url="https://e.com/gone-listed", status=GONE, in_sitemap=True, due_at=now - timedelta(days=1)),
+            PageState(
+                url="https://e.com/gone-listed-later", status=GONE, in_sitemap=True, due_at=now + timedelta(days=1)
+            ),
+            PageState(
+                url="https://e.com/pending-future",
+                status=LIVE,
+                content_hash="h",
+                pending_hash="p",
+                due_at=now + timedelta(days=30),
+            ),
+            PageState(url="https://e.com/pending-new", status=NEW, pending_hash="p", due_at=now + timedelta(days=3)),
+        ]
+    )
     due = db.due_urls(now)
     assert len(due) == len(set(due))
     assert set(due) == {
@@ -214,12 +225,16 @@ def test_due_urls_pending_and_due_listed_once(db):
 
 
 def test_sitemap_urls(db):
-    db.put_many([
-        PageState(url="https://e.com/a", in_sitemap=True, sitemap_lastmod="2024-01-01T00:00:00+00:00"),
-        PageState(url="https://e.com/b", in_sitemap=True, sitemap_lastmod=None),
-        PageState(url="https://e.com/c", in_sitemap=False, sitemap_lastmod="2024-01-01T00:00:00+00:00", source="url"),
-        PageState(url="https://e.com/d", in_sitemap=True, status=GONE),
-    ])
+    db.put_many(
+        [
+            PageState(url="https://e.com/a", in_sitemap=True, sitemap_lastmod="2024-01-01T00:00:00+00:00"),
+            PageState(url="https://e.com/b", in_sitemap=True, sitemap_lastmod=None),
+            PageState(
+                url="https://e.com/c", in_sitemap=False, sitemap_lastmod="2024-01-01T00:00:00+00:00", source="url"
+            ),
+            PageState(url="https://e.com/d", in_sitemap=True, status=GONE),
+        ]
+    )
     assert db.sitemap_urls() == {
         "https://e.com/a": "2024-01-01T00:00:00+00:00",
         "https://e.com/b": None,
@@ -229,10 +244,19 @@ def test_sitemap_urls(db):
 
 def test_record_run_and_last_run(db):
     assert db.last_run() is None
-    r1 = {"started_at": "2026-01-01T00:00:00+00:00", "finished_at": "2026-01-01T00:01:00+00:00",
-          "pages_changed": 1, "errors": []}
-    r2 = {"started_at": "2026-01-02T00:00:00+00:00", "finished_at": "2026-01-02T00:01:00+00:00",
-          "pages_changed": 0, "errors": [{"url": "https://e.com/x", "error": "timeout"}], "nested": {"k": [1, 2]}}
+    r1 = {
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "finished_at": "2026-01-01T00:01:00+00:00",
+        "pages_changed": 1,
+        "errors": [],
+    }
+    r2 = {
+        "started_at": "2026-01-02T00:00:00+00:00",
+        "finished_at": "2026-01-02T00:01:00+00:00",
+        "pages_changed": 0,
+        "errors": [{"url": "https://e.com/x", "error": "timeout"}],
+        "nested": {"k": [1, 2]},
+    }
     db.record_run(r1)
     assert db.last_run() == r1
     db.record_run(r2)
@@ -250,8 +274,9 @@ def test_record_run_persists(reopen):
 
 def test_runs_in_order_and_the_same_report_twice(db):
     assert db.runs() == []
-    reports = [{"started_at": f"2026-01-0{i}T00:00:00+00:00", "finished_at": "x", "n": i, "f": 0.5 + i}
-               for i in range(1, 6)]
+    reports = [
+        {"started_at": f"2026-01-0{i}T00:00:00+00:00", "finished_at": "x", "n": i, "f": 0.5 + i} for i in range(1, 6)
+    ]
     for r in reports:
         db.record_run(r)
     db.record_run(reports[0])  # a report equal to an earlier one is a new run, not an overwrite
@@ -295,6 +320,7 @@ def test_tracked_count_and_due_follow_updates(db):
 
 
 # -- the pass lock ------------------------------------------------------------------------
+
 
 def test_second_statedb_on_same_path_is_refused(tmp_path):
     path = tmp_path / "state.db"
@@ -376,11 +402,13 @@ def test_old_state_files_gain_the_new_columns(tmp_path):
 
     path = tmp_path / "old.db"
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE pages (url TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL, "
-                "in_sitemap INTEGER NOT NULL DEFAULT 0, sitemap_lastmod TEXT, etag TEXT, last_modified TEXT, "
-                "content_hash TEXT, fingerprint TEXT, pending_hash TEXT, chunk_count INTEGER NOT NULL DEFAULT 0, "
-                "title TEXT, interval_s REAL, due_at REAL, first_seen_at REAL, last_fetched_at REAL, "
-                "last_changed_at REAL, failures INTEGER NOT NULL DEFAULT 0, last_error TEXT)")
+    con.execute(
+        "CREATE TABLE pages (url TEXT PRIMARY KEY, status TEXT NOT NULL, source TEXT NOT NULL, "
+        "in_sitemap INTEGER NOT NULL DEFAULT 0, sitemap_lastmod TEXT, etag TEXT, last_modified TEXT, "
+        "content_hash TEXT, fingerprint TEXT, pending_hash TEXT, chunk_count INTEGER NOT NULL DEFAULT 0, "
+        "title TEXT, interval_s REAL, due_at REAL, first_seen_at REAL, last_fetched_at REAL, "
+        "last_changed_at REAL, failures INTEGER NOT NULL DEFAULT 0, last_error TEXT)"
+    )
     con.execute("INSERT INTO pages (url, status, source) VALUES ('https://e.com/a', 'live', 'sitemap')")
     con.commit()
     con.close()
@@ -401,8 +429,13 @@ def test_sqlite_refusal_names_the_holder_as_the_lease_does(tmp_path):
             b.lock()
     msg = str(ei.value)
     assert msg.startswith(f"another pagesync pass is using {path} (")
-    for part in (f"host {socket.gethostname()}", f"pid {os.getpid()}", "started at 20",
-                 "released when that process exits", "--wait-lock"):
+    for part in (
+        f"host {socket.gethostname()}",
+        f"pid {os.getpid()}",
+        "started at 20",
+        "released when that process exits",
+        "--wait-lock",
+    ):
         assert part in msg, (part, msg)
     assert "\n" not in msg
 
@@ -465,8 +498,9 @@ def test_a_link_to_the_state_meets_the_same_lock(tmp_path, link):
         s.close()
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "locked"
         (other.symlink_to if link == "symlink" else other.hardlink_to)(path)

@@ -225,11 +225,13 @@ def test_replace_with_zero_points_empties_the_page(store):
 def test_replace_many_pages_in_one_call(store):
     store.ensure_collection(DIM)
     store.upsert([*page(A, 3), *page(B, 2)])
-    deleted = store.replace_pages([
-        PageWrite(A, page(A, 1, hash_="h2")),
-        PageWrite(B, []),
-        PageWrite(C, page(C, 2)),
-    ])
+    deleted = store.replace_pages(
+        [
+            PageWrite(A, page(A, 1, hash_="h2")),
+            PageWrite(B, []),
+            PageWrite(C, page(C, 2)),
+        ]
+    )
     assert deleted == 5
     assert (store.count(A), store.count(B), store.count(C)) == (1, 0, 2)
     assert set(snapshot(store)) == ids(page(A, 1)) | ids(page(C, 2))
@@ -255,7 +257,7 @@ def test_delete_pages_without_a_collection_is_zero_and_creates_nothing(store):
 def test_upsert_scroll_round_trip_without_vectors(store):
     store.ensure_collection(DIM)
     pts = [*page(A, 3), *page(B, 2)]
-    pts[0].payload["text"] = "quotes \" and \\ backslashes, tabs\t, newlines\n, emoji 🚀"
+    pts[0].payload["text"] = 'quotes " and \\ backslashes, tabs\t, newlines\n, emoji 🚀'
     store.upsert(pts)
     got = list(store.scroll())
     assert len(got) == len(pts)
@@ -321,8 +323,10 @@ def test_scroll_payloads_pages_ids_and_only_the_asked_fields(store):
     got = [row for p in pages for row in p]
     assert all(isinstance(pid, str) and isinstance(pl, dict) for pid, pl in got)
     assert len({pid for pid, _ in got}) == 25
-    assert dict(got) == {**{p.id: {"url": p.payload["url"], "chunk_index": p.payload["chunk_index"]} for p in pts},
-                         foreign.id: {}}
+    assert dict(got) == {
+        **{p.id: {"url": p.payload["url"], "chunk_index": p.payload["chunk_index"]} for p in pts},
+        foreign.id: {},
+    }
     assert dict(got) == {p.id: p.payload for p in store.scroll(payload_fields=fields)}
 
 
@@ -331,8 +335,12 @@ def test_set_payloads_sets_each_points_fields_and_keeps_the_rest_and_the_vector(
     a, b = page(A, 2), page(B, 1)
     store.upsert(a + b)
     before = {p.id: p for p in store.scroll(with_vectors=True)}
-    store.set_payloads([(a[0].id, {"metadata": {"chunk_index": 0, "url": A}}),
-                        (a[1].id, {"metadata": {"chunk_index": 1}, "title": "New"})])
+    store.set_payloads(
+        [
+            (a[0].id, {"metadata": {"chunk_index": 0, "url": A}}),
+            (a[1].id, {"metadata": {"chunk_index": 1}, "title": "New"}),
+        ]
+    )
     after = {p.id: p for p in store.scroll(with_vectors=True)}
     assert after[a[0].id].payload == {**a[0].payload, "metadata": {"chunk_index": 0, "url": A}}
     assert after[a[1].id].payload == {**a[1].payload, "metadata": {"chunk_index": 1}, "title": "New"}
@@ -510,7 +518,9 @@ def test_payload_indexes_exist_after_reopening_edge(tmp_path):
     again = EdgeStore(tmp_path, "c")
     try:
         schema = again._open().info().payload_schema
-        assert {n: schema[n].data_type for n in INDEXED_FIELDS} == {n: qe.PayloadSchemaType.Keyword for n in INDEXED_FIELDS}
+        assert {n: schema[n].data_type for n in INDEXED_FIELDS} == {
+            n: qe.PayloadSchemaType.Keyword for n in INDEXED_FIELDS
+        }
         assert again.replace_pages([PageWrite(A, [])]) == 2
     finally:
         again.close()
@@ -535,7 +545,9 @@ def test_edge_search_pool_size_is_set_on_create_and_on_reopening_an_older_shard(
     assert cfg["max_search_threads"] == 1 and cfg["vectors"][""]["size"] == DIM
     third = EdgeStore(tmp_path, "c")
     try:
-        assert third.count() == 2 and load_config(third._qe, third.dir, third.search_threads) is None  # nothing left to rewrite
+        assert (
+            third.count() == 2 and load_config(third._qe, third.dir, third.search_threads) is None
+        )  # nothing left to rewrite
     finally:
         third.close()
     fresh = EdgeStore(tmp_path, "d")
@@ -550,8 +562,13 @@ def test_store_error_never_contains_the_api_key():
     s = ClientStore.connect("http://127.0.0.1:9", "c", api_key=key, timeout=1)  # nothing listens on :9
     s.client._sleep = lambda _seconds: None  # the retries' backoff (3.5 s an operation) proves nothing here
     try:
-        for op in (lambda: s.ensure_collection(DIM), s.exists, lambda: s.upsert([pt(A, 0)]),
-                   lambda: s.replace_pages([PageWrite(A, [])]), lambda: s.count(A)):
+        for op in (
+            lambda: s.ensure_collection(DIM),
+            s.exists,
+            lambda: s.upsert([pt(A, 0)]),
+            lambda: s.replace_pages([PageWrite(A, [])]),
+            lambda: s.count(A),
+        ):
             with pytest.raises(StoreError) as ei:
                 op()
             exc = ei.value

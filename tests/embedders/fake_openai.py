@@ -30,9 +30,15 @@ class FakeOpenAI:
     `script(n, inputs)` may return an `httpx.Response` to answer the n-th (1-based) embeddings
     request otherwise (None: answer normally)."""
 
-    def __init__(self, dimension: int = 8, key: str | None = KEY, models: tuple[str, ...] = ("m",),
-                 script: Callable[[int, list[str]], httpx.Response | None] | None = None, usage: bool = True,
-                 list_models: bool = True):
+    def __init__(
+        self,
+        dimension: int = 8,
+        key: str | None = KEY,
+        models: tuple[str, ...] = ("m",),
+        script: Callable[[int, list[str]], httpx.Response | None] | None = None,
+        usage: bool = True,
+        list_models: bool = True,
+    ):
         self.dimension, self.key, self.models, self.script, self.usage = dimension, key, models, script, usage
         self.list_models = list_models  # False: no GET /models (404), as some servers have none
         self.embedder = HashEmbedder(dimension)
@@ -56,10 +62,20 @@ class FakeOpenAI:
             return httpx.Response(404, json={"detail": "Not Found"})
         if self.key is not None and request.headers.get("authorization") != f"Bearer {self.key}":
             given = request.headers.get("authorization", "")[-6:]
-            return httpx.Response(401, json={"error": {"message": f"Incorrect API key provided: sk-***{given}",
-                                                       "type": "invalid_request_error", "code": "invalid_api_key"}})
+            return httpx.Response(
+                401,
+                json={
+                    "error": {
+                        "message": f"Incorrect API key provided: sk-***{given}",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
         if request.url.path.endswith("/models"):
-            return httpx.Response(200, json={"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+            return httpx.Response(
+                200, json={"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+            )
         if not request.url.path.endswith("/embeddings"):
             return httpx.Response(404, json={"error": {"message": "not found"}})
         inputs = body["input"]
@@ -78,8 +94,11 @@ class FakeOpenAI:
             vecs = HashEmbedder(dim).embed(inputs)
             with self.lock:
                 self.batches.append(list(inputs))
-            out = {"object": "list", "model": body["model"],
-                   "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)]}
+            out = {
+                "object": "list",
+                "model": body["model"],
+                "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)],
+            }
             if self.usage:
                 tokens = sum(words(t) for t in inputs)
                 out["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}

@@ -96,7 +96,9 @@ def test_same_model_id_so_switching_backends_re_embeds_nothing():
     assert OnnxMiniLMEmbedder.model_id == MiniLMEmbedder.model_id == DEFAULT_MODEL_ID
     assert OnnxMiniLMEmbedder.dimension == MiniLMEmbedder.dimension == 384
     fp = "md-headers-h3/recursive/1000/100"
-    assert pipeline_fingerprint(OnnxMiniLMEmbedder().model_id, fp) == pipeline_fingerprint(MiniLMEmbedder().model_id, fp)
+    assert pipeline_fingerprint(OnnxMiniLMEmbedder().model_id, fp) == pipeline_fingerprint(
+        MiniLMEmbedder().model_id, fp
+    )
 
 
 def test_nothing_heavy_is_imported_until_the_first_embed():
@@ -119,8 +121,10 @@ def test_nothing_heavy_is_imported_until_the_first_embed():
 @pytest.fixture
 def importable(monkeypatch):
     """Pretend exactly these modules can be imported (nothing is imported either way)."""
+
     def set_(*present: str) -> None:
         monkeypatch.setattr(onnx_backend, "_importable", lambda m: m in present)
+
     return set_
 
 

@@ -27,8 +27,15 @@ def _cache(tmp_path, monkeypatch):
 def answering(body: bytes | str, **kw) -> OpenAIEmbedder:
     """An embedder of 2-dimensional vectors whose server answers `body` to every request."""
     raw = body.encode() if isinstance(body, str) else body
-    return OpenAIEmbedder("m", dimensions=2, base_url="http://fake/v1", api_key=KEY, sleep=lambda s: None,
-                          transport=httpx.MockTransport(lambda r: httpx.Response(200, content=raw)), **kw)
+    return OpenAIEmbedder(
+        "m",
+        dimensions=2,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=lambda s: None,
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=raw)),
+        **kw,
+    )
 
 
 def data(*entries: str) -> str:
@@ -65,8 +72,10 @@ def test_a_vector_that_is_no_finite_nonzero_list_of_numbers_fails_the_request(wh
 
 @pytest.mark.parametrize("indices", [[0, 0], [1, 1], [0, 2], [None, 1], [0, None]])
 def test_indices_must_be_each_of_0_to_n_minus_1_once(indices):
-    entries = [json.dumps({k: v for k, v in {"index": i, "embedding": [1, j]}.items() if v is not None})
-               for j, i in enumerate(indices)]
+    entries = [
+        json.dumps({k: v for k, v in {"index": i, "embedding": [1, j]}.items() if v is not None})
+        for j, i in enumerate(indices)
+    ]
     with pytest.raises(EmbedBatchError) as err:
         answering(data(*entries), concurrency=1).embed(["a", "b"])
     assert "'index'" in str(err.value) and err.value.vectors == [None, None]
@@ -74,8 +83,15 @@ def test_indices_must_be_each_of_0_to_n_minus_1_once(indices):
 
 def test_vectors_answered_out_of_order_go_to_the_text_their_index_names():
     fake = FakeOpenAI(dimension=4)
-    emb = OpenAIEmbedder("m", base_url="http://fake/v1", api_key=KEY, dimensions=4, sleep=lambda s: None,
-                         concurrency=1, transport=httpx.MockTransport(lambda r: _reversed(fake.handler(r))))
+    emb = OpenAIEmbedder(
+        "m",
+        base_url="http://fake/v1",
+        api_key=KEY,
+        dimensions=4,
+        sleep=lambda s: None,
+        concurrency=1,
+        transport=httpx.MockTransport(lambda r: _reversed(fake.handler(r))),
+    )
     inputs = ["first text", "second text", "third text"]
     for got, want in zip(emb.embed(inputs), fake.embedder.embed(inputs)):
         assert got == pytest.approx(want)
@@ -96,15 +112,27 @@ def test_a_refused_answer_is_not_retried_and_fails_only_its_request():
         vec = "[NaN, 1]" if "bad" in inputs[0] else "[1, 0]"
         return httpx.Response(200, content=data(*(f'{{"index": {i}, "embedding": {vec}}}' for i in range(len(inputs)))))
 
-    emb = OpenAIEmbedder("m", dimensions=2, concurrency=2, base_url="http://fake/v1", api_key=KEY,
-                         sleep=lambda s: None, transport=httpx.MockTransport(handler))
+    emb = OpenAIEmbedder(
+        "m",
+        dimensions=2,
+        concurrency=2,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=lambda s: None,
+        transport=httpx.MockTransport(handler),
+    )
     with pytest.raises(EmbedBatchError) as err:
         emb.embed(["bad text", "good text"])
     assert err.value.vectors == [None, [1.0, 0.0]] and len(calls) == 2
 
 
-@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),
-                min_size=1, max_size=16))
+@given(
+    st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, min_value=-FLOAT32_MAX, max_value=FLOAT32_MAX),
+        min_size=1,
+        max_size=16,
+    )
+)
 def test_every_finite_vector_that_is_not_zero_comes_back_at_unit_length(values):
     vectors, problem = check_vectors([{"index": 0, "embedding": values}], 1, None)
     if math.fsum(v * v for v in values) == 0:
@@ -133,12 +161,18 @@ def gzip_bomb(size: int) -> list[bytes]:
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     block = b" " * (1 << 20)
     out = b"".join(z.compress(block) for _ in range(size >> 20)) + z.flush()
-    return [out[i:i + 4096] for i in range(0, len(out), 4096)]
+    return [out[i : i + 4096] for i in range(0, len(out), 4096)]
 
 
 def streaming(stream: Chunks, headers: dict[str, str]) -> OpenAIEmbedder:
-    return OpenAIEmbedder("m", dimensions=8, base_url="http://fake/v1", api_key=KEY, sleep=lambda s: None,
-                          transport=httpx.MockTransport(lambda r: httpx.Response(200, headers=headers, stream=stream)))
+    return OpenAIEmbedder(
+        "m",
+        dimensions=8,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=lambda s: None,
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, headers=headers, stream=stream)),
+    )
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "identity"])
@@ -197,8 +231,17 @@ def hanging(clock: Clock, **kw) -> tuple[OpenAIEmbedder, list[int]]:
         clock.now += 60  # the request waited its whole timeout
         raise httpx.ReadTimeout("timed out", request=request)
 
-    emb = OpenAIEmbedder("m", dimensions=8, base_url="http://fake/v1", api_key=KEY, sleep=clock.sleep, clock=clock,
-                         jitter=lambda: 1.0, transport=httpx.MockTransport(handler), **kw)
+    emb = OpenAIEmbedder(
+        "m",
+        dimensions=8,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=clock.sleep,
+        clock=clock,
+        jitter=lambda: 1.0,
+        transport=httpx.MockTransport(handler),
+        **kw,
+    )
     return emb, sent
 
 
@@ -249,8 +292,17 @@ def test_a_server_trickling_its_answer_past_the_timeout_is_a_timeout():
                 clock.now += 10  # a byte every 10 s: each read within the timeout, the whole not
                 yield b" "
 
-    emb = OpenAIEmbedder("m", dimensions=8, base_url="http://fake/v1", api_key=KEY, sleep=clock.sleep, clock=clock,
-                         concurrency=1, timeout=60, jitter=lambda: 1.0,
-                         transport=httpx.MockTransport(lambda r: httpx.Response(200, stream=Trickle())))
+    emb = OpenAIEmbedder(
+        "m",
+        dimensions=8,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=clock.sleep,
+        clock=clock,
+        concurrency=1,
+        timeout=60,
+        jitter=lambda: 1.0,
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, stream=Trickle())),
+    )
     with pytest.raises(EmbedderError, match="timed out 2 times"):
         emb.embed(["a"])

@@ -27,8 +27,9 @@ def _cache(tmp_path, monkeypatch):
 def make(fake: FakeOpenAI, model: str = "m", **kw) -> tuple[OpenAIEmbedder, list[float]]:
     sleeps: list[float] = []
     kw.setdefault("api_key", KEY)
-    emb = OpenAIEmbedder(model, base_url="http://fake/v1", transport=fake.transport(), sleep=sleeps.append,
-                         jitter=lambda: 1.0, **kw)
+    emb = OpenAIEmbedder(
+        model, base_url="http://fake/v1", transport=fake.transport(), sleep=sleeps.append, jitter=lambda: 1.0, **kw
+    )
     return emb, sleeps
 
 
@@ -105,8 +106,13 @@ def test_requests_stay_within_the_tokens_per_request():
     assert [len(b) for b in fake.batches] == [3, 3, 1]
 
 
-@given(bounds=st.lists(st.integers(1, 500), max_size=60), parts=st.integers(1, 8), max_inputs=st.integers(1, 10),
-       max_tokens=st.integers(1, 2000), limit=st.one_of(st.none(), st.integers(1, 500)))
+@given(
+    bounds=st.lists(st.integers(1, 500), max_size=60),
+    parts=st.integers(1, 8),
+    max_inputs=st.integers(1, 10),
+    max_tokens=st.integers(1, 2000),
+    limit=st.one_of(st.none(), st.integers(1, 500)),
+)
 def test_the_request_plan_holds_every_text_once_within_the_limits(bounds, parts, max_inputs, max_tokens, limit):
     plan = plan_requests(bounds, parts=parts, max_inputs=max_inputs, max_tokens=max_tokens, max_input_tokens=limit)
     assert sorted(i for req in plan for i in req) == list(range(len(bounds)))
@@ -130,8 +136,13 @@ def test_no_more_requests_in_flight_than_the_concurrency():
 
 # -- retries --------------------------------------------------------------------------------
 def test_a_429_is_retried_after_the_servers_retry_after():
-    fake = FakeOpenAI(script=lambda n, _: httpx.Response(429, headers={"retry-after": "7"},
-                                                         json={"error": {"message": "slow down"}}) if n == 1 else None)
+    fake = FakeOpenAI(
+        script=lambda n, _: (
+            httpx.Response(429, headers={"retry-after": "7"}, json={"error": {"message": "slow down"}})
+            if n == 1
+            else None
+        )
+    )
     emb, sleeps = make(fake)
     emb._dimension = 8
     assert emb.embed(["a b c"]) == fake.embedder.embed(["a b c"])
@@ -175,8 +186,11 @@ def test_a_retry_after_longer_than_a_minute_is_not_waited_for():
 
 
 def test_a_request_that_fails_for_good_fails_only_its_texts():
-    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(500, json={"error": {"message": "broken"}})
-                      if "text number 3" in inputs else None)
+    fake = FakeOpenAI(
+        script=lambda n, inputs: (
+            httpx.Response(500, json={"error": {"message": "broken"}}) if "text number 3" in inputs else None
+        )
+    )
     emb, _ = make(fake, concurrency=5, max_retries=1)
     emb._dimension = 8
     with pytest.raises(EmbedBatchError) as info:
@@ -189,8 +203,11 @@ def test_a_request_that_fails_for_good_fails_only_its_texts():
 
 
 def test_a_request_refused_for_its_content_is_split_until_the_refused_text_fails_alone():
-    fake = FakeOpenAI(script=lambda n, inputs: httpx.Response(400, json={"error": {"message": "bad input"}})
-                      if "text number 5" in inputs else None)
+    fake = FakeOpenAI(
+        script=lambda n, inputs: (
+            httpx.Response(400, json={"error": {"message": "bad input"}}) if "text number 5" in inputs else None
+        )
+    )
     emb, _ = make(fake, concurrency=1)
     emb._dimension = 8
     with pytest.raises(EmbedBatchError) as info:
@@ -328,8 +345,9 @@ def test_a_password_in_the_base_url_is_in_no_message():
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
-    emb = OpenAIEmbedder("m", base_url="http://me:hunter2pass@fake/v1", api_key=KEY,
-                         transport=httpx.MockTransport(refuse))
+    emb = OpenAIEmbedder(
+        "m", base_url="http://me:hunter2pass@fake/v1", api_key=KEY, transport=httpx.MockTransport(refuse)
+    )
     assert "hunter2pass" not in repr(emb)
     with pytest.raises(EmbedderUnavailableError) as err:
         emb.check()
@@ -356,8 +374,11 @@ def test_a_token_count_that_is_no_finite_number_is_charged_the_offline_bound(cou
     def handler(request: httpx.Request) -> httpx.Response:
         inputs = json.loads(request.content)["input"]
         data = [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(inputs))]
-        return httpx.Response(200, content=json.dumps({"data": data, "usage": {"prompt_tokens": count}}),
-                              headers={"content-type": "application/json"})
+        return httpx.Response(
+            200,
+            content=json.dumps({"data": data, "usage": {"prompt_tokens": count}}),
+            headers={"content-type": "application/json"},
+        )
 
     emb = OpenAIEmbedder("m", base_url="http://fake/v1", api_key=KEY, transport=httpx.MockTransport(handler))
     emb._dimension = 2

@@ -53,12 +53,15 @@ def test_a_name_not_on_this_machine_is_exit_2_in_one_line(tmp_path):
     assert "give the model's folder" in msg
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("./no/such/folder", "no such folder"),
-    ("/no/such/folder", "no such folder"),
-    ("a/b/c", "no such folder"),
-    ("", "needs a model"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("./no/such/folder", "no such folder"),
+        ("/no/such/folder", "no such folder"),
+        ("a/b/c", "no such folder"),
+        ("", "needs a model"),
+    ],
+)
 def test_what_can_only_be_a_folder_must_exist(spec, says):
     with pytest.raises(EmbedderUnavailableError, match=says):
         SentenceTransformerEmbedder(spec)
@@ -69,12 +72,15 @@ def test_a_folder_without_a_model_is_refused(tmp_path):
         SentenceTransformerEmbedder(str(tmp_path))
 
 
-@pytest.mark.parametrize("parts, repo", [
-    (("x", "hub", "models--acme--m", "snapshots", "abc"), "acme/m"),
-    (("x", "models--m", "snapshots", "abc"), "m"),
-    (("x", "acme", "m"), None),
-    (("x", "snapshots", "abc"), None),
-])
+@pytest.mark.parametrize(
+    "parts, repo",
+    [
+        (("x", "hub", "models--acme--m", "snapshots", "abc"), "acme/m"),
+        (("x", "models--m", "snapshots", "abc"), "m"),
+        (("x", "acme", "m"), None),
+        (("x", "snapshots", "abc"), None),
+    ],
+)
 def test_cache_repo_id(tmp_path, parts, repo):
     from pathlib import Path
 
@@ -82,36 +88,66 @@ def test_cache_repo_id(tmp_path, parts, repo):
 
 
 def _model(tmp_path, modules, configs):
-    (tmp_path / "modules.json").write_text(json.dumps(
-        [{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{t}"}
-         for i, (t, p) in enumerate(modules)]))
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{t}"}
+                for i, (t, p) in enumerate(modules)
+            ]
+        )
+    )
     for path, cfg in configs.items():
         (tmp_path / path).mkdir(parents=True, exist_ok=True)
         (tmp_path / path / "config.json").write_text(json.dumps(cfg))
     return tmp_path
 
 
-@pytest.mark.parametrize("modules, configs, size", [
-    # sentence-transformers 2.x pooling flags; two modes concatenate
-    ([("Transformer", ""), ("Pooling", "1_Pooling"), ("Normalize", "2_Normalize")],
-     {"1_Pooling": {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True}}, 384),
-    ([("Transformer", ""), ("Pooling", "1_Pooling")],
-     {"1_Pooling": {"word_embedding_dimension": 768, "pooling_mode_cls_token": True,
-                    "pooling_mode_mean_tokens": True}}, 1536),
-    # newer keys
-    ([("Transformer", ""), ("Pooling", "1_Pooling")],
-     {"1_Pooling": {"embedding_dimension": 1024, "pooling_mode": "cls"}}, 1024),
-    ([("Transformer", ""), ("Pooling", "1_Pooling")],
-     {"1_Pooling": {"embedding_dimension": 64, "pooling_mode": ["mean", "max"]}}, 128),
-    # a dense layer after pooling sets the size
-    ([("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense"), ("Normalize", "3_Normalize")],
-     {"1_Pooling": {"word_embedding_dimension": 768, "pooling_mode_mean_tokens": True},
-      "2_Dense": {"in_features": 768, "out_features": 256}}, 256),
-    # another kind of layer, or a config that says nothing: ask the loaded model
-    ([("StaticEmbedding", "0_StaticEmbedding")], {"0_StaticEmbedding": {}}, None),
-    ([("Transformer", ""), ("Pooling", "1_Pooling")], {"1_Pooling": {"pooling_mode_mean_tokens": True}}, None),
-    ([("Transformer", ""), ("Pooling", "1_Pooling")], {}, None),
-])
+@pytest.mark.parametrize(
+    "modules, configs, size",
+    [
+        # sentence-transformers 2.x pooling flags; two modes concatenate
+        (
+            [("Transformer", ""), ("Pooling", "1_Pooling"), ("Normalize", "2_Normalize")],
+            {"1_Pooling": {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True}},
+            384,
+        ),
+        (
+            [("Transformer", ""), ("Pooling", "1_Pooling")],
+            {
+                "1_Pooling": {
+                    "word_embedding_dimension": 768,
+                    "pooling_mode_cls_token": True,
+                    "pooling_mode_mean_tokens": True,
+                }
+            },
+            1536,
+        ),
+        # newer keys
+        (
+            [("Transformer", ""), ("Pooling", "1_Pooling")],
+            {"1_Pooling": {"embedding_dimension": 1024, "pooling_mode": "cls"}},
+            1024,
+        ),
+        (
+            [("Transformer", ""), ("Pooling", "1_Pooling")],
+            {"1_Pooling": {"embedding_dimension": 64, "pooling_mode": ["mean", "max"]}},
+            128,
+        ),
+        # a dense layer after pooling sets the size
+        (
+            [("Transformer", ""), ("Pooling", "1_Pooling"), ("Dense", "2_Dense"), ("Normalize", "3_Normalize")],
+            {
+                "1_Pooling": {"word_embedding_dimension": 768, "pooling_mode_mean_tokens": True},
+                "2_Dense": {"in_features": 768, "out_features": 256},
+            },
+            256,
+        ),
+        # another kind of layer, or a config that says nothing: ask the loaded model
+        ([("StaticEmbedding", "0_StaticEmbedding")], {"0_StaticEmbedding": {}}, None),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")], {"1_Pooling": {"pooling_mode_mean_tokens": True}}, None),
+        ([("Transformer", ""), ("Pooling", "1_Pooling")], {}, None),
+    ],
+)
 def test_config_dimension(tmp_path, modules, configs, size):
     assert config_dimension(_model(tmp_path, modules, configs)) == size
 
@@ -125,9 +161,11 @@ def test_config_dimension_of_the_bundled_model():
 def test_vectors_equal_the_bundled_embedders(tmp_path, minilm):
     want = np.array(minilm.embed(TEXTS))
     snapshot = cached_model(tmp_path / "hf", "acme/docs-minilm")
-    for emb in (make_embedder(f"st:{bundled_folder()}"),
-                SentenceTransformerEmbedder("acme/docs-minilm", cache_dir=tmp_path / "hf" / "hub"),
-                SentenceTransformerEmbedder(str(snapshot))):
+    for emb in (
+        make_embedder(f"st:{bundled_folder()}"),
+        SentenceTransformerEmbedder("acme/docs-minilm", cache_dir=tmp_path / "hf" / "hub"),
+        SentenceTransformerEmbedder(str(snapshot)),
+    ):
         got = np.array(emb.embed(TEXTS))
         assert got.shape == (len(TEXTS), 384)
         assert np.allclose(got, want, atol=1e-5)

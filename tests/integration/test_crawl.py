@@ -12,6 +12,7 @@ from sync.core.links import CrawlLimits
 from sync.edges.state import GONE, LIVE, StateDB
 from tests.helpers import DOCS, Harness, build_docs, para, sphinx_page
 
+
 def crawl(h: Harness, **kw):
     kw.setdefault("crawl", [h.site.server.url("/index.html")])
     return h.run(sitemaps=[], **kw)
@@ -118,8 +119,12 @@ def test_robots_noindex_nofollow_and_canonical(harness):
 
 def test_crawl_stays_in_the_start_directory_and_scope(harness):
     site = harness.site
-    site.set("/docs/index.html", sphinx_page("index", ["guide"]).replace(
-        "</body>", "<a href='/blog/post.html'>blog</a><a href='https://example.com/x.html'>x</a></body>"))
+    site.set(
+        "/docs/index.html",
+        sphinx_page("index", ["guide"]).replace(
+            "</body>", "<a href='/blog/post.html'>blog</a><a href='https://example.com/x.html'>x</a></body>"
+        ),
+    )
     site.set("/docs/guide.html", sphinx_page("guide", ["index"]))
     site.set("/blog/post.html", sphinx_page("post", []))
     crawl(harness, crawl=[site.server.url("/docs/index.html")])
@@ -137,8 +142,10 @@ def _trap(path: str) -> Resource | None:
     if base.startswith("/cal/"):
         y, m = (int(x) for x in base.removeprefix("/cal/").removesuffix(".html").split("-"))
         y2, m2 = (y, m + 1) if m < 12 else (y + 1, 1)
-        body = (f"<html><body><main><p>{para(f'cal {y} {m}')}</p><a href='{y2}-{m2:02d}.html'>next</a>"
-                f"<a href='../cal/{y}-{m:02d}.html#x'>self</a></main></body></html>")
+        body = (
+            f"<html><body><main><p>{para(f'cal {y} {m}')}</p><a href='{y2}-{m2:02d}.html'>next</a>"
+            f"<a href='../cal/{y}-{m:02d}.html#x'>self</a></main></body></html>"
+        )
         return Resource(body.encode())
     return None
 
@@ -146,9 +153,13 @@ def _trap(path: str) -> Resource | None:
 def test_link_traps_stay_bounded(harness):
     site = harness.site
     site.dynamic = _trap
-    site.set("/index.html", "<html><body><main><p>" + para("home") + "</p><a href='list.html'>list</a>"
-             "<a href='cal/2026-01.html'>calendar</a>" + "".join(f"<a href='p{i}.html'>{i}</a>" for i in range(3))
-             + "</main></body></html>")
+    site.set(
+        "/index.html",
+        "<html><body><main><p>" + para("home") + "</p><a href='list.html'>list</a>"
+        "<a href='cal/2026-01.html'>calendar</a>"
+        + "".join(f"<a href='p{i}.html'>{i}</a>" for i in range(3))
+        + "</main></body></html>",
+    )
     for i in range(3):
         site.set(f"/p{i}.html", "<html><body><main><p>" + para(f"p{i}") + "</p></main></body></html>")
     limits = CrawlLimits(max_query_variants=5, max_pattern_variants=8)

@@ -45,10 +45,13 @@ class Model:
         hubs = "".join(f'<li><a href="/docs/h{h}/index.html">Hub {h}</a></li>' for h in range(HUBS))
         site.set("/docs/index.html", render_page("Docs", f"<p>{para('the docs index', 30)}</p><ul>{hubs}</ul>", nav=[]))
         for h, leaves in self.links.items():
-            items = "".join(f'<li><a href="/docs/h{leaf.split("-")[0]}/{leaf}.html">Leaf {leaf}</a></li>'
-                            for leaf in leaves)
-            site.set(f"/docs/h{h}/index.html", render_page(f"Hub {h}", f"<p>{para(f'hub {h}', 30)}</p><ul>{items}</ul>",
-                                                           nav=[]))
+            items = "".join(
+                f'<li><a href="/docs/h{leaf.split("-")[0]}/{leaf}.html">Leaf {leaf}</a></li>' for leaf in leaves
+            )
+            site.set(
+                f"/docs/h{h}/index.html",
+                render_page(f"Hub {h}", f"<p>{para(f'hub {h}', 30)}</p><ul>{items}</ul>", nav=[]),
+            )
         for leaf, version in self.leaves.items():
             path = f"/docs/h{leaf.split('-')[0]}/{leaf}.html"
             targets = {"in": f"/docs/h{leaf.split('-')[0]}/{leaf}-moved.html", "out": f"/private/{leaf}.html"}
@@ -105,12 +108,14 @@ class Model:
             self.faults.clear()
 
 
-LEAF = st.tuples(st.sampled_from(["edit", "unlink", "link", "delete"]), st.integers(0, HUBS - 1),
-                 st.integers(0, LEAVES - 1))
+LEAF = st.tuples(
+    st.sampled_from(["edit", "unlink", "link", "delete"]), st.integers(0, HUBS - 1), st.integers(0, LEAVES - 1)
+)
 FAULT = st.tuples(st.just("fault"), st.integers(0, HUBS - 1), st.integers(0, 3), st.sampled_from(FAULTS))
 MOVE = st.tuples(st.just("move"), st.integers(0, HUBS - 1), st.integers(0, 1), st.sampled_from(["in", "out"]))
-OPS = st.lists(st.tuples(st.one_of(LEAF, FAULT, MOVE, st.just(("heal", 0, 0))), st.integers(1, 120)), min_size=1,
-               max_size=7)
+OPS = st.lists(
+    st.tuples(st.one_of(LEAF, FAULT, MOVE, st.just(("heal", 0, 0))), st.integers(1, 120)), min_size=1, max_size=7
+)
 # Not generated: a site larger than --max-pages. Past the bound an incremental crawl keeps the
 # pages it tracks first (`sync.stages.crawl`: they keep their room), where a fresh crawl takes
 # the first it finds breadth first, so the two may hold different pages of the same site by
@@ -164,11 +169,19 @@ def test_faults_and_edits_settle_on_a_fresh_crawl_within_two_clean_passes(server
     check()
 
 
-@pytest.mark.parametrize("ops", [
-    [(("move", 1, 0, "out"), 30)],
-    [(("move", 0, 1, "in"), 5), (("fault", 0, 1, "stub"), 30), (("move", 2, 0, "out"), 100)],
-    [(("fault", 0, 0, "404"), 2), (("link", 2, 5, 0), 3), (("move", 2, 1, "out"), 40)],  # the start page's 404
-    [(("edit", 0, 0), 1), (("edit", 0, 0), 1), (("fault", 0, 1, "empty"), 70)],  # a hub purged for no text, its interval long
-], ids=["out", "in, a stub, out", "start 404, a link, out", "a hub empty for days"])
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [(("move", 1, 0, "out"), 30)],
+        [(("move", 0, 1, "in"), 5), (("fault", 0, 1, "stub"), 30), (("move", 2, 0, "out"), 100)],
+        [(("fault", 0, 0, "404"), 2), (("link", 2, 5, 0), 3), (("move", 2, 1, "out"), 40)],  # the start page's 404
+        [
+            (("edit", 0, 0), 1),
+            (("edit", 0, 0), 1),
+            (("fault", 0, 1, "empty"), 70),
+        ],  # a hub purged for no text, its interval long
+    ],
+    ids=["out", "in, a stub, out", "start 404, a link, out", "a hub empty for days"],
+)
 def test_these_sequences_settle_on_a_fresh_crawl_within_two_clean_passes(server, ops):
     settles(server, ops)

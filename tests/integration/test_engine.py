@@ -19,9 +19,22 @@ from sync.edges.edge_store import EdgeStore
 from tests.helpers import build_pages, by_url, page_html, para, without_fetched_at
 
 REPORT_KEYS = {
-    "started_at", "finished_at", "pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged",
-    "pages_changed", "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted",
-    "chunks_written", "bytes_downloaded", "tokens_embedded", "errors",
+    "started_at",
+    "finished_at",
+    "pages_in_sitemaps",
+    "pages_fetched",
+    "pages_not_modified",
+    "pages_unchanged",
+    "pages_changed",
+    "pages_added",
+    "pages_removed",
+    "pages_failed",
+    "chunks_embedded",
+    "chunks_deleted",
+    "chunks_written",
+    "bytes_downloaded",
+    "tokens_embedded",
+    "errors",
 }
 
 
@@ -71,8 +84,15 @@ def test_nav_and_footer_churn_embeds_nothing(site, harness):
     build_pages(site)
     harness.run()
     for i in range(4):
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(3)],
-                                          nav=["Home", "New nav item", "Pricing"], footer="© 2027 Other footer"))
+        site.set(
+            f"/p{i}.html",
+            page_html(
+                f"Page {i}",
+                [para(f"p{i}-s{j}") for j in range(3)],
+                nav=["Home", "New nav item", "Pricing"],
+                footer="© 2027 Other footer",
+            ),
+        )
     rep = harness.run(full=True)
     assert rep.pages_unchanged == 4 and rep.pages_fetched == 4
     assert rep.chunks_embedded == 0 and rep.chunks_written == 0
@@ -104,7 +124,7 @@ def test_shrink_leaves_no_stale_tail_chunk(site, harness):
     rep = harness.run(full=True)
     assert rep.pages_changed == 1
     pts = by_url(harness.points())
-    (url, ps), = pts.items()
+    ((url, ps),) = pts.items()
     assert len(ps) < n_before
     assert [p["chunk_index"] for p in ps] == list(range(len(ps)))
     assert rep.chunks_deleted == n_before
@@ -306,8 +326,9 @@ def test_a_full_pass_writes_each_unchanged_page_once(site, harness, monkeypatch)
     harness.run()
     writes: list[str] = []
     put_many = StateDB.put_many
-    monkeypatch.setattr(StateDB, "put_many", lambda self, pages: (writes.extend(p.url for p in pages),
-                                                                   put_many(self, pages))[1])
+    monkeypatch.setattr(
+        StateDB, "put_many", lambda self, pages: (writes.extend(p.url for p in pages), put_many(self, pages))[1]
+    )
     rep = harness.run(full=True, advance=timedelta(hours=1))
     assert rep.pages_fetched == 5 and rep.pages_changed == 0
     assert sorted(writes) == sorted(site.server.url(f"/p{i}.html") for i in range(5))
@@ -377,7 +398,9 @@ def test_new_pages_go_before_trusted_lastmod_advances_within_max_fetches(site, h
     build_pages(site, n=3)
     harness.run()
     for i in range(3):  # trusted lastmod advances on every known page
-        site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"edit {i}")]), mtime=site.resources[f"/p{i}.html"].mtime + 100)
+        site.set(
+            f"/p{i}.html", page_html(f"Page {i}", [para(f"edit {i}")]), mtime=site.resources[f"/p{i}.html"].mtime + 100
+        )
     site.set("/new-a.html", page_html("New A", [para("a")]))
     site.set("/new-b.html", page_html("New B", [para("b")]))
     site.clear_log()
@@ -460,8 +483,11 @@ def test_lying_lastmod_loses_trust(site, harness):
     base = max(r.mtime for r in site.resources.values())  # stamps within the day ahead a clock may run
     for round_ in range(4):  # the sitemap stamps advance, the text never changes
         for i in range(3):
-            site.set(f"/p{i}.html", page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(3)],
-                                              footer=f"build {round_}"), mtime=base + 100 + round_ * 100 + i)
+            site.set(
+                f"/p{i}.html",
+                page_html(f"Page {i}", [para(f"p{i}-s{j}") for j in range(3)], footer=f"build {round_}"),
+                mtime=base + 100 + round_ * 100 + i,
+            )
         rep = harness.run(advance=timedelta(minutes=10))
     assert rep.pages_fetched == 0  # the host's lastmod no longer makes pages due
     with StateDB(harness.state_path) as st:
@@ -494,6 +520,7 @@ def test_a_trusted_lastmod_feed_lengthens_a_quiet_pages_interval(site, harness, 
 
 # -- the cache across passes: robots.txt reused, sitemaps revalidated ----------------------------
 
+
 def requests_for(site, path):
     """(status, request headers) of every request for `path`, in order."""
     return [(s, h) for _, p, s, h in site.requests if p == path]
@@ -502,9 +529,25 @@ def requests_for(site, path):
 def outcome(rep):
     """What a pass decided, without its clock, timing and byte counts."""
     d = rep.to_dict()
-    keep = ("pages_in_sitemaps", "pages_fetched", "pages_not_modified", "pages_unchanged", "pages_changed",
-            "pages_added", "pages_removed", "pages_failed", "chunks_embedded", "chunks_deleted", "chunks_written",
-            "pages_due", "pages_skipped", "sitemap_errors", "lastmod_trusted", "errors", "skipped")
+    keep = (
+        "pages_in_sitemaps",
+        "pages_fetched",
+        "pages_not_modified",
+        "pages_unchanged",
+        "pages_changed",
+        "pages_added",
+        "pages_removed",
+        "pages_failed",
+        "chunks_embedded",
+        "chunks_deleted",
+        "chunks_written",
+        "pages_due",
+        "pages_skipped",
+        "sitemap_errors",
+        "lastmod_trusted",
+        "errors",
+        "skipped",
+    )
     out = {k: d[k] for k in keep}
     out["changes"] = sorted(d["changes"], key=lambda c: c["url"])
     return out
@@ -667,6 +710,7 @@ def test_unchanged_sitemap_is_not_parsed_again_and_a_damaged_kept_parse_is_redon
     rep = harness.run(advance=timedelta(hours=1))
     assert rep.sitemaps_not_modified == 1 and parsed == [1, 1, 1] and rep.pages_in_sitemaps == 5
 
+
 def test_dry_run_reads_the_cache_and_keeps_nothing(site, harness):
     import sqlite3
 
@@ -744,9 +788,15 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
                     with StateDB(tmp_path / f"{name}.db") as st:
                         store = EdgeStore(tmp_path / f"q-{name}", "pages")
                         try:
-                            reports.append(await arun_pass(PassConfig(sitemaps=sitemaps, now=harness.now),
-                                                           fetcher=fetcher, store=store, state=st,
-                                                           embedder=HashEmbedder(16)))
+                            reports.append(
+                                await arun_pass(
+                                    PassConfig(sitemaps=sitemaps, now=harness.now),
+                                    fetcher=fetcher,
+                                    store=store,
+                                    state=st,
+                                    embedder=HashEmbedder(16),
+                                )
+                            )
                         finally:
                             store.close()
                 return reports
@@ -756,15 +806,18 @@ def test_one_fetcher_for_two_passes_takes_each_pass_scope_and_state(site, harnes
     assert second.ok and second.pages_added == 1 and second.pages_skipped == 0, second.errors
 
 
-@pytest.mark.parametrize("kw, says", [
-    ({}, "at least one sitemap, URL or crawl start page"),
-    ({"urls": ["not a url"]}, "'not a url' must be an http(s) URL"),
-    ({"sitemaps": ["ftp://x.example/sitemap.xml"]}, "must be an http(s) URL"),
-    ({"crawl": ["http://[::1"]}, "'http://[::1' is not a URL"),
-    ({"urls": ["https://x.example:99999/"]}, "is not a URL"),
-    ({"urls": ["https://x.example/"], "workers": 0}, "at least 1"),
-    ({"urls": ["https://x.example/"], "max_delete_share": 1.5}, "not a share"),
-])
+@pytest.mark.parametrize(
+    "kw, says",
+    [
+        ({}, "at least one sitemap, URL or crawl start page"),
+        ({"urls": ["not a url"]}, "'not a url' must be an http(s) URL"),
+        ({"sitemaps": ["ftp://x.example/sitemap.xml"]}, "must be an http(s) URL"),
+        ({"crawl": ["http://[::1"]}, "'http://[::1' is not a URL"),
+        ({"urls": ["https://x.example:99999/"]}, "is not a URL"),
+        ({"urls": ["https://x.example/"], "workers": 0}, "at least 1"),
+        ({"urls": ["https://x.example/"], "max_delete_share": 1.5}, "not a share"),
+    ],
+)
 def test_a_library_pass_config_the_cli_would_refuse_is_a_config_error(kw, says, harness):
     """Library: PassConfig() with no source, a non-URL or workers=0 ran and
     reported ok; the CLI refuses each with exit 2."""
@@ -867,8 +920,9 @@ class _Killed(Exception):
     """Stands for a kill -9: the pass stops here, and nothing after it runs."""
 
 
-@pytest.mark.parametrize("at", ["before the sitemap write", "before any visit", "at the edited page",
-                                "before the purges"])
+@pytest.mark.parametrize(
+    "at", ["before the sitemap write", "before any visit", "at the edited page", "before the purges"]
+)
 def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, harness, tmp_path, at):
     """A pass reads the sitemap (p1's lastmod moved, p4 new, p3 gone from it)
     and dies before it gets to them. The next pass gets the same sitemap from its kept
@@ -881,8 +935,12 @@ def test_a_pass_killed_after_reading_the_sitemap_loses_nothing_it_read(site, har
     site.set("/p4.html", page_html("Page 4", [para("p4 new")]))
     site.remove("/p3.html")
 
-    point = {"before the sitemap write": ("plan", None), "before any visit": ("visit", None),
-             "at the edited page": ("page", site.server.url("/p1.html")), "before the purges": ("settle", None)}[at]
+    point = {
+        "before the sitemap write": ("plan", None),
+        "before any visit": ("visit", None),
+        "at the edited page": ("page", site.server.url("/p1.html")),
+        "before the purges": ("settle", None),
+    }[at]
 
     def die(reached: str, url: str | None) -> None:
         if (reached, url) == point:

@@ -34,25 +34,34 @@ SERVER_IN_DOCS = "http://localhost:6333"
 # Three pages, each with sections on different things: the question is answered by one
 # section of one page.
 PAGES = {
-    "/security/api-keys.html": ("API keys", [
-        "Create an API key in the dashboard under Settings. Each key belongs to one project and can "
-        "read or write that project's data, depending on the scopes you give it when you create it.",
-        "To rotate an API key, create a second key, deploy your application with the new key, then "
-        "revoke the old key. Requests signed with a revoked key are refused at once, so rotate keys "
-        "before they leak, and rotate them every ninety days.",
-    ]),
-    "/billing/invoices.html": ("Invoices", [
-        "Invoices are issued on the first day of each month and list every project's usage. You can "
-        "download them as PDF files from the billing page.",
-        "Pay an invoice by card or by bank transfer. An unpaid invoice is reminded after seven days, "
-        "and the account is suspended after thirty.",
-    ]),
-    "/deploy/kubernetes.html": ("Deploy on Kubernetes", [
-        "Install the Helm chart into its own namespace. The chart runs two replicas behind a service "
-        "and mounts the configuration from a ConfigMap.",
-        "Scale the deployment with kubectl scale, or let the horizontal pod autoscaler add replicas "
-        "when the CPU load stays above seventy percent.",
-    ]),
+    "/security/api-keys.html": (
+        "API keys",
+        [
+            "Create an API key in the dashboard under Settings. Each key belongs to one project and can "
+            "read or write that project's data, depending on the scopes you give it when you create it.",
+            "To rotate an API key, create a second key, deploy your application with the new key, then "
+            "revoke the old key. Requests signed with a revoked key are refused at once, so rotate keys "
+            "before they leak, and rotate them every ninety days.",
+        ],
+    ),
+    "/billing/invoices.html": (
+        "Invoices",
+        [
+            "Invoices are issued on the first day of each month and list every project's usage. You can "
+            "download them as PDF files from the billing page.",
+            "Pay an invoice by card or by bank transfer. An unpaid invoice is reminded after seven days, "
+            "and the account is suspended after thirty.",
+        ],
+    ),
+    "/deploy/kubernetes.html": (
+        "Deploy on Kubernetes",
+        [
+            "Install the Helm chart into its own namespace. The chart runs two replicas behind a service "
+            "and mounts the configuration from a ConfigMap.",
+            "Scale the deployment with kubectl scale, or let the horizontal pod autoscaler add replicas "
+            "when the CPU load stays above seventy percent.",
+        ],
+    ),
 }
 ANSWER = ("/security/api-keys.html", "API keys", "To rotate an API key")
 
@@ -60,7 +69,7 @@ ANSWER = ("/security/api-keys.html", "API keys", "To rotate an API key")
 def sample(heading: str) -> str:
     """The first Python block under `## heading` of the frameworks page."""
     text = DOC.read_text()
-    section = text[text.index(f"## {heading}\n"):]
+    section = text[text.index(f"## {heading}\n") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -92,8 +101,7 @@ def synced(site, tmp_path, minilm):
 class Where:
     """A collection in qdrant-client's local mode (`path`) or on a server (`url`)."""
 
-    def __init__(self, collection: str, *, path: str | None = None, url: str | None = None,
-                 api_key: str | None = None):
+    def __init__(self, collection: str, *, path: str | None = None, url: str | None = None, api_key: str | None = None):
         self.collection, self.path, self.url, self.api_key = collection, path, url, api_key
         self.urls: dict[str, str] = {}
 
@@ -140,16 +148,26 @@ def test_langchain_returns_the_chunk_with_its_url_and_title(synced, minilm, caps
     top = ns["docs"][0]
     assert_answer(synced, top.metadata["url"], top.metadata["title"], top.page_content)
     # The Document's metadata is the point's `metadata` object, plus LangChain's own two keys.
-    assert set(top.metadata) == {"url", "title", "chunk_id", "chunk_index", "fetched_at", "headings",
-                                 "_id", "_collection_name"}
+    assert set(top.metadata) == {
+        "url",
+        "title",
+        "chunk_id",
+        "chunk_index",
+        "fetched_at",
+        "headings",
+        "_id",
+        "_collection_name",
+    }
     assert top.metadata["headings"][0] == top.metadata["title"]  # the heading path starts at the page title
     assert top.metadata["chunk_id"].endswith(f"_c{top.metadata['chunk_index']}")
     assert synced.urls[ANSWER[0]] in capsys.readouterr().out  # the sample's own print
 
 
 def test_llamaindex_returns_the_chunk_with_its_url_and_title(synced, minilm):
-    pytest.importorskip("llama_index.vector_stores.qdrant",
-                        reason="llama-index-vector-stores-qdrant is not installed (pip install -e '.[frameworks]')")
+    pytest.importorskip(
+        "llama_index.vector_stores.qdrant",
+        reason="llama-index-vector-stores-qdrant is not installed (pip install -e '.[frameworks]')",
+    )
     with contextlib.closing(synced.client()) as client:
         ns = run_sample(sample("LlamaIndex"), synced, minilm, _client=client)
     top = ns["nodes"][0].node
@@ -158,8 +176,10 @@ def test_llamaindex_returns_the_chunk_with_its_url_and_title(synced, minilm):
 
 
 def test_haystack_returns_the_chunk_with_its_url_and_title(synced, minilm):
-    pytest.importorskip("haystack_integrations.document_stores.qdrant",
-                        reason="qdrant-haystack is not installed (pip install -e '.[frameworks]')")
+    pytest.importorskip(
+        "haystack_integrations.document_stores.qdrant",
+        reason="qdrant-haystack is not installed (pip install -e '.[frameworks]')",
+    )
     ns = run_sample(sample("Haystack"), synced, minilm, _haystack_where=synced.haystack_where())
     try:
         top = ns["documents"][0]
@@ -181,17 +201,24 @@ def test_langchain_hybrid_mode_reads_the_keyword_vector(synced, minilm, capsys):
         top = ns["docs"][0]
         assert_answer(synced, top.metadata["url"], top.metadata["title"], top.page_content)
         # The keyword side alone, through the same store: LangChain's sparse search finds it too.
-        sparse = ns["QdrantVectorStore"](client=client, collection_name=synced.collection,
-                                         sparse_embedding=ns["PagesyncKeywords"](), retrieval_mode=RetrievalMode.SPARSE,
-                                         sparse_vector_name="bm25", content_payload_key="text")
+        sparse = ns["QdrantVectorStore"](
+            client=client,
+            collection_name=synced.collection,
+            sparse_embedding=ns["PagesyncKeywords"](),
+            retrieval_mode=RetrievalMode.SPARSE,
+            sparse_vector_name="bm25",
+            content_payload_key="text",
+        )
         hit = sparse.similarity_search("rotate API key", k=1)[0]
     assert_answer(synced, hit.metadata["url"], hit.metadata["title"], hit.page_content)
     assert synced.urls[ANSWER[0]] in capsys.readouterr().out
 
 
 def test_llamaindex_hybrid_mode_reads_the_keyword_vector(synced, minilm):
-    pytest.importorskip("llama_index.vector_stores.qdrant",
-                        reason="llama-index-vector-stores-qdrant is not installed (pip install -e '.[frameworks]')")
+    pytest.importorskip(
+        "llama_index.vector_stores.qdrant",
+        reason="llama-index-vector-stores-qdrant is not installed (pip install -e '.[frameworks]')",
+    )
     with contextlib.closing(synced.client()) as client:
         ns = run_sample(sample("LlamaIndex, hybrid"), synced, minilm, _client=client)
     store = ns["vector_store"]

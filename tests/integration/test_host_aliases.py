@@ -33,9 +33,13 @@ def test_a_trailing_slash_redirect_on_every_listed_page_settles_on_the_targets(s
     for i in range(N):
         site.set(f"/p{i}/", content(i), in_sitemap=False)
         site.redirect(f"/p{i}", f"/p{i}/")
-    site.set("/map.xml", '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             + "".join(f"<url><loc>{site.server.url(f'/p{i}')}</loc></url>" for i in range(N)) + "</urlset>",
-             content_type="application/xml")
+    site.set(
+        "/map.xml",
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{site.server.url(f'/p{i}')}</loc></url>" for i in range(N))
+        + "</urlset>",
+        content_type="application/xml",
+    )
     sitemaps = [site.server.url("/map.xml")]
     rep = harness.run(sitemaps=sitemaps)
     assert rep.ok, rep.errors
@@ -98,7 +102,9 @@ def test_a_sitemap_on_another_name_of_the_host_is_a_clear_error_or_with_allow_ho
     for i in range(2):
         site.set(f"/p{i}.html", content(i))
     by_other_name = [f"http://localhost:{port}/sitemap.xml"]
-    with pytest.raises(ConfigError, match=rf"every URL the sitemaps list is out of scope .*--allow-host 127.0.0.1:{port}"):
+    with pytest.raises(
+        ConfigError, match=rf"every URL the sitemaps list is out of scope .*--allow-host 127.0.0.1:{port}"
+    ):
         harness.run(sitemaps=by_other_name)
     assert [p for _, p, _, _ in site.requests if p.endswith(".html")] == []
     rep = harness.run(sitemaps=by_other_name, allow_hosts=[f"127.0.0.1:{port}"])

@@ -48,8 +48,11 @@ def test_a_waiting_host_holds_no_worker_while_another_hosts_pages_are_ready(two_
     else:
         a.slow("/p0.html", GAP)
         per_host = 1
-    rep = Harness(a, tmp_path).run(sitemaps=[a.server.url("/sitemap.xml"), b.server.url("/sitemap.xml")],
-                                   workers=2, fetcher_kw={"per_host": per_host})
+    rep = Harness(a, tmp_path).run(
+        sitemaps=[a.server.url("/sitemap.xml"), b.server.url("/sitemap.xml")],
+        workers=2,
+        fetcher_kw={"per_host": per_host},
+    )
     assert rep.pages_fetched == 6
     at, bt = html_times(a), html_times(b)
     assert len(at) == len(bt) == 3
@@ -65,10 +68,13 @@ def test_a_sitemap_entry_on_another_port_of_the_host_is_out_of_scope(two_sites, 
     a, b = two_sites
     a.set("/p0.html", page_html("Page 0", [para("a page")]))
     b.set("/secret.html", page_html("Secret", [para("admin text")]))
-    a.set("/map.xml", '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                      f"<url><loc>{a.server.url('/p0.html')}</loc></url>"
-                      f"<url><loc>{b.server.url('/secret.html')}</loc></url></urlset>",
-          content_type="application/xml")
+    a.set(
+        "/map.xml",
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<url><loc>{a.server.url('/p0.html')}</loc></url>"
+        f"<url><loc>{b.server.url('/secret.html')}</loc></url></urlset>",
+        content_type="application/xml",
+    )
     h = Harness(a, tmp_path)
     rep = h.run(sitemaps=[a.server.url("/map.xml")])
     assert rep.pages_out_of_scope == 1 and rep.pages_fetched == 1

@@ -62,8 +62,10 @@ def difference(synced: dict, fresh: dict) -> str | None:
         by_url: dict[str, list[int]] = {}
         for pid in fresh.keys() - synced.keys():
             by_url.setdefault(fresh[pid][0]["url"], []).append(fresh[pid][0]["chunk_index"])
-        return (f"{len(synced)} points against {len(fresh)}: {len(synced.keys() - fresh.keys())} extra, "
-                f"missing {sorted((u, len(c)) for u, c in by_url.items())}")
+        return (
+            f"{len(synced)} points against {len(fresh)}: {len(synced.keys() - fresh.keys())} extra, "
+            f"missing {sorted((u, len(c)) for u, c in by_url.items())}"
+        )
     for pid, (payload, vector) in synced.items():
         if payload != fresh[pid][0]:
             return f"payload of {payload.get('chunk_id')} differs"
@@ -129,15 +131,17 @@ def test_a_shard_open_in_this_process_is_waited_for_without_load_attempts(tmp_pa
 
 
 def test_a_shard_open_in_another_process_is_loaded_once_when_released(tmp_path, counting_edge):
-    code = ("import sys, time\n"
-            "from sync.edges.edge_store import EdgeStore\nfrom sync.edges.store import StoredPoint\n"
-            f"s = EdgeStore({str(tmp_path)!r}, 'c')\n"
-            "s.ensure_collection(4)\n"
-            "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000001', {'url': 'u'}, [1.0, 0, 0, 0])])\n"
-            "print('open', flush=True)\n"
-            "time.sleep(1.5)\n"
-            "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000002', {'url': 'u'}, [0, 1.0, 0, 0])])\n"
-            "s.close()\n")
+    code = (
+        "import sys, time\n"
+        "from sync.edges.edge_store import EdgeStore\nfrom sync.edges.store import StoredPoint\n"
+        f"s = EdgeStore({str(tmp_path)!r}, 'c')\n"
+        "s.ensure_collection(4)\n"
+        "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000001', {'url': 'u'}, [1.0, 0, 0, 0])])\n"
+        "print('open', flush=True)\n"
+        "time.sleep(1.5)\n"
+        "s.upsert([StoredPoint('00000000-0000-0000-0000-000000000002', {'url': 'u'}, [0, 1.0, 0, 0])])\n"
+        "s.close()\n"
+    )
     holder = subprocess.Popen([sys.executable, "-c", code], env=env(), stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "open"
@@ -160,7 +164,9 @@ def fresh_points(site, tmp: Path) -> dict:
     from embedders import make_embedder
     from tests.helpers import Harness
 
-    h = Harness(site, tmp, embedder=make_embedder("fake"), splitter=Splitter(), stamp_site=False)  # CLI passes: wall clock
+    h = Harness(
+        site, tmp, embedder=make_embedder("fake"), splitter=Splitter(), stamp_site=False
+    )  # CLI passes: wall clock
     h.run()
     return points_at(h.store_path)
 
@@ -168,8 +174,7 @@ def fresh_points(site, tmp: Path) -> dict:
 def points_at(qdrant_path: Path) -> dict:
     store = EdgeStore(qdrant_path, "pages")
     try:
-        return {p.id: (without_fetched_at(p.payload), p.vector or [])
-                for p in store.scroll(with_vectors=True)}
+        return {p.id: (without_fetched_at(p.payload), p.vector or []) for p in store.scroll(with_vectors=True)}
     finally:
         store.close()
 
@@ -212,7 +217,9 @@ def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_f
                     (os.killpg if kill_group else os.kill)(main.pid, signal.SIGKILL)
             if plan and now >= plan[0][0]:
                 what = plan.pop(0)[1]
-                args = ["run", "--sitemap", sitemap, "--embedder", "fake", "--wait-lock", "0"] if what == "run" else [what]
+                args = (
+                    ["run", "--sitemap", sitemap, "--embedder", "fake", "--wait-lock", "0"] if what == "run" else [what]
+                )
                 others.append(started([sys.executable, "-m", "sync", *args, *where(work)], work))
             time.sleep(0.01)
         main.wait(timeout=60)
@@ -222,8 +229,10 @@ def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_f
         assert not group_alive(main.pid)
         for p in others:
             p.wait(timeout=60)
-        log.append(f"iteration {it}: kill {'group' if kill_group else 'parent'}, "
-                   f"concurrent exits {[p.returncode for p in others]}")
+        log.append(
+            f"iteration {it}: kill {'group' if kill_group else 'parent'}, "
+            f"concurrent exits {[p.returncode for p in others]}"
+        )
         # Another search pool size opens the shard between commands (its config is rewritten).
         other = EdgeStore(work / "q", "pages", search_threads=2 if it % 2 else None)
         try:
@@ -232,8 +241,9 @@ def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_f
             other.close()
         for p in site.pages():
             site.slow(p, 0.0)
-        rec = subprocess.run(run + ["--full", "--allow-mass-delete"], cwd=work, env=env(), capture_output=True,
-                             text=True, timeout=60)
+        rec = subprocess.run(
+            run + ["--full", "--allow-mass-delete"], cwd=work, env=env(), capture_output=True, text=True, timeout=60
+        )
         assert rec.returncode == 0, rec.stderr
         diff = difference(points_at(work / "q"), fresh_points(site, tmp_path / f"fresh{it}"))
         assert diff is None, f"iteration {it}: {diff}\n" + "\n".join(log)
@@ -242,12 +252,16 @@ def test_a_killed_pass_with_concurrent_commands_leaves_a_collection_equal_to_a_f
 # -- the same for a link crawl ------------------------------------------------------------------
 def _crawl_site(site, linked: list[int], it: int, rng: random.Random) -> None:
     links = "".join(f'<li><a href="/docs/p{i}.html">Page {i}</a></li>' for i in linked)
-    site.set("/docs/index.html", "<!doctype html><html><head><title>Docs</title></head><body><main><h1>Docs</h1>"
-             f"<p>{para('index', 40)}</p><ul>{links}</ul></main></body></html>")
+    site.set(
+        "/docs/index.html",
+        "<!doctype html><html><head><title>Docs</title></head><body><main><h1>Docs</h1>"
+        f"<p>{para('index', 40)}</p><ul>{links}</ul></main></body></html>",
+    )
     for i in linked:
         n = rng.randint(2, 8)
-        site.set(f"/docs/p{i}.html", page_html(f"Page {i}", [para(f"c{i}-s{j}-v{it if j % 2 else 0}", 80)
-                                                            for j in range(n)]))
+        site.set(
+            f"/docs/p{i}.html", page_html(f"Page {i}", [para(f"c{i}-s{j}-v{it if j % 2 else 0}", 80) for j in range(n)])
+        )
 
 
 @pytest.mark.slow
@@ -263,11 +277,27 @@ def test_a_killed_crawl_pass_settles_on_a_fresh_crawl_within_two_clean_passes(si
     work.mkdir()
 
     def crawl_cmd(now: str, where_: list[str]) -> list[str]:
-        return [sys.executable, "-m", "sync", "run", "--crawl", start, "--embedder", "fake", "-q", "--now", now,
-                *where_]
+        return [
+            sys.executable,
+            "-m",
+            "sync",
+            "run",
+            "--crawl",
+            start,
+            "--embedder",
+            "fake",
+            "-q",
+            "--now",
+            now,
+            *where_,
+        ]
 
-    assert subprocess.run(crawl_cmd("2031-01-01T00:00:00Z", where(work)), cwd=work, env=env(),
-                          capture_output=True, timeout=60).returncode == 0
+    assert (
+        subprocess.run(
+            crawl_cmd("2031-01-01T00:00:00Z", where(work)), cwd=work, env=env(), capture_output=True, timeout=60
+        ).returncode
+        == 0
+    )
     for it in range(ITERATIONS):
         day = 8 * (it + 1)
         gone = rng.sample(linked, k=2)
@@ -290,12 +320,21 @@ def test_a_killed_crawl_pass_settles_on_a_fresh_crawl_within_two_clean_passes(si
         for p in site.pages():
             site.slow(p, 0.0)
         for now in (f"2031-01-{day + 1:02d}T00:00:00Z", f"2031-01-{day + 4:02d}T00:00:00Z"):  # 3 days apart
-            rec = subprocess.run(crawl_cmd(now, where(work)), cwd=work, env=env(), capture_output=True, text=True,
-                                 timeout=60)
+            rec = subprocess.run(
+                crawl_cmd(now, where(work)), cwd=work, env=env(), capture_output=True, text=True, timeout=60
+            )
             assert rec.returncode == 0, rec.stderr
         fresh = tmp_path / f"fresh{it}"
         fresh.mkdir()
-        assert subprocess.run(crawl_cmd(f"2031-01-{day + 4:02d}T00:00:00Z", where(fresh)), cwd=fresh, env=env(),
-                              capture_output=True, timeout=60).returncode == 0
+        assert (
+            subprocess.run(
+                crawl_cmd(f"2031-01-{day + 4:02d}T00:00:00Z", where(fresh)),
+                cwd=fresh,
+                env=env(),
+                capture_output=True,
+                timeout=60,
+            ).returncode
+            == 0
+        )
         diff = difference(points_at(work / "q"), points_at(fresh / "q"))
         assert diff is None, f"iteration {it}: {diff}"

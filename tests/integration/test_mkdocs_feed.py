@@ -23,9 +23,24 @@ FEED = "/search/search_index.json"
 
 def build(src: Path, out: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--quiet", "--site-dir", str(out),
-                        "--config-file", str(src / "mkdocs.yml")], cwd=src, env=env, capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--quiet",
+            "--site-dir",
+            str(out),
+            "--config-file",
+            str(src / "mkdocs.yml"),
+        ],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -88,16 +103,44 @@ def test_a_crawl_with_no_sitemap_visits_the_pages_only_the_feed_names(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with SiteServer(site) as server:
         serve(site, tmp_path / "site")
-        r = subprocess.run([sys.executable, "-m", "sync", "run", "--crawl", server.url("/"), "--policy", "deploys",
-                            "--embedder", "fake", "--qdrant-path", "q", "--state", "s.db", "--report", "r.json"],
-                           cwd=work, env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sync",
+                "run",
+                "--crawl",
+                server.url("/"),
+                "--policy",
+                "deploys",
+                "--embedder",
+                "fake",
+                "--qdrant-path",
+                "q",
+                "--state",
+                "s.db",
+                "--report",
+                "r.json",
+            ],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         fetched = [p for _, p, _, _ in site.requests]
     report = json.loads((work / "r.json").read_text())
     assert report["feed"] == "mkdocs" and report["feed_trusted"] is True
     assert FEED in fetched and "/orphan/" in fetched
     assert not {"/searchindex.js", "/search-index.json", "/search-doc.json"} & set(fetched)  # named, not probed
-    out = subprocess.run([sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db"],
-                         cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sync", "export", "--qdrant-path", "q", "--state", "s.db"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     urls = {json.loads(line)["payload"]["url"] for line in out.stdout.splitlines()}
     assert server.url("/orphan/") in urls and server.url("/a/") in urls

@@ -88,8 +88,13 @@ class Nginx:
 
     def write_conf(self, extra_locations: str = "") -> None:
         t = self.tmp
-        temp_dirs = {"client_body": "client_body_temp_path", "proxy": "proxy_temp_path",
-                     "fastcgi": "fastcgi_temp_path", "uwsgi": "uwsgi_temp_path", "scgi": "scgi_temp_path"}
+        temp_dirs = {
+            "client_body": "client_body_temp_path",
+            "proxy": "proxy_temp_path",
+            "fastcgi": "fastcgi_temp_path",
+            "uwsgi": "uwsgi_temp_path",
+            "scgi": "scgi_temp_path",
+        }
         temps = []
         for module, directive in temp_dirs.items():
             if module != "client_body" and module in self._missing:
@@ -98,8 +103,11 @@ class Nginx:
             temps.append(f"    {directive} {t / f'temp_{module}'};")
         # As root the workers would drop to `nobody`, who cannot read pytest's 0700 tmp dirs.
         user = "user root;\n" if os.geteuid() == 0 else ""
-        gzip = "" if "gzip" in self._missing else (
-            "    gzip on;\n    gzip_min_length 256;\n    gzip_types application/xml text/plain;\n")
+        gzip = (
+            ""
+            if "gzip" in self._missing
+            else ("    gzip on;\n    gzip_min_length 256;\n    gzip_types application/xml text/plain;\n")
+        )
         self.conf.write_text(
             f"{user}daemon off;\nworker_processes 1;\npid {t / 'nginx.pid'};\n"
             f"error_log {self.error_log} notice;\n"
@@ -107,11 +115,9 @@ class Nginx:
             "http {\n"
             "    types { text/html html; application/xml xml; text/plain txt; }\n"
             "    default_type application/octet-stream;\n"
-            "    log_format pagesync '$status $request_uri inm=\"$http_if_none_match\" "
-            "ims=\"$http_if_modified_since\" sent=$body_bytes_sent';\n"
-            f"    access_log {self.access_log} pagesync;\n"
-            + "\n".join(temps) + "\n" + gzip +
-            "    server {\n"
+            '    log_format pagesync \'$status $request_uri inm="$http_if_none_match" '
+            'ims="$http_if_modified_since" sent=$body_bytes_sent\';\n'
+            f"    access_log {self.access_log} pagesync;\n" + "\n".join(temps) + "\n" + gzip + "    server {\n"
             f"        listen 127.0.0.1:{self.port};\n"
             "        server_name localhost;\n"
             f"        root {self.site};\n"
@@ -125,12 +131,19 @@ class Nginx:
 
     def start(self) -> None:
         self.write_conf()
-        check = subprocess.run([self.binary, "-t", "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
-                               capture_output=True, text=True, timeout=20)
+        check = subprocess.run(
+            [self.binary, "-t", "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         if check.returncode != 0:
             raise RuntimeError(f"nginx -t rejected the test config:\n{check.stderr}\n{self.conf.read_text()}")
-        self.proc = subprocess.Popen([self.binary, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [self.binary, "-c", str(self.conf), "-p", str(self.tmp), "-e", str(self.error_log)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -222,10 +235,13 @@ class DocsSite:
     def write_sitemap(self) -> None:
         items = "".join(
             f"<url><loc>{self.server.url(p)}</loc><lastmod>{self.mtimes[p].strftime('%Y-%m-%dT%H:%M:%S+00:00')}</lastmod></url>"
-            for p in sorted(self.in_sitemap))
+            for p in sorted(self.in_sitemap)
+        )
         (self.root / "sitemap.xml").write_text(
             '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{items}</urlset>\n', encoding="utf-8")
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{items}</urlset>\n',
+            encoding="utf-8",
+        )
 
 
 @pytest.fixture
@@ -260,9 +276,26 @@ class Cli:
     def run(self, *extra: str, now: datetime) -> dict:
         self.n += 1
         report = self.tmp / f"report-{self.n}.json"
-        cmd = [sys.executable, "-m", "sync", "run", "--sitemap", self.sitemap, "--embedder", "fake",
-               "--qdrant-path", str(self.qdrant), "--state", str(self.state), "--report", str(report),
-               "--now", now.isoformat(), "--quiet", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "sync",
+            "run",
+            "--sitemap",
+            self.sitemap,
+            "--embedder",
+            "fake",
+            "--qdrant-path",
+            str(self.qdrant),
+            "--state",
+            str(self.state),
+            "--report",
+            str(report),
+            "--now",
+            now.isoformat(),
+            "--quiet",
+            *extra,
+        ]
         proc = subprocess.run(cmd, cwd=REPO, env=self._env(), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"pagesync run exited {proc.returncode}:\n{proc.stderr}"
         rep = json.loads(report.read_text())
@@ -301,7 +334,7 @@ def test_nginx_fixture_serves_validators_404_and_410(nginx, docs):
     mtime = int(docs.mtimes["/guides/install.html"].timestamp())
     size = (nginx.site / "guides/install.html").stat().st_size
     assert status == 200 and b"Install Pip" in body
-    assert h["etag"] == f'"{mtime:x}-{size:x}"', "nginx's ETag is \"<mtime hex>-<size hex>\""
+    assert h["etag"] == f'"{mtime:x}-{size:x}"', 'nginx\'s ETag is "<mtime hex>-<size hex>"'
     assert get(url, {"If-None-Match": h["etag"]})[0] == 304
     assert get(url, {"If-Modified-Since": h["last-modified"]})[0] == 304
     status, _, body = get(nginx.url("/nope.html"))
@@ -346,7 +379,9 @@ def test_sync_lifecycle_against_nginx(nginx, docs, tmp_path):
 
     # 3. One file's text edited (and its lastmod advanced): only that page is re-read and replaced.
     now += timedelta(hours=1)
-    docs.page(EDITED, now - timedelta(minutes=30), extra="<h2>Reload</h2><p>Send SIGHUP to reload the zebra config.</p>")
+    docs.page(
+        EDITED, now - timedelta(minutes=30), extra="<h2>Reload</h2><p>Send SIGHUP to reload the zebra config.</p>"
+    )
     docs.write_sitemap()
     rep = cli.run(now=now)
     assert rep["pages_fetched"] == 1 and rep["pages_changed"] == 1 and rep["pages_added"] == 0, rep
@@ -361,16 +396,22 @@ def test_sync_lifecycle_against_nginx(nginx, docs, tmp_path):
     assert rep["chunks_embedded"] == len(new_texts) >= 1 and any("zebra config" in t for t in new_texts)
     assert rep["chunks_embedded"] + rep["chunks_reused"] == rep["chunks_written"] == len(edited_chunks)
     assert any("zebra config" in p["text"] for p in edited_chunks)
-    assert {pid: p for pid, p in after.items() if p["url"] != urls[EDITED]} == \
-           {pid: p for pid, p in pts.items() if p["url"] != urls[EDITED]}, "other pages untouched"
+    assert {pid: p for pid, p in after.items() if p["url"] != urls[EDITED]} == {
+        pid: p for pid, p in pts.items() if p["url"] != urls[EDITED]
+    }, "other pages untouched"
     pts = after
 
     # 4. Every file rewritten with only nav and footer changed: 200s, same content hash, 0 embedded.
     now += timedelta(hours=1)
     for path in PAGES:
         extra = "<h2>Reload</h2><p>Send SIGHUP to reload the zebra config.</p>" if path == EDITED else ""
-        docs.page(path, now - timedelta(minutes=30), extra=extra, nav=NAV + ["Changelog", "Status"],
-                  footer="© 2026 Acme Inc. · Privacy · Built with love")
+        docs.page(
+            path,
+            now - timedelta(minutes=30),
+            extra=extra,
+            nav=NAV + ["Changelog", "Status"],
+            footer="© 2026 Acme Inc. · Privacy · Built with love",
+        )
     rep = cli.run("--full", now=now)
     assert rep["pages_fetched"] == n and rep["pages_unchanged"] == n and rep["pages_not_modified"] == 0, rep
     assert rep["chunks_embedded"] == rep["chunks_written"] == rep["chunks_deleted"] == 0
@@ -402,8 +443,9 @@ def test_sync_lifecycle_against_nginx(nginx, docs, tmp_path):
     docs.write_sitemap()
     assert get(nginx.url(LEFT_SITEMAP))[0] == 200
     rep = cli.run(now=now)
-    assert actions(rep) == {urls[LEFT_SITEMAP]: "removed"} and "sitemap" in changes(rep)[urls[LEFT_SITEMAP]][1], \
-        rep["changes"]
+    assert actions(rep) == {urls[LEFT_SITEMAP]: "removed"} and "sitemap" in changes(rep)[urls[LEFT_SITEMAP]][1], rep[
+        "changes"
+    ]
     assert rep["pages_removed"] == 1 and rep["chunks_embedded"] == 0
     pts = cli.export()
     check_contract(pts)

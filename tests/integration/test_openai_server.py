@@ -29,17 +29,35 @@ MODEL = "all-MiniLM-L6-v2"
 
 def pagesync(work: Path, *args: str, env: dict[str, str]):
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("QDRANT_", "OPENAI_"))}
-    full_env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **env)
-    return subprocess.run([sys.executable, "-m", "sync", *args], cwd=work, env=full_env, capture_output=True,
-                          text=True, timeout=300)
+    full_env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **env,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "sync", *args], cwd=work, env=full_env, capture_output=True, text=True, timeout=300
+    )
 
 
 def run(site, work: Path, *extra: str, env: dict[str, str]) -> dict:
     """One `pagesync run` of `site` into `work`; the report (and the exit code as `exit`)."""
     work.mkdir(exist_ok=True)
-    r = pagesync(work, "run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-                 "--report", "report.json", "--quiet", *extra, env=env)
+    r = pagesync(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--report",
+        "report.json",
+        "--quiet",
+        *extra,
+        env=env,
+    )
     assert r.returncode in (0, 1), r.stderr
     return {**json.loads((work / "report.json").read_text()), "exit": r.returncode, "stderr": r.stderr}
 
@@ -48,8 +66,11 @@ def through(server_or_proxy, key: str, cache: Path) -> dict[str, str]:
     """The environment of a pass embedding at this server with this key. Its own cache
     directory: the first pass asks the model's vector size (a one-text probe), the next
     ones read it from there."""
-    return {"OPENAI_BASE_URL": server_or_proxy.url("/v1") if hasattr(server_or_proxy, "url")
-            else server_or_proxy.base_url, "OPENAI_API_KEY": key, "PAGESYNC_CACHE_DIR": str(cache)}
+    return {
+        "OPENAI_BASE_URL": server_or_proxy.url("/v1") if hasattr(server_or_proxy, "url") else server_or_proxy.base_url,
+        "OPENAI_API_KEY": key,
+        "PAGESYNC_CACHE_DIR": str(cache),
+    }
 
 
 def sent(proxy) -> list[str]:
@@ -82,8 +103,15 @@ def test_a_pass_through_the_server_equals_a_pass_with_the_bundled_model(site, tm
     build(site)
     # The served model's input is not known to pagesync (it would assume 512 UTF-8 bytes and cut
     # finer): the bound is lifted so both passes embed the same texts.
-    remote = run(site, tmp_path / "remote", "--embedder", f"openai:{MODEL}", "--max-chunk-tokens", "100000",
-                 env=through(embed_proxy, infinity.api_key, tmp_path / "cache"))
+    remote = run(
+        site,
+        tmp_path / "remote",
+        "--embedder",
+        f"openai:{MODEL}",
+        "--max-chunk-tokens",
+        "100000",
+        env=through(embed_proxy, infinity.api_key, tmp_path / "cache"),
+    )
     local = run(site, tmp_path / "local", env={})
     assert remote["exit"] == local["exit"] == 0
     assert remote["pages_failed"] == 0 and remote["chunks_embedded"] == local["chunks_embedded"] > 3
@@ -97,8 +125,9 @@ def test_a_pass_through_the_server_equals_a_pass_with_the_bundled_model(site, tm
         assert max(abs(a - b) for a, b in zip(vector, w_vector, strict=True)) < 1e-5, cid
 
 
-def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_texts(site, tmp_path, infinity,
-                                                                                      embed_proxy):
+def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_texts(
+    site, tmp_path, infinity, embed_proxy
+):
     build(site)
     env = through(embed_proxy, infinity.api_key, tmp_path / "cache")
     work = tmp_path / "w"
@@ -125,8 +154,13 @@ def test_an_unchanged_site_sends_nothing_and_a_one_line_edit_sends_only_the_new_
 def test_429s_with_retry_after_cost_no_page(site, tmp_path, infinity, embed_proxy):
     build(site)
     embed_proxy.fail_next(2, 429, {"Retry-After": "1"}, match=not_the_probe)
-    rep = run(site, tmp_path / "w", "--embedder", f"openai:{MODEL}",
-              env=through(embed_proxy, infinity.api_key, tmp_path / "cache"))
+    rep = run(
+        site,
+        tmp_path / "w",
+        "--embedder",
+        f"openai:{MODEL}",
+        env=through(embed_proxy, infinity.api_key, tmp_path / "cache"),
+    )
     assert rep["exit"] == 0 and rep["pages_failed"] == 0 and rep["errors"] == []
     stored = points(tmp_path / "w")
     assert {p["url"] for p, _ in stored.values()} == {site.server.url(f"/p{i}.html") for i in range(3)}
@@ -137,7 +171,9 @@ def test_429s_with_retry_after_cost_no_page(site, tmp_path, infinity, embed_prox
     for e in refused:
         retry = next(x for x in embed_proxy.served() if x.started > e.ended and set(x.inputs) & set(e.inputs))
         assert retry.started - e.ended >= 1.0
-    assert sorted(sent(embed_proxy)) == sorted({embedded_text(p["text"], p.get("headings", ())) for p, _ in stored.values()})
+    assert sorted(sent(embed_proxy)) == sorted(
+        {embedded_text(p["text"], p.get("headings", ())) for p, _ in stored.values()}
+    )
 
 
 def test_a_wrong_key_is_exit_2_before_any_page_is_fetched(site, tmp_path, infinity):
@@ -145,8 +181,19 @@ def test_a_wrong_key_is_exit_2_before_any_page_is_fetched(site, tmp_path, infini
     work = tmp_path / "w"
     work.mkdir()
     wrong = "sk-wrong-" + "x" * 12
-    r = pagesync(work, "run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-                 "--embedder", f"openai:{MODEL}", env=through(infinity, wrong, tmp_path / "cache"))
+    r = pagesync(
+        work,
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        f"openai:{MODEL}",
+        env=through(infinity, wrong, tmp_path / "cache"),
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("pagesync: error:") and "Traceback" not in r.stderr

@@ -91,9 +91,24 @@ def test_the_value_of_an_env_header_is_never_printed(site, work):
     site.set("/p.html", page_html("P", [para("p")]))
     site.error("/bad.html", 500)
     site.resources["/bad.html"].in_sitemap = True
-    args = ["run", "--sitemap", site.server.url("/sitemap.xml"), "--qdrant-path", "q", "--state", "s.db",
-            "--embedder", "fake", "-v", "--report", "rep.json", "--header", "Authorization: env:DOCS_TOKEN",
-            "--header", "X-Plain: env:DOCS_TOKEN"]
+    args = [
+        "run",
+        "--sitemap",
+        site.server.url("/sitemap.xml"),
+        "--qdrant-path",
+        "q",
+        "--state",
+        "s.db",
+        "--embedder",
+        "fake",
+        "-v",
+        "--report",
+        "rep.json",
+        "--header",
+        "Authorization: env:DOCS_TOKEN",
+        "--header",
+        "X-Plain: env:DOCS_TOKEN",
+    ]
     r = cli(work, *args, env={"DOCS_TOKEN": SECRET})
     assert r.returncode == 1, r.stderr  # /bad.html failed
     assert {h.get("authorization") for _, p, _, h in site.requests if p == "/p.html"} == {SECRET}

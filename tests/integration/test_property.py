@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, settings
 from tests.property_helpers import SiteEdits
 
 SiteEdits.TestCase.settings = settings(
-    max_examples=15, stateful_step_count=8, deadline=None,
+    max_examples=15,
+    stateful_step_count=8,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestSiteEdits = pytest.mark.slow(SiteEdits.TestCase)

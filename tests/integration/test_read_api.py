@@ -169,16 +169,20 @@ def test_a_search_during_a_pass_is_refused_at_once_and_works_after_it(synced, mo
 
 
 def test_importing_a_retriever_without_its_framework_names_the_extra():
-    for module, blocked, extra in (("sync.integrations.langchain", "langchain_core", "pagesync[langchain]"),
-                                   ("sync.integrations.llamaindex", "llama_index", "pagesync[llamaindex]")):
+    for module, blocked, extra in (
+        ("sync.integrations.langchain", "langchain_core", "pagesync[langchain]"),
+        ("sync.integrations.llamaindex", "llama_index", "pagesync[llamaindex]"),
+    ):
         code = f"import sys\nsys.modules[{blocked!r}] = None\nimport {module}"
         r = python(code)
         assert r.returncode == 1 and f'pip install "{extra}"' in r.stderr, r.stderr
 
 
 def test_import_sync_loads_no_framework():
-    code = ("import sys, sync\nsync.open_collection\n"
-            "print([m for m in ('langchain_core', 'llama_index') if m in sys.modules])")
+    code = (
+        "import sys, sync\nsync.open_collection\n"
+        "print([m for m in ('langchain_core', 'llama_index') if m in sys.modules])"
+    )
     r = python(code)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
 

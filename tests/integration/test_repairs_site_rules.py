@@ -30,8 +30,10 @@ EMB32 = HashEmbedder(32)
 
 def themed(title: str, text: str) -> str:
     """A page whose content only the selector finds: a sidebar no landmark marks."""
-    return (f"<html><head><title>{title}</title></head><body><div class='col-a'><p>{para('sidebar ' + title)}</p>"
-            f"</div><div class='col-b'><p>{text}</p></div></body></html>")
+    return (
+        f"<html><head><title>{title}</title></head><body><div class='col-a'><p>{para('sidebar ' + title)}</p>"
+        f"</div><div class='col-b'><p>{text}</p></div></body></html>"
+    )
 
 
 def private_site(site, n: int = 3) -> list[str]:
@@ -95,8 +97,9 @@ def test_audit_fix_repairs_a_private_site_with_its_headers_and_selector(site, ha
     assert comparable(harness.points()) == comparable(clean)
     assert "sidebar" not in texts_of(harness, urls[1]) and "content 1" in texts_of(harness, urls[1])
     # The repaired page's fingerprint is the one a pass with the selector records: nothing to redo.
-    assert fingerprints(harness) == {page_fingerprint(harness.embedder.model_id, EXTRACTOR_ID,
-                                                      harness.splitter.settings, CSS)}
+    assert fingerprints(harness) == {
+        page_fingerprint(harness.embedder.model_id, EXTRACTOR_ID, harness.splitter.settings, CSS)
+    }
     nxt = harness.run(advance=timedelta(days=10), full=True, site_rules=RULES)
     assert (nxt.pages_not_modified, nxt.chunks_embedded) == (3, 0)
 
@@ -112,7 +115,9 @@ def test_audit_fix_re_extracts_with_the_selector(site, harness):
     lose_chunk(harness, url)
     out, ok, text = fix(harness, rules)
     assert ok and out["fix"]["reindexed_pages"] == 1, text
-    assert comparable(harness.points()) == comparable(clean)  # exactly the pass's points: the selector's text, not the sidebar's
+    assert comparable(harness.points()) == comparable(
+        clean
+    )  # exactly the pass's points: the selector's text, not the sidebar's
     assert "sidebar" not in texts_of(harness, url)
 
 
@@ -127,8 +132,9 @@ def test_reindex_reuses_texts_of_select_pages_refetches_with_headers_and_the_nex
     site.clear_log()
     rep = reindex(harness, EMB32, site_rules=RULES)
     assert rep.ok and rep.text_sources == {"state": 2, "points": 1, "fetch": 1}, rep.errors
-    assert [(p, s, h.get("authorization")) for _, p, s, h in site.requests if p.endswith(".html")] == \
-        [("/p3.html", 200, SECRET)]
+    assert [(p, s, h.get("authorization")) for _, p, s, h in site.requests if p.endswith(".html")] == [
+        ("/p3.html", 200, SECRET)
+    ]
     assert "sidebar" not in texts_of(harness, urls[3]) and rep.pages_changed == 0
     assert fingerprints(harness) == {page_fingerprint(EMB32.model_id, EXTRACTOR_ID, harness.splitter.settings, CSS)}
 
@@ -146,8 +152,9 @@ def test_reindex_reads_again_a_kept_text_extracted_without_the_selector_now_conf
     rep = reindex(harness, EMB32, site_rules=SiteRuleSet(SiteRules(select=CSS)))
     assert rep.ok and rep.text_sources == {"state": 0, "points": 0, "fetch": 2} and rep.pages_changed == 2
     assert all("sidebar" not in p["text"] for p in harness.points().values())
-    nxt = harness.run(embedder=EMB32, advance=timedelta(days=10), full=True,
-                      site_rules=SiteRuleSet(SiteRules(select=CSS)))
+    nxt = harness.run(
+        embedder=EMB32, advance=timedelta(days=10), full=True, site_rules=SiteRuleSet(SiteRules(select=CSS))
+    )
     assert (nxt.chunks_embedded, nxt.pages_not_modified) == (0, 2)
 
 
@@ -159,7 +166,8 @@ def test_audit_fix_and_reindex_take_the_rules_of_pagesync_toml(site, work):
     (work / "pagesync.toml").write_text(
         'qdrant_path = "q"\nstate = "s.db"\nembedder = "fake"\n'
         f'select = "{CSS}"\nheader = ["Authorization: env:DOCS_TOKEN"]\n\n'
-        f'[[site]]\nsitemap = "{sitemap(site)}"\nheader = ["X-Docs: private"]\n')
+        f'[[site]]\nsitemap = "{sitemap(site)}"\nheader = ["X-Docs: private"]\n'
+    )
     env = {"DOCS_TOKEN": SECRET}
     r = cli(work, "run", env=env)
     assert r.returncode == 0, r.stderr

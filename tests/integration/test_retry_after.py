@@ -17,27 +17,35 @@ NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
 CAP = MAX_INTERVAL.total_seconds()
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("120", 120.0),
-    ("999999999999", CAP),  # was a timedelta overflow
-    ("99999999999", CAP),  # was the year 5195
-    ("9" * 400, CAP),
-    ("Fri, 31 Dec 9999 23:59:59 GMT", CAP),
-    ("Wed, 02 Dec 2026 12:00:00 GMT", 86400.0),
-    ("Mon, 01 Jan 0001 00:00:00 GMT", 0.0),
-    ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
-    ("Sat, 01 Jan 10000 00:00:00 GMT", None),
-    ("²", None),  # a Unicode digit, not delta-seconds
-    ("-5", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("120", 120.0),
+        ("999999999999", CAP),  # was a timedelta overflow
+        ("99999999999", CAP),  # was the year 5195
+        ("9" * 400, CAP),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", CAP),
+        ("Wed, 02 Dec 2026 12:00:00 GMT", 86400.0),
+        ("Mon, 01 Jan 0001 00:00:00 GMT", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+        ("Sat, 01 Jan 10000 00:00:00 GMT", None),
+        ("²", None),  # a Unicode digit, not delta-seconds
+        ("-5", None),
+        ("", None),
+    ],
+)
 def test_retry_after_is_capped_and_never_raises(value, expected):
     assert parse_retry_after(value, NOW) == expected
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.text(max_size=40), st.integers(min_value=0).map(str),
-                 st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S GMT"))))
+@given(
+    st.one_of(
+        st.text(max_size=40),
+        st.integers(min_value=0).map(str),
+        st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.strftime("%a, %d %b %Y %H:%M:%S GMT")),
+    )
+)
 def test_parse_retry_after_stays_within_the_ceiling(value):
     got = parse_retry_after(value, NOW)
     assert got is None or 0.0 <= got <= MAX_RETRY_AFTER == CAP

@@ -57,8 +57,11 @@ def test_robots_answer_is_reused_for_24_hours(site, harness):
 
 def test_sitemap_discovered_through_robots_txt(site, harness):
     build_pages(site, n=2)
-    site.set("/robots.txt", f"User-agent: *\nAllow: /\nSitemap: {site.server.url('/sitemap.xml')}\n",
-             content_type="text/plain")
+    site.set(
+        "/robots.txt",
+        f"User-agent: *\nAllow: /\nSitemap: {site.server.url('/sitemap.xml')}\n",
+        content_type="text/plain",
+    )
     rep = harness.run(sitemaps=[site.server.url("/robots.txt")])
     assert rep.pages_in_sitemaps == 2 and rep.pages_added == 2
 
@@ -67,10 +70,17 @@ def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
     build_pages(site, n=2)
     base = site.server.base_url
     port = base.rsplit(":", 1)[1]
-    hostile = [f"http://localhost:{port}/p0.html", "http://169.254.169.254/latest/meta-data/",
-               "ftp://example.com/file", "http://attacker.example/x"]
-    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", *hostile]) + "</urlset>")
+    hostile = [
+        f"http://localhost:{port}/p0.html",
+        "http://169.254.169.254/latest/meta-data/",
+        "ftp://example.com/file",
+        "http://attacker.example/x",
+    ]
+    body = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", *hostile])
+        + "</urlset>"
+    )
     site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
     rep = harness.run(sitemaps=[site.server.url("/custom-sitemap.xml")])
     assert rep.pages_added == 1 and rep.pages_in_sitemaps == 1
@@ -82,22 +92,27 @@ def test_hostile_sitemap_urls_are_skipped_and_reported(site, harness):
 
 def test_invalid_sitemap_locs_are_counted_and_reported_as_skipped(site, harness):
     """Relative, mailto:, empty and other non-http <loc> entries used to vanish uncounted
-   : they are skipped pages now, each with its reason, like out-of-scope ones."""
+    : they are skipped pages now, each with its reason, like out-of-scope ones."""
     build_pages(site, n=1)
     base = site.server.base_url
     locs = [f"{base}/p0.html", "/p1.html", "mailto:docs@example.com", "", "ftp://example.com/file"]
-    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<url><loc>{u}</loc></url>" for u in locs) + "</urlset>")
+    body = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{u}</loc></url>" for u in locs)
+        + "</urlset>"
+    )
     site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
     for _ in range(2):  # the second pass reads the kept parse (the sitemap answers 304): same count
         rep = harness.run(sitemaps=[site.server.url("/custom-sitemap.xml")], advance=timedelta(minutes=5))
         assert rep.pages_in_sitemaps == 1 and rep.pages_invalid_loc == 4 and rep.pages_out_of_scope == 0
         assert rep.pages_skipped == 4 and rep.pages_skipped + rep.sitemaps_skipped == len(rep.skipped)
         reasons = {s["url"]: s["reason"] for s in rep.skipped}
-        assert reasons == {"/p1.html": "invalid <loc>: relative URL (a sitemap lists absolute URLs)",
-                           "mailto:docs@example.com": "invalid <loc>: scheme mailto, not http(s)",
-                           "": "invalid <loc>: empty",
-                           "ftp://example.com/file": "invalid <loc>: scheme ftp, not http(s)"}
+        assert reasons == {
+            "/p1.html": "invalid <loc>: relative URL (a sitemap lists absolute URLs)",
+            "mailto:docs@example.com": "invalid <loc>: scheme mailto, not http(s)",
+            "": "invalid <loc>: empty",
+            "ftp://example.com/file": "invalid <loc>: scheme ftp, not http(s)",
+        }
         assert "4 skipped" in rep.summary() and rep.ok
     assert rep.sitemaps_not_modified == 1
 
@@ -117,8 +132,11 @@ def test_a_page_out_of_scope_now_is_purged_under_that_reason(site, harness):
     base = site.server.base_url
     port = base.rsplit(":", 1)[1]
     other = f"http://localhost:{port}/p0.html"
-    body = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", other]) + "</urlset>")
+    body = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{u}</loc></url>" for u in [f"{base}/p1.html", other])
+        + "</urlset>"
+    )
     site.resources["/custom-sitemap.xml"] = Resource(body.encode(), "application/xml", in_sitemap=False)
     sm = [site.server.url("/custom-sitemap.xml")]
     assert harness.run(sitemaps=sm, allow_hosts=[f"localhost:{port}"]).pages_added == 2
@@ -233,8 +251,9 @@ def test_a_page_emptied_alone_is_purged_and_the_collection_equals_a_fresh_index(
     site.set("/p3.html", EMPTIED)
     rep = harness.run(full=True)
     assert rep.ok and rep.pages_removed == 1 and rep.mass_delete_blocked == 0
-    assert [c["reason"] for c in rep.to_dict()["changes"] if c["url"].endswith("/p3.html")] == ["no text extracted "
-            "(an empty page, or a template or rendering change the extractor cannot read)"]
+    assert [c["reason"] for c in rep.to_dict()["changes"] if c["url"].endswith("/p3.html")] == [
+        "no text extracted (an empty page, or a template or rendering change the extractor cannot read)"
+    ]
     assert site.server.url("/p3.html") not in by_url(harness.points())
     assert_equals_fresh(harness)
     # Its text comes back: indexed again.
@@ -257,9 +276,11 @@ def test_empty_sitemap_purges_nothing(site, harness):
 
 # A JavaScript-only deploy whose shell has a <noscript> line: every page answers 200 with the
 # same one-line text. Not empty, so no purge: each page would "change" to that line.
-SHELL = ("<!doctype html><html><head><title>{title}</title><script defer src='/static/js/main.js'></script>"
-         "</head><body><noscript>You need to enable JavaScript to run this app.</noscript><div id='root'></div>"
-         "</body></html>")
+SHELL = (
+    "<!doctype html><html><head><title>{title}</title><script defer src='/static/js/main.js'></script>"
+    "</head><body><noscript>You need to enable JavaScript to run this app.</noscript><div id='root'></div>"
+    "</body></html>"
+)
 
 
 def test_a_javascript_shell_deploy_everywhere_replaces_nothing(site, harness):
@@ -302,7 +323,7 @@ def test_a_few_pages_cut_to_a_stub_are_edits_and_are_written(site, harness):
     changes of the pass too, and the collection equals a fresh index."""
     build_pages(site, n=10, sections=6)
     harness.run()
-    site.set("/p1.html", page_html("Page 1", [para("now a stub", words=8)]))   # 6 sections to 1 short one
+    site.set("/p1.html", page_html("Page 1", [para("now a stub", words=8)]))  # 6 sections to 1 short one
     site.set("/p2.html", SHELL.format(title="Page 2"))
     site.set("/p3.html", page_html("Page 3", [para(f"p3-new-{j}") for j in range(6)]))  # an ordinary edit
     rep = harness.run(full=True)
@@ -310,8 +331,10 @@ def test_a_few_pages_cut_to_a_stub_are_edits_and_are_written(site, harness):
     assert_equals_fresh(harness)
 
 
-MAINTENANCE = ("<html><head><title>Maintenance</title></head><body><main><h1>Down for "
-               "maintenance</h1><p>Service temporarily unavailable. Please try again later.</p></main></body></html>")
+MAINTENANCE = (
+    "<html><head><title>Maintenance</title></head><body><main><h1>Down for "
+    "maintenance</h1><p>Service temporarily unavailable. Please try again later.</p></main></body></html>"
+)
 
 
 def test_short_pages_all_changed_to_one_text_are_held(site, harness):
@@ -344,7 +367,9 @@ def test_one_section_pages_all_changed_to_one_stub_are_held(site, harness):
     assert harness.points() == before
     with StateDB(harness.state_path) as st:
         held = st.get(site.server.url("/p0.html"))
-    assert held.failures == 1 and held.last_error.startswith("change held by the mass-deletion guard (text shrank from ")
+    assert held.failures == 1 and held.last_error.startswith(
+        "change held by the mass-deletion guard (text shrank from "
+    )
     assert "characters to " in held.last_error
 
     for i in range(8):  # back, with an edit: written as one

@@ -19,8 +19,10 @@ SIDEBAR = "<div class='col-a'><p>{}</p></div>"
 def themed(title: str, text: str, *, main: bool = False) -> str:
     """A page whose sidebar no landmark marks; `main`: its content is a <main> as well."""
     tag = "main" if main else "div"
-    return (f"<html><head><title>{title}</title></head><body>{SIDEBAR.format(para('sidebar ' + title))}"
-            f"<{tag} class='col-b'><p>{text}</p></{tag}></body></html>")
+    return (
+        f"<html><head><title>{title}</title></head><body>{SIDEBAR.format(para('sidebar ' + title))}"
+        f"<{tag} class='col-b'><p>{text}</p></{tag}></body></html>"
+    )
 
 
 def select(css: str | None) -> SiteRuleSet:

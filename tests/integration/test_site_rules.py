@@ -51,8 +51,10 @@ def test_a_page_that_becomes_excluded_is_purged_and_not_fetched(site, harness):
     assert urls(harness) == {"/index.html", "/guide.html"}
     assert not fetched(site) & {"/changelog/1.html", "/genindex.html"}
     reasons = {c["url"].removeprefix(site.base_url): c["reason"] for c in rep.changes if c["action"] == "removed"}
-    assert reasons == {"/changelog/1.html": "excluded by --exclude */changelog/*",
-                       "/genindex.html": "excluded by default (Sphinx: */genindex.html; --no-default-excludes keeps it)"}
+    assert reasons == {
+        "/changelog/1.html": "excluded by --exclude */changelog/*",
+        "/genindex.html": "excluded by default (Sphinx: */genindex.html; --no-default-excludes keeps it)",
+    }
     # Excluded still: nothing is fetched, nothing more is removed.
     site.clear_log()
     rep = harness.run(advance=timedelta(days=10), site_rules=rules(exclude=("*/changelog/*",)), full=True)

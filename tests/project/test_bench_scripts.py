@@ -17,8 +17,9 @@ def test_the_scripts_are_found():
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_script_help(script):
-    proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120,
-                          cwd=script.parent.parent)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=script.parent.parent
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "usage:" in proc.stdout
 
@@ -56,10 +57,18 @@ def test_summary_row_5b_shows_the_private_peak_when_recorded(tmp_path):
         import summary
     finally:
         sys.path.remove(str(BENCH))
-    row = {"points": 10000, "pages": 1000, "ok": True, "seconds": 0.3, "points_per_s": 33000,
-           "peak_rss_mb": 117, "rss_before_mb": 22}
-    (tmp_path / "audit_scale.json").write_text(json.dumps([row, {**row, "points": 1000000, "seconds": 33.0,
-                                                                 "peak_rss_mb": 2800, "peak_anon_mb": 410}]))
+    row = {
+        "points": 10000,
+        "pages": 1000,
+        "ok": True,
+        "seconds": 0.3,
+        "points_per_s": 33000,
+        "peak_rss_mb": 117,
+        "rss_before_mb": 22,
+    }
+    (tmp_path / "audit_scale.json").write_text(
+        json.dumps([row, {**row, "points": 1000000, "seconds": 33.0, "peak_rss_mb": 2800, "peak_anon_mb": 410}])
+    )
     line = next(x for x in summary.rows(tmp_path) if x.startswith("| 5b"))
     assert "2800 MB (410 MB private) at 1,000,000 points" in line
     assert "117 MB at 10,000" in line and "117 MB (" not in line
@@ -98,8 +107,13 @@ def test_make_bench_start_time_is_finer_than_a_second():
 
     if not shutil.which("make"):
         pytest.skip("no make")
-    proc = subprocess.run(["make", "-s", "--eval", "print-t0: ; @echo $(BENCH_T0)", "print-t0"],
-                          cwd=BENCH.parent, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-s", "--eval", "print-t0: ; @echo $(BENCH_T0)", "print-t0"],
+        cwd=BENCH.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     t0 = proc.stdout.strip()
     assert "." in t0 and float(t0) % 1 != 0.0, t0
@@ -116,11 +130,21 @@ def _bench_module(name: str):
 
 
 def _day(ps: int, full: int, lc: int, report: int | None = None) -> dict:
-    return {"day": "2024-01-01", "commit": "0" * 10, "pages": 3,
-            "pagesync": {"tokens_server": ps, "tokens_report": ps if report is None else report, "tokens_local": ps,
-                         "texts_sent": 1, "pages_failed": 0},
-            "full": {"texts": 9, "tokens": full, "chunks_over_model_input": 0},
-            "langchain": {"texts": 2, "tokens": lc}, "langchain_one_batch": {"texts": 1, "tokens": ps}}
+    return {
+        "day": "2024-01-01",
+        "commit": "0" * 10,
+        "pages": 3,
+        "pagesync": {
+            "tokens_server": ps,
+            "tokens_report": ps if report is None else report,
+            "tokens_local": ps,
+            "texts_sent": 1,
+            "pages_failed": 0,
+        },
+        "full": {"texts": 9, "tokens": full, "chunks_over_model_input": 0},
+        "langchain": {"texts": 2, "tokens": lc},
+        "langchain_one_batch": {"texts": 1, "tokens": ps},
+    }
 
 
 def test_embed_tokens_summary_scales_days_after_the_initial_index_to_a_week():
@@ -136,8 +160,18 @@ def test_embed_tokens_summary_scales_days_after_the_initial_index_to_a_week():
     quiet = embed_tokens.summarise([_day(10, 10, 10), _day(0, 50, 0, report=1)], price=0.02)
     assert quiet["ratio_full_to_pagesync"] is None and not quiet["report_equals_server"]
     assert "n/a (pagesync sent nothing)" in embed_tokens.render(
-        {"summary": quiet, "records": [_day(10, 10, 10), _day(0, 50, 0)], "total_seconds": 1, "server": "s",
-         "model": "m", "server_startup_s": 1, "command": "c"}, 0.02, "assumed")
+        {
+            "summary": quiet,
+            "records": [_day(10, 10, 10), _day(0, 50, 0)],
+            "total_seconds": 1,
+            "server": "s",
+            "model": "m",
+            "server_startup_s": 1,
+            "command": "c",
+        },
+        0.02,
+        "assumed",
+    )
 
 
 def test_summary_rows_6_and_7_from_the_real_server_results(tmp_path):
@@ -150,10 +184,16 @@ def test_summary_rows_6_and_7_from_the_real_server_results(tmp_path):
     assert any(line.startswith("| 6 |") and "not run" in line for line in summary.rows(tmp_path))
     assert any(line.startswith("| 7 |") and "not run" in line for line in summary.rows(tmp_path))
     embed_tokens = _bench_module("embed_tokens")
-    thr = {"concurrency": 4, "ratios": [0.9, 1.0, 1.1], "rounds": [{}] * 3,
-           "median": {"ratio": 1.0, "pass": {"texts": 140, "seconds": 20.0}, "plain": {"texts": 140, "seconds": 20.0}}}
-    tok = {"args": {"price": "0.02"},
-           "summary": embed_tokens.summarise([_day(10_000, 12_000, 10_000)] + [_day(100, 1_000, 400)] * 7, 0.02)}
+    thr = {
+        "concurrency": 4,
+        "ratios": [0.9, 1.0, 1.1],
+        "rounds": [{}] * 3,
+        "median": {"ratio": 1.0, "pass": {"texts": 140, "seconds": 20.0}, "plain": {"texts": 140, "seconds": 20.0}},
+    }
+    tok = {
+        "args": {"price": "0.02"},
+        "summary": embed_tokens.summarise([_day(10_000, 12_000, 10_000)] + [_day(100, 1_000, 400)] * 7, 0.02),
+    }
     (tmp_path / "embed_throughput.json").write_text(json.dumps(thr))
     (tmp_path / "embed_tokens.json").write_text(json.dumps(tok))
     table = summary.rows(tmp_path)

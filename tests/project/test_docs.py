@@ -29,15 +29,18 @@ def history_words(text: str) -> list[str]:
     return [m.group() for m in HISTORY.finditer(text)]
 
 
-@pytest.mark.parametrize("text, found", [
-    ("as issue 5 said", ["issue 5"]),
-    ("the user trial's shape", ["trial"]),
-    ("the seed's rule", ["the seed"]),
-    ("target 1 met", ["target 1"]),
-    ("in this session", ["session"]),
-    ("halve-double: halve the interval on a change", []),
-    ("a random seed for the test", []),
-])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("as issue 5 said", ["issue 5"]),
+        ("the user trial's shape", ["trial"]),
+        ("the seed's rule", ["the seed"]),
+        ("target 1 met", ["target 1"]),
+        ("in this session", ["session"]),
+        ("halve-double: halve the interval on a change", []),
+        ("a random seed for the test", []),
+    ],
+)
 def test_history_words_are_recognised(text, found):
     assert history_words(text) == found
 
@@ -63,8 +66,14 @@ def test_docs_build_strict(tmp_path):
         pytest.skip("mkdocs-material or mkdocstrings is not installed (pip install -e '.[docs]')")
     site = tmp_path / "site"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                        "-d", str(site)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     run_page = (site / "commands" / "run" / "index.html").read_text()
@@ -82,9 +91,14 @@ def test_docs_build_strict(tmp_path):
 def test_the_demo_ends_with_a_collection_equal_to_a_fresh_index(tmp_path):
     """`make demo`, on the fake embedder: edits synced, then the same as a fresh full index."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, str(ROOT / "demo" / "run_demo.py"), "--embedder", "fake",
-                        "--work", str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "demo" / "run_demo.py"), "--embedder", "fake", "--work", str(tmp_path / "work")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "  yes: " in r.stdout and "clean" in r.stdout
 
@@ -96,9 +110,22 @@ def test_the_demo_syncs_the_docs_site(tmp_path):
     if any(importlib.util.find_spec(m) is None for m in ("mkdocs", "material", "mkdocstrings_handlers")):
         pytest.skip("mkdocs-material or mkdocstrings is not installed (pip install -e '.[docs]')")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, str(ROOT / "demo" / "run_demo.py"), "--docs", "--embedder", "fake",
-                        "--work", str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "demo" / "run_demo.py"),
+            "--docs",
+            "--embedder",
+            "fake",
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     first, redeploy, edit = (json.loads((tmp_path / "work" / f"report-{i}.json").read_text()) for i in (1, 2, 3))
     pages = len(list((ROOT / "docs").rglob("*.md")))

@@ -21,9 +21,24 @@ SCRIPT = ROOT / "examples" / "run_ci_example.sh"
 def run_example(site, work: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     env.pop("QDRANT_URL", None)
-    return subprocess.run(["bash", str(SCRIPT), site.server.url("/sitemap.xml"), str(work), "--embedder", "fake",
-                           "--qdrant-path", str(work / "qdrant"), "--state", str(work / "state.db")],
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            "bash",
+            str(SCRIPT),
+            site.server.url("/sitemap.xml"),
+            str(work),
+            "--embedder",
+            "fake",
+            "--qdrant-path",
+            str(work / "qdrant"),
+            "--state",
+            str(work / "state.db"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_workflow_file_runs_the_same_commands():
@@ -46,8 +61,15 @@ def test_ci_example_end_to_end_then_fails_on_drift(site, tmp_path):
     store = EdgeStore(tmp_path / "qdrant", "docs")
     # An orphaned chunk of this site (a page the state does not track); a point of another
     # site would be "foreign" (another writer's), which fails the audit as well.
-    store.upsert([StoredPoint("00000000-0000-4000-8000-0000000000aa", {"url": site.server.url("/stray.html"),
-                                                                        "content_hash": "0" * 64}, [1.0] + [0.0] * 15)])
+    store.upsert(
+        [
+            StoredPoint(
+                "00000000-0000-4000-8000-0000000000aa",
+                {"url": site.server.url("/stray.html"), "content_hash": "0" * 64},
+                [1.0] + [0.0] * 15,
+            )
+        ]
+    )
     store.close()
     second = run_example(site, tmp_path)
     assert second.returncode == 1 and "audit exit 1" in second.stderr
@@ -64,15 +86,14 @@ def test_the_library_snippet_runs(site, tmp_path, doc, heading):
     import re
 
     text = (ROOT / doc).read_text()
-    section = text[text.index(heading):]
+    section = text[text.index(heading) :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "https://docs.example.com/sitemap.xml" in code and "make_embedder(None)" in code
     build_pages(site, n=2)
     code = code.replace("https://docs.example.com/sitemap.xml", site.server.url("/sitemap.xml"))
     code = code.replace("make_embedder(None)", 'make_embedder("fake")')
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "2 fetched" in r.stdout and "add 2" in r.stdout, r.stdout
 
@@ -84,17 +105,21 @@ def test_the_readme_app_snippet_reads_what_a_pass_wrote(site, tmp_path):
     import re
 
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Use it from my app"):]
+    section = text[text.index("### Use it from my app") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert "open_collection(" in code and "PagesyncRetriever" in code
     build_pages(site, n=2)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    sync = subprocess.run([sys.executable, "-m", "sync", "run", "--sitemap", site.server.url("/sitemap.xml"),
-                           "--embedder", "fake", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
+    sync = subprocess.run(
+        [sys.executable, "-m", "sync", "run", "--sitemap", site.server.url("/sitemap.xml"), "--embedder", "fake", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sync.returncode == 0, sync.stderr
     code += "\nprint('retrieved', len(retriever.invoke('retries')))\n"
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert site.server.url("/") in r.stdout and "retrieved 4" in r.stdout, r.stdout

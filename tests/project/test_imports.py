@@ -10,6 +10,7 @@ import pytest
 import sync
 from tests.helpers import loaded_after
 
+
 def test_import_sync_cli_loads_nothing_heavy():
     assert [m for m, v in loaded_after("import sync.commands.cli").items() if v] == []
 
@@ -21,8 +22,10 @@ def test_cli_help_loads_nothing_heavy():
 
 
 def test_a_kept_parse_needs_no_xml_parser():
-    code = ("from sync.core.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
-            "assert unpack_parsed(pack_parsed(ParsedSitemap([SitemapEntry('https://e.com/a', None)]))).entries")
+    code = (
+        "from sync.core.sitemaps import ParsedSitemap, SitemapEntry, pack_parsed, unpack_parsed\n"
+        "assert unpack_parsed(pack_parsed(ParsedSitemap([SitemapEntry('https://e.com/a', None)]))).entries"
+    )
     assert not loaded_after(code)["lxml"]
 
 

@@ -21,8 +21,11 @@ def test_the_engine_exports_only_the_pass():
 
 
 def _own_bases(tree: ast.Module, own: set[str]) -> dict[str, list[str]]:
-    return {node.name: [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in own]
-            for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    return {
+        node.name: [b.id for b in node.bases if isinstance(b, ast.Name) and b.id in own]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+    }
 
 
 def test_no_class_is_built_from_three_of_the_projects_own_classes():
@@ -40,8 +43,14 @@ def test_no_stage_imports_the_engine_or_a_command():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 mod = "." * node.level + (node.module or "")
-                assert mod.lstrip(".").split(".")[0] not in ("engine", "cli", "audit", "status", "reindex",
-                                                               "transfer"), (path.name, mod)
+                assert mod.lstrip(".").split(".")[0] not in (
+                    "engine",
+                    "cli",
+                    "audit",
+                    "status",
+                    "reindex",
+                    "transfer",
+                ), (path.name, mod)
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith("sync.engine") for a in node.names), path.name
 
@@ -86,7 +95,11 @@ def test_each_layer_imports_only_the_layers_below_it(layer):
 def test_nothing_outside_the_commands_imports_a_command():
     for path in sorted(SYNC.rglob("*.py")):
         rel = path.relative_to(SYNC)
-        if rel.parts[0] in ("commands", "integrations") or rel.name in ("__init__.py", "__main__.py") and len(rel.parts) == 1:
+        if (
+            rel.parts[0] in ("commands", "integrations")
+            or rel.name in ("__init__.py", "__main__.py")
+            and len(rel.parts) == 1
+        ):
             continue  # (the framework adapters sit on the read API, above the commands)
         assert "commands" not in _sync_imports(path), str(rel)
 
@@ -128,8 +141,19 @@ def test_no_class_in_sync_is_over_400_lines():
 # the modules a split left, each holding one idea, that must not grow back together
 SPLIT_MODULES = {
     "core": ("history", "change_rate", "policies", "visit_selection", "lastmod_trust", "bulk_edits"),
-    "edges": ("store", "edge_store", "client_store", "point_records", "store_errors", "shard_lock", "edge_config",
-              "edge_queries", "fetcher", "host_pacing", "deadlines"),
+    "edges": (
+        "store",
+        "edge_store",
+        "client_store",
+        "point_records",
+        "store_errors",
+        "shard_lock",
+        "edge_config",
+        "edge_queries",
+        "fetcher",
+        "host_pacing",
+        "deadlines",
+    ),
     "commands": ("cli", "options", "opening", "exits", "output", "pass_runner"),
 }
 

@@ -22,12 +22,16 @@ def _test_module_imports(path: Path) -> list[str]:
             names = [module] + [f"{module}.{a.name}" for a in node.names]
         else:
             continue
-        found += [f"{path.relative_to(TESTS.parent)}:{node.lineno}: {n}" for n in names
-                  if n.rsplit(".", 1)[-1].startswith("test_")]
+        found += [
+            f"{path.relative_to(TESTS.parent)}:{node.lineno}: {n}"
+            for n in names
+            if n.rsplit(".", 1)[-1].startswith("test_")
+        ]
     return found
 
 
 def test_no_test_module_imports_another_test_module():
     offenders = [hit for path in sorted(TESTS.rglob("*.py")) for hit in _test_module_imports(path)]
-    assert offenders == [], "helpers belong in tests/helpers.py (or a conftest.py), not in a test module:\n" + \
-        "\n".join(offenders)
+    assert offenders == [], (
+        "helpers belong in tests/helpers.py (or a conftest.py), not in a test module:\n" + "\n".join(offenders)
+    )

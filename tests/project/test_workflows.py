@@ -29,8 +29,12 @@ def check_jsonschema() -> str:
 
 
 def validate(*files: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([check_jsonschema(), "--builtin-schema", "vendor.github-workflows", *map(str, files)],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [check_jsonschema(), "--builtin-schema", "vendor.github-workflows", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_workflows_match_the_github_workflow_schema():

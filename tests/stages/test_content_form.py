@@ -29,9 +29,11 @@ def _fresh_texts(site, tmp_path: Path) -> dict[str, list[str]]:
 
 
 def _code_page(indent: str, prose: str = "Call it once the work is done:") -> str:
-    body = (f"<h2>Cleanup</h2><p>{prose}</p>"
-            f"<pre><code>def finish(x):\n    if x.done:\n{indent}cleanup(x)\n    return x\n</code></pre>"
-            f"<p>{para('after-code', 30)}</p>")
+    body = (
+        f"<h2>Cleanup</h2><p>{prose}</p>"
+        f"<pre><code>def finish(x):\n    if x.done:\n{indent}cleanup(x)\n    return x\n</code></pre>"
+        f"<p>{para('after-code', 30)}</p>"
+    )
     return render_page("Cleanup", body)
 
 
@@ -64,10 +66,12 @@ def test_a_prose_rewrap_leaves_chunks_equal_to_a_fresh_index(site, harness, tmp_
 
 
 def _embed_page(stamp: str) -> str:
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Launch video | Acme</title></head><body>"
-            f"<header class='site'><a href='/'>Acme</a><p>Built {stamp} from commit 4f2a9c1</p></header>"
-            "<article><h1>Launch video</h1><iframe src='https://player.example.com/embed/1'></iframe>"
-            "<script>window.player = {id: 1};</script></article><footer>&copy; Acme</footer></body></html>")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Launch video | Acme</title></head><body>"
+        f"<header class='site'><a href='/'>Acme</a><p>Built {stamp} from commit 4f2a9c1</p></header>"
+        "<article><h1>Launch video</h1><iframe src='https://player.example.com/embed/1'></iframe>"
+        "<script>window.player = {id: 1};</script></article><footer>&copy; Acme</footer></body></html>"
+    )
 
 
 def test_a_deploy_changing_only_the_page_header_is_unchanged(site, harness):
@@ -139,6 +143,7 @@ def test_reindex_reads_again_a_page_the_old_hash_kept_stale(site, harness, monke
 
 
 # -- the per-page chunk cap ---------------------------------------------------------------------
+
 
 def _long_page(sections: int) -> str:
     return page_html("Long", [para(f"long-{i}") for i in range(sections)])

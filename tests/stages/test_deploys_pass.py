@@ -82,10 +82,15 @@ def test_with_a_crawl_the_pages_the_feed_names_and_no_link_reaches_are_visited(s
     h = Harness(site, tmp_path)
     build(site, texts())
     site.set("/index.html", page_html("/index.html", [para("home")], nav=["P0.html"]))
-    site.set("/orphan.html", page_html("/orphan.html", [para("orphan")], nav=["P1.html"]), in_sitemap=False)  # the feed names it
-    site.set("/hidden.html", page_html("/hidden.html", [para("hidden")], nav=["P1.html"]), in_sitemap=False)  # nothing names it
-    docs = [{"location": p.lstrip("/"), "title": p, "text": t}
-            for p, t in {**texts(), "/orphan.html": "orphan"}.items()]
+    site.set(
+        "/orphan.html", page_html("/orphan.html", [para("orphan")], nav=["P1.html"]), in_sitemap=False
+    )  # the feed names it
+    site.set(
+        "/hidden.html", page_html("/hidden.html", [para("hidden")], nav=["P1.html"]), in_sitemap=False
+    )  # nothing names it
+    docs = [
+        {"location": p.lstrip("/"), "title": p, "text": t} for p, t in {**texts(), "/orphan.html": "orphan"}.items()
+    ]
     site.set(FEED, json.dumps({"config": {}, "docs": docs}), content_type="application/json")
     rep = h.run(policy="deploys", crawl=[site.server.url("/index.html")])
     seen = requests(site)
@@ -99,8 +104,10 @@ def test_with_a_crawl_the_pages_the_feed_names_and_no_link_reaches_are_visited(s
 
 def test_a_generator_tag_sends_the_next_pass_to_that_kinds_feed_before_the_weekly_recheck(site, tmp_path):
     h = Harness(site, tmp_path)
-    tagged = {p: page_html(p, [t]).replace("<head>", "<head><meta name='generator' content='mkdocs-1.6.1'>")
-              for p, t in texts().items()}
+    tagged = {
+        p: page_html(p, [t]).replace("<head>", "<head><meta name='generator' content='mkdocs-1.6.1'>")
+        for p, t in texts().items()
+    }
     for path, html in tagged.items():
         site.set(path, html)
     first = h.run(policy="deploys")  # no feed yet: every kind is looked for once

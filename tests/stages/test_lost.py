@@ -112,9 +112,15 @@ def test_a_lost_page_that_left_the_site_is_purged_not_rebuilt(site, harness):
 def test_plan_events_rebuild_reason_ranks_after_pending():
     page = PageState(url="https://a/x", status=LIVE, first_seen_at=T0, content_hash="h", chunk_count=2)
     visits, removals, _, _ = plan_events(
-        sitemap_now={"https://a/x": None, "https://a/y": None}, sitemap_before={"https://a/x": None, "https://a/y": None},
-        sitemap_complete=True, extra_urls=[], known={"https://a/x": page}, due=["https://a/x", "https://a/y"],
-        pending=["https://a/y"], full=True, rebuild=["https://a/x", "https://a/y"],
+        sitemap_now={"https://a/x": None, "https://a/y": None},
+        sitemap_before={"https://a/x": None, "https://a/y": None},
+        sitemap_complete=True,
+        extra_urls=[],
+        known={"https://a/x": page},
+        due=["https://a/x", "https://a/y"],
+        pending=["https://a/y"],
+        full=True,
+        rebuild=["https://a/x", "https://a/y"],
     )
     assert [(v.url, v.reason) for v in visits] == [("https://a/y", "pending"), ("https://a/x", "rebuild")]
     assert removals == []
@@ -135,7 +141,9 @@ def test_cli_status_warns_and_run_rebuilds_a_deleted_qdrant_path(site, tmp_path)
     assert st.returncode == 0, st.stderr
     assert "was not found in q (a mistyped" in json.loads(st.stdout)["warnings"][0]
     st = cli(work, "status", "--qdrant-path", "q", "--state", "s.db")
-    assert st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run --rebuild" in st.stdout
+    assert (
+        st.stdout.startswith("warning: collection 'pages' was not found in q") and "pagesync run --rebuild" in st.stdout
+    )
     r = cli_run(site, work, "--full", "--now", "2026-01-01T01:00:00Z", "--rebuild", report="r.json")
     assert r.returncode == 0, r.stderr
     assert sum("missing or empty but the state records" in ln for ln in r.stderr.splitlines()) == 1
@@ -213,13 +221,23 @@ def test_pages_skipped_counts_every_skipped_page_including_out_of_scope_sitemap_
     build_pages(site, n=2)
     site.set("/big.bin", b"\x00" * 100, content_type="application/octet-stream")  # a page skipped: not text
     base = site.server.base_url
-    urls = [f"{base}/p0.html", f"{base}/p1.html", f"{base}/big.bin", "http://attacker.example/x",
-            "http://169.254.169.254/latest/meta-data/"]
-    child = ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             + "".join(f"<url><loc>{u}</loc></url>" for u in urls) + "</urlset>")
-    index = ('<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-             f"<sitemap><loc>{base}/child.xml</loc></sitemap>"
-             "<sitemap><loc>http://attacker.example/more.xml</loc></sitemap></sitemapindex>")
+    urls = [
+        f"{base}/p0.html",
+        f"{base}/p1.html",
+        f"{base}/big.bin",
+        "http://attacker.example/x",
+        "http://169.254.169.254/latest/meta-data/",
+    ]
+    child = (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(f"<url><loc>{u}</loc></url>" for u in urls)
+        + "</urlset>"
+    )
+    index = (
+        '<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f"<sitemap><loc>{base}/child.xml</loc></sitemap>"
+        "<sitemap><loc>http://attacker.example/more.xml</loc></sitemap></sitemapindex>"
+    )
     site.resources["/child.xml"] = Resource(child.encode(), "application/xml", in_sitemap=False)
     site.resources["/index.xml"] = Resource(index.encode(), "application/xml", in_sitemap=False)
     rep = harness.run(sitemaps=[site.server.url("/index.xml")])

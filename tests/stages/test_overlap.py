@@ -123,7 +123,9 @@ def test_failure_of_the_batch_in_flight_keeps_store_and_state_consistent(site, h
     failed = {e["url"] for e in rep.changes if e["action"] == "failed"}
     assert len(failed) == rep.pages_failed
     for url in failed:  # old points kept, untouched
-        assert {p["content_hash"] for p in by_url[url]} == {b["content_hash"] for b in before.values() if b["url"] == url}
+        assert {p["content_hash"] for p in by_url[url]} == {
+            b["content_hash"] for b in before.values() if b["url"] == url
+        }
     monkeypatch.undo()
     rep = harness.run(embedder=HashEmbedder(16), advance=timedelta(hours=2))  # retry backoff elapsed
     assert rep.pages_changed == len(failed) and rep.pages_failed == 0

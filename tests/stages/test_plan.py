@@ -37,48 +37,110 @@ def plan_and_record(known, sitemap_now, due=(), trusted=True):
     to_record = lastmods_to_record(before, sitemap_now, feed)
     pending = [u for u, p in known.items() if p.pending_hash is not None]
     visits, removals, _, advanced = plan_events(
-        sitemap_now=sitemap_now, sitemap_before=before, sitemap_complete=True, extra_urls=[], known=known,
-        due=list(due), pending=pending, full=False, lastmod_due=lambda u: trusted, feed=feed)
-    pages, dirty = record_sitemap(visits=visits, known=known, sitemap_now=sitemap_now, to_record=to_record,
-                                  advanced=advanced, extra=[], now=NOW, lastmod_due=lambda u: trusted)
+        sitemap_now=sitemap_now,
+        sitemap_before=before,
+        sitemap_complete=True,
+        extra_urls=[],
+        known=known,
+        due=list(due),
+        pending=pending,
+        full=False,
+        lastmod_due=lambda u: trusted,
+        feed=feed,
+    )
+    pages, dirty = record_sitemap(
+        visits=visits,
+        known=known,
+        sitemap_now=sitemap_now,
+        to_record=to_record,
+        advanced=advanced,
+        extra=[],
+        now=NOW,
+        lastmod_due=lambda u: trusted,
+    )
     return visits, removals, pages, dirty
 
 
-@pytest.mark.parametrize("pending, trusted, reason", [
-    (False, True, "due"),
-    (True, True, "lastmod"),  # an advance recorded by a pass killed before the visit
-    (True, False, "due"),  # the host's lastmod is not trusted (any more): an ordinary visit
-])
+@pytest.mark.parametrize(
+    "pending, trusted, reason",
+    [
+        (False, True, "due"),
+        (True, True, "lastmod"),  # an advance recorded by a pass killed before the visit
+        (True, False, "due"),  # the host's lastmod is not trusted (any more): an ordinary visit
+    ],
+)
 def test_a_due_page_with_an_advance_on_record_goes_as_that_advance(pending, trusted, reason):
     page = live(U[0], lastmod_pending=pending, due_at=NOW)
     visits, removals, _, advanced = plan_events(
-        sitemap_now={U[0]: OLD, U[1]: NEWER}, sitemap_before={U[0]: OLD, U[1]: NEWER}, sitemap_complete=True,
-        extra_urls=[], known={U[0]: page}, due=[U[0]], pending=[], full=False, lastmod_due=lambda u: trusted)
+        sitemap_now={U[0]: OLD, U[1]: NEWER},
+        sitemap_before={U[0]: OLD, U[1]: NEWER},
+        sitemap_complete=True,
+        extra_urls=[],
+        known={U[0]: page},
+        due=[U[0]],
+        pending=[],
+        full=False,
+        lastmod_due=lambda u: trusted,
+    )
     assert [(v.url, v.reason) for v in visits] == [(U[0], reason)]
     assert removals == [] and advanced == []
 
 
-@pytest.mark.parametrize("case, known, sitemap_now, trusted, written", [
-    # A trusted advance: the new stamp, the pending mark and the due time in one row.
-    ("advance", {U[0]: live(U[0]), U[1]: live(U[1], NEWER)}, {U[0]: NEWER, U[1]: NEWER}, True,
-     {U[0]: (NEWER, True, NOW)}),
-    # Not trusted: recorded and counted at the next visit, due on its schedule.
-    ("untrusted", {U[0]: live(U[0]), U[1]: live(U[1], NEWER)}, {U[0]: NEWER, U[1]: NEWER}, False,
-     {U[0]: (NEWER, True, LATER)}),
-    # Due sooner already: stays so.
-    ("due sooner", {U[0]: live(U[0], due_at=NOW - timedelta(hours=1)), U[1]: live(U[1], NEWER)},
-     {U[0]: NEWER, U[1]: NEWER}, True, {U[0]: (NEWER, True, NOW - timedelta(hours=1))}),
-    # Backwards: no advance, today's stamp recorded, nothing due.
-    ("backwards", {U[0]: live(U[0], NEWER), U[1]: live(U[1])}, {U[0]: OLD, U[1]: OLD}, True,
-     {U[0]: (OLD, False, LATER)}),
-    # One stamp on every URL: nothing recorded, nothing read as an advance.
-    ("deploy date", {U[0]: live(U[0]), U[1]: live(U[1], NEWER)}, {U[0]: "2026-02-01", U[1]: "2026-02-01"}, True, {}),
-    # A URL new to the state: a NEW row, due (no due time) until its visit.
-    ("new", {U[0]: live(U[0])}, {U[0]: OLD, U[1]: NEWER}, True, {U[1]: (NEWER, False, None)}),
-    # A known page listed again (it had left the sitemap): due now, in the row that lists it.
-    ("listed again", {U[0]: live(U[0]), U[1]: live(U[1], NEWER, in_sitemap=False)}, {U[0]: OLD, U[1]: NEWER}, True,
-     {U[1]: (NEWER, False, NOW)}),
-])
+@pytest.mark.parametrize(
+    "case, known, sitemap_now, trusted, written",
+    [
+        # A trusted advance: the new stamp, the pending mark and the due time in one row.
+        (
+            "advance",
+            {U[0]: live(U[0]), U[1]: live(U[1], NEWER)},
+            {U[0]: NEWER, U[1]: NEWER},
+            True,
+            {U[0]: (NEWER, True, NOW)},
+        ),
+        # Not trusted: recorded and counted at the next visit, due on its schedule.
+        (
+            "untrusted",
+            {U[0]: live(U[0]), U[1]: live(U[1], NEWER)},
+            {U[0]: NEWER, U[1]: NEWER},
+            False,
+            {U[0]: (NEWER, True, LATER)},
+        ),
+        # Due sooner already: stays so.
+        (
+            "due sooner",
+            {U[0]: live(U[0], due_at=NOW - timedelta(hours=1)), U[1]: live(U[1], NEWER)},
+            {U[0]: NEWER, U[1]: NEWER},
+            True,
+            {U[0]: (NEWER, True, NOW - timedelta(hours=1))},
+        ),
+        # Backwards: no advance, today's stamp recorded, nothing due.
+        (
+            "backwards",
+            {U[0]: live(U[0], NEWER), U[1]: live(U[1])},
+            {U[0]: OLD, U[1]: OLD},
+            True,
+            {U[0]: (OLD, False, LATER)},
+        ),
+        # One stamp on every URL: nothing recorded, nothing read as an advance.
+        (
+            "deploy date",
+            {U[0]: live(U[0]), U[1]: live(U[1], NEWER)},
+            {U[0]: "2026-02-01", U[1]: "2026-02-01"},
+            True,
+            {},
+        ),
+        # A URL new to the state: a NEW row, due (no due time) until its visit.
+        ("new", {U[0]: live(U[0])}, {U[0]: OLD, U[1]: NEWER}, True, {U[1]: (NEWER, False, None)}),
+        # A known page listed again (it had left the sitemap): due now, in the row that lists it.
+        (
+            "listed again",
+            {U[0]: live(U[0]), U[1]: live(U[1], NEWER, in_sitemap=False)},
+            {U[0]: OLD, U[1]: NEWER},
+            True,
+            {U[1]: (NEWER, False, NOW)},
+        ),
+    ],
+)
 def test_record_sitemap_table(case, known, sitemap_now, trusted, written):
     if case != "deploy date":  # a page with a stamp of its own beside them, unchanged: the stamps vary
         known, sitemap_now = {**known, U[5]: live(U[5], MID)}, {**sitemap_now, U[5]: MID}
@@ -99,16 +161,24 @@ def _pages(draw):
         status = draw(st.sampled_from([LIVE, LIVE, GONE, NEW]))
         in_sitemap = draw(st.booleans())
         due_at = draw(st.sampled_from([None, NOW - timedelta(hours=1), LATER])) if status == NEW else LATER
-        known[url] = PageState(url=url, status=status, first_seen_at=T0, in_sitemap=in_sitemap,
-                               sitemap_lastmod=draw(_stamp), due_at=due_at if status != GONE or in_sitemap else None,
-                               content_hash="h" if status == LIVE else None, chunk_count=int(status == LIVE))
+        known[url] = PageState(
+            url=url,
+            status=status,
+            first_seen_at=T0,
+            in_sitemap=in_sitemap,
+            sitemap_lastmod=draw(_stamp),
+            due_at=due_at if status != GONE or in_sitemap else None,
+            content_hash="h" if status == LIVE else None,
+            chunk_count=int(status == LIVE),
+        )
     return known
 
 
 def _due(state):
     """`StateDB.due_urls` over a dict of pages."""
-    return sorted(u for u, p in state.items() if (p.status != GONE or p.in_sitemap)
-                  and (p.due_at is None or p.due_at <= NOW))
+    return sorted(
+        u for u, p in state.items() if (p.status != GONE or p.in_sitemap) and (p.due_at is None or p.due_at <= NOW)
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -128,5 +198,6 @@ def test_a_pass_killed_after_its_sitemap_write_loses_no_visit(known, sitemap_now
             assert reasons[v.url] == "lastmod"
     assert [r.url for r in removals2] == [r.url for r in removals]
     # The sitemap's news is recorded once: pass 2 records nothing about the sitemap that pass 1 did not.
-    assert all(after[u].sitemap_lastmod == p.sitemap_lastmod and after[u].in_sitemap for u, p in dirty2.items()
-               if u in dirty)
+    assert all(
+        after[u].sitemap_lastmod == p.sitemap_lastmod and after[u].in_sitemap for u, p in dirty2.items() if u in dirty
+    )

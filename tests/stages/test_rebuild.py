@@ -34,8 +34,10 @@ def snapshot(h):
         store.close()
     strip = lambda pl: {k: v for k, v in pl.items() if k != "fetched_at" and k != "metadata"}  # noqa: E731
     meta = lambda pl: {k: v for k, v in pl.get("metadata", {}).items() if k != "fetched_at"}  # noqa: E731
-    return ({p.id: (strip(p.payload), meta(p.payload)) for p in points},
-            {p.id: [round(x, 6) for x in p.vector] for p in points})
+    return (
+        {p.id: (strip(p.payload), meta(p.payload)) for p in points},
+        {p.id: [round(x, 6) for x in p.vector] for p in points},
+    )
 
 
 def fresh(site, tmp_path, state="sqlite"):
@@ -218,8 +220,9 @@ def test_points_lost_in_the_embedded_store_are_caught_once_a_pass_opens_it(site,
 
 def test_short_pages_counts_only_settled_pages_that_lack_points():
     def page(url, chunks, pending=None):
-        return PageState(url=url, status=LIVE, first_seen_at=T0, content_hash="h", chunk_count=chunks,
-                         pending_hash=pending)
+        return PageState(
+            url=url, status=LIVE, first_seen_at=T0, content_hash="h", chunk_count=chunks, pending_hash=pending
+        )
 
     pages = [page("a", 3), page("b", 2), page("c", 4, pending="x"), page("d", 1)]
     got = short_pages(pages, {"a": 3, "b": 1, "c": 0}, stored=4, recorded=6)

@@ -22,8 +22,16 @@ def _cache(tmp_path, monkeypatch):
 
 
 def remote(handler, **kw) -> OpenAIEmbedder:
-    return OpenAIEmbedder("m", dimensions=8, base_url="http://fake/v1", api_key=KEY, sleep=lambda s: None,
-                          jitter=lambda: 1.0, transport=httpx.MockTransport(handler), **kw)
+    return OpenAIEmbedder(
+        "m",
+        dimensions=8,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=lambda s: None,
+        jitter=lambda: 1.0,
+        transport=httpx.MockTransport(handler),
+        **kw,
+    )
 
 
 def spoiling(fake: FakeOpenAI, value: str):
@@ -72,8 +80,16 @@ def test_a_hanging_server_fails_the_pass_fast(site, harness):
         sent.append(1)
         raise httpx.ReadTimeout("timed out", request=request)
 
-    emb = OpenAIEmbedder("m", dimensions=8, base_url="http://fake/v1", api_key=KEY, sleep=waited.append,
-                         jitter=lambda: 1.0, concurrency=1, transport=httpx.MockTransport(hang))
+    emb = OpenAIEmbedder(
+        "m",
+        dimensions=8,
+        base_url="http://fake/v1",
+        api_key=KEY,
+        sleep=waited.append,
+        jitter=lambda: 1.0,
+        concurrency=1,
+        transport=httpx.MockTransport(hang),
+    )
     rep = harness.run(embedder=emb, embed_batch=1)  # one page a batch: six batches
     assert rep.pages_failed == 6 and rep.pages_added == 0
     assert len(sent) == 2 and len(waited) == 1  # two timeouts, then nothing sent: not 7 tries a batch

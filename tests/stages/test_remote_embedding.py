@@ -26,8 +26,15 @@ def _cache(tmp_path, monkeypatch):
 
 
 def remote(fake: FakeOpenAI, **kw) -> OpenAIEmbedder:
-    return OpenAIEmbedder("m", base_url="http://fake/v1", api_key=KEY, transport=fake.transport(),
-                          sleep=lambda s: None, jitter=lambda: 1.0, **kw)
+    return OpenAIEmbedder(
+        "m",
+        base_url="http://fake/v1",
+        api_key=KEY,
+        transport=fake.transport(),
+        sleep=lambda s: None,
+        jitter=lambda: 1.0,
+        **kw,
+    )
 
 
 def texts_of(points: dict, url: str) -> list[str]:
@@ -179,8 +186,9 @@ def test_the_key_is_in_no_log_line_and_no_report_of_a_pass_with_retries_and_fail
         return None
 
     caplog.set_level(logging.DEBUG)
-    rep = harness.run(embedder=remote(FakeOpenAI(dimension=8, script=trouble), dimensions=8, concurrency=4,
-                                      max_inputs=1))
+    rep = harness.run(
+        embedder=remote(FakeOpenAI(dimension=8, script=trouble), dimensions=8, concurrency=4, max_inputs=1)
+    )
     assert rep.pages_failed == 1 and rep.pages_added == 1
     text = caplog.text + json.dumps(rep.to_dict())
     assert KEY not in text and KEY[:12] not in text and KEY[-6:] not in text

@@ -100,9 +100,13 @@ def snapshot(h: Harness) -> dict[str, tuple[dict, list[float]]]:
 
 def assert_equals_fresh_index(h: Harness, tmp_path, name: str = "fresh") -> dict:
     """The incremental collection equals a fresh full index of the site: ids, payloads, texts, vectors."""
-    fresh = Harness(h.site, tmp_path / name, embedder=RecordingEmbedder(h.embedder.dimension, h.embedder.model_id,
-                                                                         getattr(h.embedder, "salt", "")),
-                    splitter=h.splitter, stamp_site=False)
+    fresh = Harness(
+        h.site,
+        tmp_path / name,
+        embedder=RecordingEmbedder(h.embedder.dimension, h.embedder.model_id, getattr(h.embedder, "salt", "")),
+        splitter=h.splitter,
+        stamp_site=False,
+    )
     fresh.now = h.now
     rep = fresh.run()
     assert rep.pages_failed == 0, rep.errors
@@ -122,8 +126,9 @@ def embedded(p: dict) -> str:
 def page_texts(h: Harness, path: str = PAGE) -> list[str]:
     """The embedded texts of a page's points, in chunk order."""
     url = h.site.server.url(path)
-    return [embedded(p) for p in sorted((p for p in h.points().values() if p["url"] == url),
-                                      key=lambda p: p["chunk_index"])]
+    return [
+        embedded(p) for p in sorted((p for p in h.points().values() if p["url"] == url), key=lambda p: p["chunk_index"])
+    ]
 
 
 @pytest.mark.parametrize("splitter", [Splitter(chunk_size=400, chunk_overlap=0), Splitter()], ids=["400-0", "1000-100"])
@@ -295,8 +300,9 @@ def test_batch_boundaries_never_cause_re_embedding_or_lost_chunks(site, tmp_path
     new_texts = {t for t in texts if t not in old}
     assert rep.pages_changed == 2
     assert rep.chunks_embedded == len(new_texts) == len(emb.texts()) and set(emb.texts()) == new_texts
-    assert rep.chunks_reused == sum(1 for p in h.points().values()
-                                    if p["url"].endswith(("/long.html", "/p1.html"))) - len(new_texts)
+    assert rep.chunks_reused == sum(
+        1 for p in h.points().values() if p["url"].endswith(("/long.html", "/p1.html"))
+    ) - len(new_texts)
     assert_equals_fresh_index(h, tmp_path, "fresh2")
     again = h.run(full=True, embed_batch=embed_batch)
     assert again.chunks_embedded == again.chunks_reused == again.chunks_written == 0
@@ -469,10 +475,13 @@ def test_a_lost_state_re_embeds_nothing_the_collection_still_holds(site, harness
 
 # -- moves: vectors of pages leaving this pass --------------------------------------------
 
+
 def _howto_section(site, n: int = 6) -> None:
     for i in range(n):
-        site.set(f"/howto/p{i}.html", guide([(f"h{i}-{k}", [para(f"howto page {i} part {k}", 40)]) for k in range(4)],
-                                            title=f"How to {i}"))
+        site.set(
+            f"/howto/p{i}.html",
+            guide([(f"h{i}-{k}", [para(f"howto page {i} part {k}", 40)]) for k in range(4)], title=f"How to {i}"),
+        )
 
 
 def _texts(h: Harness) -> set[str]:
@@ -498,8 +507,10 @@ def test_a_renamed_section_listed_under_its_new_urls_reuses_the_removed_pages_ve
     for i in range(6):
         body = site.resources[f"/howto/p{i}.html"].body
         if i == 5:  # moved and edited in the same deploy
-            body = guide([(f"h5-{k}", [para(f"howto page 5 part {k}" + (" edited" if k == 2 else ""), 40)])
-                          for k in range(4)], title="How to 5").encode()
+            body = guide(
+                [(f"h5-{k}", [para(f"howto page 5 part {k}" + (" edited" if k == 2 else ""), 40)]) for k in range(4)],
+                title="How to 5",
+            ).encode()
         site.set(f"/how-to/p{i}.html", body)
         site.redirect(f"/howto/p{i}.html", f"/how-to/p{i}.html")  # 301, out of the sitemap
     site.remove("/dropped.html")
@@ -592,8 +603,10 @@ def test_leaving_pages_are_read_only_when_a_written_page_needs_them_and_within_t
     emb = RecordingEmbedder()
     h = Harness(site, tmp_path, embedder=emb)
     for i in range(4):
-        site.set(f"/old{i}.html", guide([(f"o{i}", [para(f"old {i}", 40)]), (f"o{i}b", [para(f"old {i} b", 40)])],
-                                        title=f"Old {i}"))
+        site.set(
+            f"/old{i}.html",
+            guide([(f"o{i}", [para(f"old {i}", 40)]), (f"o{i}b", [para(f"old {i} b", 40)])], title=f"Old {i}"),
+        )
     site.set("/keep.html", guide([("k", [para("keep", 40)])], title="Keep"))
     h.run()
     # Two pages leave and nothing is written: no keys, no vectors read.
@@ -609,8 +622,12 @@ def test_leaving_pages_are_read_only_when_a_written_page_needs_them_and_within_t
         site.set(f"/new{i}.html", site.resources[f"/old{i}.html"].body)
         site.remove(f"/old{i}.html")
     emb.inputs.clear()
-    rep = h.run(advance=timedelta(hours=2), allow_mass_delete=True, reuse_leaving_chunks=3,
-                store=KeyCountingStore(h.store_path, "pages"))
+    rep = h.run(
+        advance=timedelta(hours=2),
+        allow_mass_delete=True,
+        reuse_leaving_chunks=3,
+        store=KeyCountingStore(h.store_path, "pages"),
+    )
     per_page = len(page_texts(h, "/new2.html"))
     assert per_page == 2 and rep.pages_added == 2 and rep.pages_removed == 2
     assert KeyCountingStore.key_reads == 1 and len(KeyCountingStore.key_urls) == 1  # keys read once, one page
@@ -654,8 +671,9 @@ def test_dry_run_counts_a_moves_reuse_as_the_pass_then_does(site, tmp_path):
     emb.inputs.clear()
     dry = h.run(dry_run=True, advance=timedelta(hours=1), allow_mass_delete=True)
     assert emb.inputs == [] and snapshot(h) == before
-    assert dry.chunks_would_embed == 0 and dry.chunks_would_reuse == sum(len(page_texts(h, f"/howto/p{i}.html"))
-                                                                         for i in range(3))
+    assert dry.chunks_would_embed == 0 and dry.chunks_would_reuse == sum(
+        len(page_texts(h, f"/howto/p{i}.html")) for i in range(3)
+    )
     rep = h.run(allow_mass_delete=True)
     assert rep.chunks_embedded == 0 and rep.chunks_reused == dry.chunks_would_reuse
 

@@ -17,13 +17,19 @@ NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 
 
 def urlset(urls, lastmod="2026-01-02"):
-    return (f'<urlset xmlns="{NS}">' + "".join(f"<url><loc>{u}</loc><lastmod>{lastmod}</lastmod></url>" for u in urls)
-            + "</urlset>").encode()
+    return (
+        f'<urlset xmlns="{NS}">'
+        + "".join(f"<url><loc>{u}</loc><lastmod>{lastmod}</lastmod></url>" for u in urls)
+        + "</urlset>"
+    ).encode()
 
 
 def index(children):
-    return (f'<sitemapindex xmlns="{NS}">' + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
-            + "</sitemapindex>").encode()
+    return (
+        f'<sitemapindex xmlns="{NS}">'
+        + "".join(f"<sitemap><loc>{u}</loc></sitemap>" for u in children)
+        + "</sitemapindex>"
+    ).encode()
 
 
 def files(n_files=3, per_file=3):
@@ -46,7 +52,7 @@ def collect(responses, **kw):
 def test_past_the_cap_the_walk_stops_with_an_error():
     out, asked = collect(files(), max_urls=5)
     assert len(out.entries) == 5 and not out.complete
-    (where, err), = out.errors
+    ((where, err),) = out.errors
     assert where == "https://e.com/s1.xml" and "more than 5 URLs in all" in err and "nothing is removed" in err
     assert "https://e.com/s2.xml" not in asked  # no further file is read
 

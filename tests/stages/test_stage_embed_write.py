@@ -29,14 +29,36 @@ def test_vector_cache_of_size_zero_keeps_nothing():
 
 def test_build_points_lays_out_ids_and_payload():
     url = "https://a.test/p"
-    points = build_points(url, ["one", "two"], [[0.1], [0.2]], hash_="h", title="T", fetched_at="now",
-                          embedder_id="m", headings=[("T",), ("T", "Usage")])
+    points = build_points(
+        url,
+        ["one", "two"],
+        [[0.1], [0.2]],
+        hash_="h",
+        title="T",
+        fetched_at="now",
+        embedder_id="m",
+        headings=[("T",), ("T", "Usage")],
+    )
     assert [p.id for p in points] == [point_id(chunk_id(url, 0)), point_id(chunk_id(url, 1))]
-    assert points[1].payload == {"url": url, "chunk_id": chunk_id(url, 1), "chunk_index": 1, "content_hash": "h",
-                                 "text": "two", "title": "T", "fetched_at": "now", "embedder": "m",
-                                 "headings": ["T", "Usage"],
-                                 "metadata": {"url": url, "title": "T", "chunk_id": chunk_id(url, 1), "chunk_index": 1,
-                                              "fetched_at": "now", "headings": ["T", "Usage"]}}
+    assert points[1].payload == {
+        "url": url,
+        "chunk_id": chunk_id(url, 1),
+        "chunk_index": 1,
+        "content_hash": "h",
+        "text": "two",
+        "title": "T",
+        "fetched_at": "now",
+        "embedder": "m",
+        "headings": ["T", "Usage"],
+        "metadata": {
+            "url": url,
+            "title": "T",
+            "chunk_id": chunk_id(url, 1),
+            "chunk_index": 1,
+            "fetched_at": "now",
+            "headings": ["T", "Usage"],
+        },
+    }
     assert points[1].vector == [0.2]
 
 
