@@ -6,7 +6,8 @@ e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query wit
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
 `mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank,
-then each page's best chunk lifted by its next best, `page_ranked`), `dense` (the embedding
+then each page's best chunk lifted by its next best, `page_ranked`; a query that names code,
+`sync.core.query_kind`, ranked by BM25 alone, then lifted alike), `dense` (the embedding
 alone) or `keyword` (BM25 alone, no embedding).
 `pagesync search` is this function; `sync.integrations` wraps it as LangChain and
 LlamaIndex retrievers.
@@ -26,7 +27,8 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..edges.store import BOTH_FIRST, SEARCH_MODES, Store, prefetch_size
+from ..core.query_kind import looks_like_identifier
+from ..edges.store import BOTH_FIRST, RRF_K, SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
 from ..edges.edge_store import EdgeStore
 from .checks import check_embedder_fits, choose_embedder, require_collection
@@ -87,8 +89,8 @@ def page_ranked(
 @dataclass(frozen=True)
 class Hit:
     """One chunk a search found: where it is from, its text, and its score (dense: cosine;
-    hybrid: the reciprocal-rank fusion's, a page's best chunk lifted by its next best (`page_ranked`);
-    keyword: BM25's)."""
+    hybrid: the reciprocal-rank fusion's, a page's best chunk lifted by its next best (`page_ranked`),
+    for a query that names code the keyword ranks' alone; keyword: BM25's)."""
 
     url: str
     title: str
@@ -176,7 +178,15 @@ class Collection:
                 )
                 mode = "dense"
             found: Sequence[tuple[float, Mapping[str, Any]]]
-            if mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
+            ranked: list[tuple[float, Mapping[str, Any]]] = []
+            if mode == "hybrid" and looks_like_identifier(query):
+                # A name, not a question: BM25's ranking alone (`sync.core.query_kind`), scored by
+                # rank as the fusion scores one list; its first hit stays first.
+                by_keyword = self.store.search(None, limit=prefetch_size(limit), keywords=keywords, mode="keyword")
+                ranked = [(1 / (RRF_K + rank), payload) for rank, (_, payload) in enumerate(by_keyword)]
+            if ranked:  # (a name BM25 finds nothing for is searched as a question)
+                found = page_ranked(ranked, limit, agreed=1 / RRF_K)
+            elif mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
                 found = page_ranked(
                     self.store.search(vector, limit=prefetch_size(limit), keywords=keywords, mode=mode), limit
                 )

@@ -255,3 +255,70 @@ def test_both_first_is_the_fused_score_of_the_stores_agreed_hit(edge_dir):
     finally:
         store.close()
     assert payload["text"] == text and score == pytest.approx(BOTH_FIRST, rel=1e-6)
+
+
+class _TwoRankings:
+    """A store whose keyword ranking and fused ranking disagree: each mode's hits as given."""
+
+    collection = "pages"
+
+    def __init__(self, by_mode: dict[str, list[tuple[float, dict]]]):
+        self.by_mode = by_mode
+        self.asked: list[str] = []
+
+    def has_keywords(self) -> bool:
+        return True
+
+    def search(self, vector, limit, *, keywords=None, mode="dense"):
+        self.asked.append(mode)
+        return self.by_mode.get(mode, [])[:limit]
+
+    def close(self) -> None:
+        pass
+
+
+def _chunk(url: str, i: int = 0) -> dict:
+    return {"url": url, "chunk_index": i, "chunk_id": f"{url}_c{i}", "text": url}
+
+
+@pytest.mark.parametrize(
+    "query, first, asked",
+    [
+        ("CliRunner", "/testing/", ["keyword"]),  # a name: BM25's ranking alone
+        ("--max-failed-share", "/testing/", ["keyword"]),
+        ("how do I test a command", "/api/", ["hybrid"]),  # a question: the fusion's
+    ],
+)
+def test_a_query_that_names_code_is_ranked_by_keyword_alone(query, first, asked):
+    store = _TwoRankings(
+        {
+            "keyword": [(9.0, _chunk("/testing/")), (7.0, _chunk("/api/")), (6.5, _chunk("/api/", 1))],
+            "hybrid": [(BOTH_FIRST, _chunk("/api/")), (1 / RRF_K, _chunk("/testing/"))],
+        }
+    )
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search(query, limit=3)
+    assert hits[0].url == first and store.asked == asked
+
+
+def test_the_first_keyword_hit_of_a_name_stays_first_and_pages_are_lifted_after_it():
+    store = _TwoRankings(
+        {
+            "keyword": [
+                (9.0, _chunk("/reference/")),
+                (8.0, _chunk("/guide/")),
+                (7.0, _chunk("/guide/", 1)),
+                (6.0, _chunk("/other/")),
+            ]
+        }
+    )
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunner", limit=3)
+    # /guide/ is lifted by its second chunk, yet the one BM25 ranks first keeps its place
+    assert [h.url for h in hits] == ["/reference/", "/guide/", "/guide/"]
+    assert hits[0].score == pytest.approx(1 / RRF_K)
+    assert hits[1].score == pytest.approx(1 / (RRF_K + 1) + PAGE_WEIGHT / (RRF_K + 2))
+
+
+def test_a_name_bm25_finds_nothing_for_is_searched_as_a_question():
+    store = _TwoRankings({"keyword": [], "hybrid": [(BOTH_FIRST, _chunk("/close/"))]})
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunnr", limit=3)
+    assert [h.url for h in hits] == ["/close/"] and store.asked == ["keyword", "hybrid"]
