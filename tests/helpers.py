@@ -27,6 +27,26 @@ from sync.edges.edge_store import EdgeStore
 from sync.edges.store import StoredPoint
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+# The run report's keys every pass report carries (the report page of the docs lists them).
+REPORT_KEYS = {
+    "started_at",
+    "finished_at",
+    "pages_in_sitemaps",
+    "pages_fetched",
+    "pages_not_modified",
+    "pages_unchanged",
+    "pages_changed",
+    "pages_added",
+    "pages_removed",
+    "pages_failed",
+    "chunks_embedded",
+    "chunks_deleted",
+    "chunks_written",
+    "bytes_downloaded",
+    "tokens_embedded",
+    "errors",
+}
 T0_NOON = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)  # the page-state tests' clock (`full_page`)
 EMB16, EMB32 = HashEmbedder(16), HashEmbedder(32)  # fake models of two sizes (a reindex onto another model)
 

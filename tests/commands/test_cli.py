@@ -35,26 +35,8 @@ from tests.cli_helpers import (
     state_db_rows,
     stored,
 )
-from tests.helpers import page_html, para
+from tests.helpers import REPORT_KEYS, page_html, para
 
-REPORT_KEYS = {
-    "started_at",
-    "finished_at",
-    "pages_in_sitemaps",
-    "pages_fetched",
-    "pages_not_modified",
-    "pages_unchanged",
-    "pages_changed",
-    "pages_added",
-    "pages_removed",
-    "pages_failed",
-    "chunks_embedded",
-    "chunks_deleted",
-    "chunks_written",
-    "bytes_downloaded",
-    "tokens_embedded",
-    "errors",
-}
 PAYLOAD_KEYS = {"url", "chunk_id", "chunk_index", "content_hash", "text", "title", "fetched_at", "embedder", "metadata"}
 
 

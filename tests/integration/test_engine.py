@@ -16,26 +16,7 @@ from sync.core.history import history_from_json
 from sync.core.lastmod_trust import host_lastmod_trust
 from sync.edges.state import StateDB
 from sync.edges.edge_store import EdgeStore
-from tests.helpers import build_pages, by_url, page_html, para, without_fetched_at
-
-REPORT_KEYS = {
-    "started_at",
-    "finished_at",
-    "pages_in_sitemaps",
-    "pages_fetched",
-    "pages_not_modified",
-    "pages_unchanged",
-    "pages_changed",
-    "pages_added",
-    "pages_removed",
-    "pages_failed",
-    "chunks_embedded",
-    "chunks_deleted",
-    "chunks_written",
-    "bytes_downloaded",
-    "tokens_embedded",
-    "errors",
-}
+from tests.helpers import REPORT_KEYS, build_pages, by_url, page_html, para, without_fetched_at
 
 
 # Run on both page states: SQLite, and QdrantState over qdrant-client's local mode.
