@@ -28,6 +28,9 @@ __all__ = [
     "SiteRules",
     "SiteRuleSet",
     "DEFAULT_EXCLUDES",
+    "SEARCH_PAGES",
+    "generator_search_page",
+    "may_be_search_page",
     "url_wanted",
     "unwanted_reason",
     "parse_header",
@@ -41,21 +44,20 @@ __all__ = [
 # viewcode and sphinx-sitemap, MkDocs 1.6 mkdocs and readthedocs themes) or, for
 # Docusaurus, is a route its classic preset generates. Matched like --exclude globs.
 DEFAULT_EXCLUDES: tuple[tuple[str, str], ...] = (
-    # Sphinx: the general and module indexes, the search page (html and dirhtml builders),
-    # highlighted module sources (viewcode) and the reST sources.
+    # Sphinx: the general and module indexes, the search page (html builder; the dirhtml
+    # builder's `search/` is told by its markup: `SEARCH_PAGES`), highlighted module sources
+    # (viewcode) and the reST sources.
     ("*/genindex.html", "Sphinx"),
     ("*/genindex/", "Sphinx"),
     ("*/py-modindex.html", "Sphinx"),
     ("*/py-modindex/", "Sphinx"),
     ("*/search.html", "Sphinx, MkDocs"),
-    ("*/search/", "Sphinx, Docusaurus"),
     ("*/_modules/*", "Sphinx"),
     ("*/_sources/*", "Sphinx"),
     # The 404 page (MkDocs always, Sphinx with sphinx-notfound-page, Docusaurus).
     ("*/404.html", "MkDocs, Sphinx, Docusaurus"),
     ("*/404/", "Sphinx, Docusaurus"),
-    # Docusaurus: the search page, tag indexes, the blog's archive and its list pages.
-    ("*/search", "Docusaurus"),
+    # Docusaurus: tag indexes, the blog's archive and its list pages.
     ("*/docs/tags", "Docusaurus"),
     ("*/docs/tags/*", "Docusaurus"),
     ("*/blog/tags", "Docusaurus"),
@@ -64,6 +66,34 @@ DEFAULT_EXCLUDES: tuple[tuple[str, str], ...] = (
     ("*/blog/archive/", "Docusaurus"),
     ("*/blog/page/*", "Docusaurus"),
 )
+
+# A docs generator's search page at a URL a real page may have as well (`.../search/`, the
+# Sphinx dirhtml builder's; `.../search`, Docusaurus'): told apart once fetched, by markup
+# only the generator's search page carries (`generator_search_page`), never by the URL alone,
+# so a page of the site named "search" (a command, an API endpoint) is indexed.
+SEARCH_PAGES: tuple[tuple[bytes, str], ...] = (
+    (b"_static/searchtools.js", "Sphinx"),  # the search script, which only the search page loads
+    (b"search-page-wrapper", "Docusaurus"),  # the search page's layout class (theme-search-algolia)
+)
+
+
+def may_be_search_page(url: str) -> bool:
+    """`url` is where a docs tool puts its search page: its last path segment is `search`.
+    Such a page is read whole (no conditional GET): only its markup tells."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return False
+    return path.endswith(("/search", "/search/", "/search/index.html"))
+
+
+def generator_search_page(url: str, body: bytes) -> str | None:
+    """The docs tool whose own search page `url` is, judged by its `body` (`SEARCH_PAGES`), or
+    None (`may_be_search_page` says where one may be)."""
+    if not may_be_search_page(url):
+        return None
+    return next((tool for marker, tool in SEARCH_PAGES if marker in body), None)
+
 
 # RFC 9110 field-name: a token.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

@@ -25,7 +25,7 @@ from ..core.hashing import content_hash
 from ..core.ids import canonical_url
 from ..core.page import GONE, NEW, PageState
 from ..core.points_check import MISSING_MARK, REBUILD_MARK, rewrite_reason
-from ..core.site_rules import SiteRuleSet
+from ..core.site_rules import SiteRuleSet, generator_search_page, may_be_search_page
 from ..edges.fetcher import Fetcher, FetchResult, HostQueue, Validators
 from ..edges.state_protocol import State
 from .embed import EmbedQueue
@@ -198,6 +198,7 @@ class Visitor:
             or not page.indexed
             or self._mark(page) is not None
             or (self.crawl is not None and self.crawl.reads_whole(page.url))
+            or may_be_search_page(page.url)  # only its markup tells a docs tool's search page
         ):
             return None
         if needs_unconditional_fetch(page.fingerprint, self.fingerprints.for_url(page.url)):
@@ -213,6 +214,17 @@ class Visitor:
             r.pages_fetched += 1
         r.bytes_downloaded += result.bytes_downloaded
         await self._process(page, result)
+
+    def _search_page(self, page: PageState, tool: str) -> None:
+        """A docs tool's own search page (`sync.core.site_rules.generator_search_page`): not
+        indexed, as the default excludes keep the other tools' search pages out; one indexed
+        before (the default excludes off) leaves."""
+        reason = f"excluded by default ({tool}: its search page; --no-default-excludes keeps it)"
+        if page.indexed or page.pending_hash is not None:
+            page.last_fetched_at = self.now
+            self.ledger.queue_purge(page, left_sitemap=False, reason=reason)
+        else:
+            self.outcomes.skip(page, reason, None)
 
     async def _process(self, page: PageState, result: FetchResult) -> None:
         """Decide one fetched page and carry out skips and purges; changes go to the embed queue."""
@@ -243,7 +255,12 @@ class Visitor:
         markdown = ""
         if result.outcome is Outcome.OK:
             self.on_generator(page.url, result.body)  # a generator tag says where the feed is
-            select = self.site_rules.rules_for(page.url).select
+            rules = self.site_rules.rules_for(page.url)
+            tool = generator_search_page(page.url, result.body) if rules.default_excludes else None
+            if tool is not None:  # a docs tool's own search page: a default exclude, told by its markup
+                self._search_page(page, tool)
+                return
+            select = rules.select
             given = {"select": select} if select is not None else {}  # an extractor without the option still fits
             try:
                 extracted = await asyncio.to_thread(

@@ -10,6 +10,7 @@ from sync.core.site_rules import (
     SiteRules,
     SiteRuleSet,
     extractor_variant,
+    generator_search_page,
     parse_header,
     unwanted_reason,
     url_wanted,
@@ -26,14 +27,14 @@ BASE = "https://docs.example.com/en/latest"
         (f"{BASE}/genindex.html", SiteRules(), False),
         (f"{BASE}/genindex.html", SiteRules(default_excludes=False), True),
         (f"{BASE}/api/search.html", SiteRules(), False),
-        (f"{BASE}/search/", SiteRules(), False),
+        (f"{BASE}/search/", SiteRules(), True),  # a search page is told by its markup once fetched
         (f"{BASE}/py-modindex.html", SiteRules(), False),
         (f"{BASE}/_modules/json.html", SiteRules(), False),
         (f"{BASE}/_sources/index.rst.txt", SiteRules(), False),
         ("https://docs.example.com/404.html", SiteRules(), False),
         ("https://docs.example.com/docs/tags/api", SiteRules(), False),
         ("https://docs.example.com/blog/tags", SiteRules(), False),
-        ("https://docs.example.com/search", SiteRules(), False),
+        ("https://docs.example.com/commands/search/", SiteRules(), True),  # a page named "search"
         ("https://docs.example.com/docs/searching", SiteRules(), True),
         ("https://docs.example.com/research.html", SiteRules(), True),
         (f"{BASE}/changelog/1.0.html", SiteRules(exclude=("*/changelog/*",)), False),
@@ -206,3 +207,28 @@ def test_headers_go_to_in_scope_hosts_only_a_sites_own_over_the_global_ones(url,
     )
     got = headers_in_scope(rules, url, lambda u: None if in_scope else "out of scope")
     assert {k.lower(): v for k, v in got.items()} == {k.lower(): v for k, v in expected.items()}
+
+
+SPHINX_SEARCH = b'<html><head><script src="../_static/searchtools.js"></script></head><body><div id="search-results"></div></body></html>'
+DOCUSAURUS_SEARCH = (
+    b'<html><body><div class="main-wrapper search-page-wrapper"><h1>Search the documentation</h1></div></body></html>'
+)
+
+
+@pytest.mark.parametrize(
+    "url, body, tool",
+    [
+        ("https://click.example/search/", SPHINX_SEARCH, "Sphinx"),  # the dirhtml builder's
+        ("https://click.example/en/latest/search/index.html", SPHINX_SEARCH, "Sphinx"),
+        ("https://docs.example.com/search", DOCUSAURUS_SEARCH, "Docusaurus"),
+        ("https://docs.example.com/search/", DOCUSAURUS_SEARCH, "Docusaurus"),  # trailingSlash: true
+        # a page of the site named "search": no generator's markup
+        ("https://docs.example.com/commands/search/", b"<html><body><h1>pagesync search</h1></body></html>", None),
+        ("https://api.example.com/api/search", b"<html><body><p>GET /search?q=</p></body></html>", None),
+        # the markup at another URL is no search page (a page about Sphinx may name the script)
+        ("https://docs.example.com/guide/", SPHINX_SEARCH, None),
+        ("https://docs.example.com/research/", SPHINX_SEARCH, None),
+    ],
+)
+def test_a_generators_search_page_is_told_by_its_markup(url, body, tool):
+    assert generator_search_page(url, body) == tool

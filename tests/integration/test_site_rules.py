@@ -109,3 +109,28 @@ def test_a_redirect_to_an_excluded_page_does_not_track_it(site, harness):
     rep = harness.run(advance=timedelta(days=10), full=True)
     assert rep.ok and rep.pages_removed == 1 and "/genindex.html" not in fetched(site)
     assert urls(harness) == {"/a.html"}
+
+
+SPHINX_SEARCH_PAGE = (
+    '<html><head><title>Search</title><script src="../_static/searchtools.js"></script></head>'
+    "<body><main><h1>Search</h1><p>Please activate JavaScript to enable the search functionality.</p>"
+    '<div id="search-results"></div></main></body></html>'
+)
+
+
+def test_a_generators_search_page_is_skipped_and_a_page_named_search_is_indexed(site, harness):
+    build(site, ["/index.html", "/commands/search/"])
+    site.set("/search/", SPHINX_SEARCH_PAGE)
+    rep = harness.run()
+    assert rep.ok, rep.errors
+    assert urls(harness) == {"/index.html", "/commands/search/"}
+    skipped = {s["url"].removeprefix(site.base_url): s["reason"] for s in rep.skipped}
+    assert skipped == {"/search/": "excluded by default (Sphinx: its search page; --no-default-excludes keeps it)"}
+    # Indexed with the default excludes off, it leaves once they are on again.
+    rep = harness.run(advance=timedelta(days=10), site_rules=rules(default_excludes=False), full=True)
+    assert rep.ok and "/search/" in urls(harness)
+    rep = harness.run(advance=timedelta(days=10), full=True)
+    assert rep.ok, rep.errors
+    assert urls(harness) == {"/index.html", "/commands/search/"}
+    reasons = {c["url"].removeprefix(site.base_url): c["reason"] for c in rep.changes if c["action"] == "removed"}
+    assert reasons == {"/search/": "excluded by default (Sphinx: its search page; --no-default-excludes keeps it)"}
