@@ -1,7 +1,7 @@
 """Embedders: the `Embedder` protocol, the bundled offline default (ONNX Runtime or torch),
 sentence-transformers models on this machine (`st:`), a remote OpenAI-compatible endpoint
-(`openai:MODEL`), a test fake, and each model's token counter (`tokens`: what chunks
-are sized in)."""
+(`openai:MODEL`, with the vector sizes its probes found kept in `dimension_cache`), a test
+fake, and each model's token counter (`tokens`: what chunks are sized in)."""
 
 from __future__ import annotations
 

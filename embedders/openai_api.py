@@ -37,15 +37,15 @@ import random
 import re
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import httpx
 
 from sync.core.inflate import ACCEPT_ENCODING, BoundedDecoder
-from sync.core.secrets import public_url, redact, url_secrets, without_userinfo
+from sync.core.secrets import public_url, redact, url_secrets
 from sync.errors import ConfigError, EmbedBatchError, EmbedderError, EmbedderUnavailableError
 
+from .dimension_cache import DimensionCache
 from .limits import (
     MAX_INPUTS_PER_REQUEST,
     MAX_TOKENS_PER_REQUEST,
@@ -132,7 +132,6 @@ class OpenAIEmbedder:
         self._sleep, self._jitter, self._clock = sleep, jitter, clock
         self._timeout = timeout
         self._breaker = breaker or TimeoutBreaker()
-        self._cache_dimensions = cache_dimensions
         self._checked = False
         self._from_cache = False  # the vector size is an earlier probe's, read from the cache file
         self._lock = threading.Lock()
@@ -146,6 +145,8 @@ class OpenAIEmbedder:
         # the Basic header httpx derives from it (`url_secrets`, base64 in `secret_forms`).
         self.__secrets = tuple(x for x in (self.__key, *url_secrets(self.base_url)) if x)
         self.shown_url = public_url(self.base_url)  # the server as messages and the cache name it
+        # Never the URL's userinfo in the key: the file is kept.
+        self._sizes = DimensionCache(f"{self.shown_url} {self.model_id}", enabled=cache_dimensions)
         try:
             httpx.URL(self.base_url)
             self._client = httpx.Client(
@@ -268,7 +269,7 @@ class OpenAIEmbedder:
         """The model's vector size: `dimensions`, the known model's, the cached answer of an
         earlier probe, else one probe now (an `EmbedderError` when the server cannot tell)."""
         if self._dimension is None:
-            cached = self._cached_dimension()
+            cached = self._sizes.read()
             if cached is not None:
                 self._dimension, self._from_cache = cached, True
             else:
@@ -293,49 +294,8 @@ class OpenAIEmbedder:
                 )
             )
         self._dimension = dim
-        self._store_dimension(dim)
+        self._sizes.write(dim)
         return dim
-
-    def _cache_file(self) -> Path | None:
-        if not self._cache_dimensions:
-            return None
-        from .onnx_backend import cache_dir
-
-        try:
-            return cache_dir() / "remote-dimensions.json"
-        except (OSError, RuntimeError):  # no home directory
-            return None
-
-    def _cache_key(self) -> str:
-        return f"{self.shown_url} {self.model_id}"  # never the URL's userinfo: the file is kept
-
-    def _cached_dimension(self) -> int | None:
-        path = self._cache_file()
-        try:
-            value = json.loads(path.read_text()).get(self._cache_key()) if path else None
-        except (OSError, ValueError, AttributeError):
-            return None
-        return value if isinstance(value, int) and value > 0 else None
-
-    def _store_dimension(self, dim: int) -> None:
-        path = self._cache_file()
-        if path is None:
-            return
-        try:
-            try:
-                known = json.loads(path.read_text())
-            except (OSError, ValueError):
-                known = {}
-            known = known if isinstance(known, dict) else {}
-            # An entry an older version keyed by a URL with its password goes.
-            known = {k: v for k, v in known.items() if isinstance(k, str) and without_userinfo(k) == k}
-            known[self._cache_key()] = dim
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a cache only: the next process probes again
 
     # -- embedding ---------------------------------------------------------------------------
     def token_bound(self, text: str) -> int:
@@ -478,7 +438,7 @@ class OpenAIEmbedder:
             why = ""
             if "dimensional" in problem and self._from_cache:
                 why = (
-                    f" (as an earlier probe found, remembered in {self._cache_file()}: delete it if the "
+                    f" (as an earlier probe found, remembered in {self._sizes.path}: delete it if the "
                     f"server's model changed)"
                 )
             raise EmbedderError(f"the embeddings server's answer is refused: {problem}{why}")
