@@ -161,8 +161,11 @@ class Collection:
         if limit < 1:
             raise ConfigError(f"limit must be at least 1, not {limit}")
         check_mode(mode)
+        # A name is ranked by BM25 alone (`sync.core.query_kind`): nothing to embed, unless the
+        # collection has no keyword vectors or BM25 finds nothing for it (then embedded below).
+        named = mode == "hybrid" and looks_like_identifier(query)
         # Embedded before the shard is opened: it is held for the query only.
-        vector = self.embedder.embed([query])[0] if mode != "keyword" else None
+        vector = self.embedder.embed([query])[0] if mode != "keyword" and not named else None
         keywords = query_vector(query) if mode != "dense" else None
         try:
             if mode != "dense" and not self.store.has_keywords():
@@ -179,12 +182,14 @@ class Collection:
                 mode = "dense"
             found: Sequence[tuple[float, Mapping[str, Any]]]
             ranked: list[tuple[float, Mapping[str, Any]]] = []
-            if mode == "hybrid" and looks_like_identifier(query):
-                # A name, not a question: BM25's ranking alone (`sync.core.query_kind`), scored by
-                # rank as the fusion scores one list; its first hit stays first.
+            if mode == "hybrid" and named:
+                # A name, not a question: BM25's ranking alone, scored by rank as the fusion
+                # scores one list; its first hit stays first.
                 by_keyword = self.store.search(None, limit=prefetch_size(limit), keywords=keywords, mode="keyword")
                 ranked = [(1 / (RRF_K + rank), payload) for rank, (_, payload) in enumerate(by_keyword)]
-            if ranked:  # (a name BM25 finds nothing for is searched as a question)
+            if vector is None and mode != "keyword" and not ranked:  # a name searched as a question after all
+                vector = self.embedder.embed([query])[0]
+            if ranked:
                 found = page_ranked(ranked, limit, agreed=1 / RRF_K)
             elif mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
                 found = page_ranked(

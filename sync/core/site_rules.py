@@ -80,6 +80,8 @@ SEARCH_PAGES: tuple[tuple[bytes, str], ...] = (
 def may_be_search_page(url: str) -> bool:
     """`url` is where a docs tool puts its search page: its last path segment is `search`.
     Such a page is read whole (no conditional GET): only its markup tells."""
+    if "search" not in url:  # (asked of every page a pass visits: most are no search page)
+        return False
     try:
         path = urlsplit(url).path
     except ValueError:

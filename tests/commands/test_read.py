@@ -322,3 +322,22 @@ def test_a_name_bm25_finds_nothing_for_is_searched_as_a_question():
     store = _TwoRankings({"keyword": [], "hybrid": [(BOTH_FIRST, _chunk("/close/"))]})
     hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunnr", limit=3)
     assert [h.url for h in hits] == ["/close/"] and store.asked == ["keyword", "hybrid"]
+
+
+def test_a_name_is_not_embedded_unless_bm25_finds_nothing_for_it():
+    store = _TwoRankings({"keyword": [(9.0, _chunk("/testing/"))], "hybrid": [(BOTH_FIRST, _chunk("/api/"))]})
+    model = HashEmbedder(16)  # (it counts its calls)
+    Collection(store, model, owns_store=False).search("CliRunner", limit=3)
+    assert model.calls == 0  # (a remote embedder would have sent a request for nothing)
+    Collection(store, model, owns_store=False).search("how do I test a command", limit=3)  # a question: embedded once
+    assert model.calls == 1
+    store.by_mode["keyword"] = []
+    hits = Collection(store, model, owns_store=False).search("CliRunnr", limit=3)
+    assert model.calls == 2 and hits[0].url == "/api/"
+
+
+def test_a_name_on_a_collection_without_keyword_vectors_is_searched_dense():
+    store = _TwoRankings({"dense": [(0.9, _chunk("/dense/"))]})
+    store.has_keywords = lambda: False  # type: ignore[method-assign]
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunner", limit=3)
+    assert [h.url for h in hits] == ["/dense/"] and store.asked == ["dense"]
