@@ -16,7 +16,17 @@ from functools import lru_cache
 
 from .normalise import unescape_converted
 
-__all__ = ["Extracted", "extract_page", "EXTRACTOR_ID", "SelectorError", "NoMatchError", "compile_selector"]
+__all__ = [
+    "Extracted",
+    "extract_page",
+    "EXTRACTOR_ID",
+    "SelectorError",
+    "NoMatchError",
+    "compile_selector",
+    "GUIDE",
+    "REFERENCE",
+    "PAGE_KINDS",
+]
 
 # v5: bodies decoded from their declared charset (header, then <meta>). Pages v4 read from a
 # non-UTF-8 body were indexed as mojibake, and a 304 would keep them so: a new id makes each
@@ -26,7 +36,9 @@ __all__ = ["Extracted", "extract_page", "EXTRACTOR_ID", "SelectorError", "NoMatc
 # escapes. Every page's next visit re-reads and re-hashes it.
 # v7: a <details> block's <summary> is a paragraph, not a heading (trafilatura made every
 # Pallets "Changelog" summary a `## Changelog`, cutting the real section short).
-EXTRACTOR_ID = "trafilatura-md-v7"
+# v8: each page is told a guide or an API reference (`page_kind`), which every point carries:
+# every page's next visit re-reads it, and rewrites its points with their vectors reused.
+EXTRACTOR_ID = "trafilatura-md-v8"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
@@ -55,10 +67,28 @@ _MAIN_ASIDES = "//main//aside | //article//aside | //*[@role='main']//aside"
 _MAX_ASIDE_LINK_SHARE = 0.5
 
 
+# What a page is (payload `page_kind`): an API reference, most of its text generated entries
+# of a documentation tool's API objects, or a guide (everything else). Questions rank guides
+# first (`sync.core.page_kind`): a reference names every parameter a question may use.
+GUIDE, REFERENCE = "guide", "reference"
+PAGE_KINDS = (GUIDE, REFERENCE)
+# One generated API entry: Sphinx's object description (autodoc and every domain:
+# `<dl class="py class"><dt class="sig sig-object py">`) and mkdocstrings' `doc-object` div.
+_API_OBJECTS = (
+    "//dl[dt[contains(concat(' ', normalize-space(@class), ' '), ' sig-object ')]]"
+    " | //div[contains(concat(' ', normalize-space(@class), ' '), ' doc-object ')]"
+)
+# A page is a reference when at least this share of its content's text is in API entries:
+# Click's `api` page is 100 % entries and this project's mkdocstrings page 81 %, while a guide
+# that ends with its type's entries (Click's parameter types, 52 %) stays a guide.
+_REFERENCE_SHARE = 2 / 3
+
+
 @dataclass(frozen=True)
 class Extracted:
     title: str
     markdown: str
+    page_kind: str = GUIDE
 
 
 _CONFIG = None
@@ -206,7 +236,25 @@ def _keep_content_asides(tree) -> None:
 
 # What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow
 # (looked for in the first MiB, without copying it).
-_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6", re.I)
+_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object", re.I)
+
+
+def _text_length(el) -> int:
+    """Characters of text in `el`, whitespace and scripts left out."""
+    return sum(len("".join(t.split())) for t in el.xpath(".//text()[not(ancestor::script) and not(ancestor::style)]"))
+
+
+def page_kind_of(tree) -> str:
+    """`REFERENCE` when generated API entries (`_API_OBJECTS`, outermost) hold at least
+    `_REFERENCE_SHARE` of the text in the page's <body> (its main content once prepared), else `GUIDE`."""
+    body = tree.find("body")
+    total = _text_length(body) if body is not None else 0
+    if not total:
+        return GUIDE
+    found = tree.xpath(_API_OBJECTS)
+    outer = [el for el in found if not any(a in found for a in el.iterancestors())]
+    in_entries = sum(_text_length(el) for el in outer)
+    return REFERENCE if in_entries >= _REFERENCE_SHARE * total else GUIDE
 
 
 def _summaries_as_paragraphs(tree) -> None:
@@ -289,6 +337,7 @@ def extract_page(
     page's landmarks), and a page where it matches nothing raises `NoMatchError` (the page
     fails and keeps its points: a theme change must not read as every page emptied).
     Markdown and plain-text bodies have no elements: `select` does not apply to them.
+    `page_kind`: `REFERENCE` for a page mostly of generated API entries (`page_kind_of`), else `GUIDE`.
     """
     ctype = (content_type or "text/html").lower()
     if charset is None:
@@ -302,12 +351,14 @@ def extract_page(
     import trafilatura  # imported here: heavy, and only needed when a page really arrived
 
     body = _as_utf8(body, charset)
+    prepared = _prepared(body, select)
+    kind = GUIDE if isinstance(prepared, bytes) else page_kind_of(prepared)  # before trafilatura prunes the tree
 
     # Metadata stays out of the markdown: trafilatura's metadata header carries dates it
     # finds in footers ("built at ..."), which would turn every deploy into a change.
     markdown = (
         trafilatura.extract(
-            _prepared(body, select),
+            prepared,
             url=url,
             output_format="markdown",
             with_metadata=False,
@@ -327,4 +378,4 @@ def extract_page(
     if not title:
         m = _TITLE_RE.search(_decode(body[:65536]))
         title = re.sub(r"\s+", " ", m.group(1)).strip() if m else ""
-    return Extracted(title=title, markdown=unescape_converted(markdown).strip())
+    return Extracted(title=title, markdown=unescape_converted(markdown).strip(), page_kind=kind)

@@ -416,6 +416,7 @@ def full_page(url="https://e.com/a") -> PageState:
         unlinked_by="https://e.com/hub.html",
         unlinked_misses=2,
         text_chars=4321,
+        page_kind="reference",
     )
 
 

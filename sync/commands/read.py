@@ -6,9 +6,10 @@ e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query wit
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
 `mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank,
-then each page's best chunk lifted by its next best, `page_ranked`; a query that names code,
-`sync.core.query_kind`, ranked by BM25 alone, then lifted alike), `dense` (the embedding
-alone) or `keyword` (BM25 alone, no embedding).
+API reference pages weighed below guides, `sync.core.page_kind`, then each page's best chunk
+lifted by its next best, `page_ranked`; a query that names code, `sync.core.query_kind`,
+ranked by BM25 alone, then lifted alike), `dense` (the embedding alone) or `keyword` (BM25
+alone, no embedding).
 `pagesync search` is this function; `sync.integrations` wraps it as LangChain and
 LlamaIndex retrievers.
 
@@ -27,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
+from ..core.page_kind import guides_first
 from ..core.query_kind import looks_like_identifier
 from ..edges.store import BOTH_FIRST, RRF_K, SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
@@ -191,10 +193,9 @@ class Collection:
                 vector = self.embedder.embed([query])[0]
             if ranked:
                 found = page_ranked(ranked, limit, agreed=1 / RRF_K)
-            elif mode == "hybrid":  # the fusion's candidates, ranked with their pages (`page_ranked`)
-                found = page_ranked(
-                    self.store.search(vector, limit=prefetch_size(limit), keywords=keywords, mode=mode), limit
-                )
+            elif mode == "hybrid":  # the fusion's candidates, guides first, ranked with their pages
+                fused = self.store.search(vector, limit=prefetch_size(limit), keywords=keywords, mode=mode)
+                found = page_ranked(guides_first(fused, agreed=BOTH_FIRST), limit)
             else:
                 found = self.store.search(vector, limit=limit, keywords=keywords, mode=mode)
         finally:

@@ -53,7 +53,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from chunking import EXTRACTOR_ID, Splitter
+from chunking import EXTRACTOR_ID, GUIDE, Splitter
 from embedders.base import Embedder
 
 from .audit import audit_collection
@@ -294,6 +294,7 @@ class _NewCollection:
                 fetched_at=item.fetched_at,
                 embedder_id=self.embedder_id,
                 headings=item.headings or None,
+                page_kind=item.page.page_kind or GUIDE,  # as its last pass told it (a re-fetch: told again)
             )
         if points:
             await asyncio.to_thread(self.store.upsert, points)

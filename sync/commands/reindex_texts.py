@@ -217,7 +217,7 @@ class PageTexts:
             problem = f"moved permanently to {res.redirects[-1][1]} (run 'pagesync run' first)"
         if problem is None:
             try:
-                md, title, pieces = await asyncio.to_thread(
+                md, title, pieces, after.page_kind = await asyncio.to_thread(
                     self._extract, res.body, res.content_type, page.url, res.charset
                 )
                 chunks = [c.text for c in pieces]
@@ -249,8 +249,10 @@ class PageTexts:
         """The text's chunks with their heading paths."""
         return self.splitter.chunks(markdown, title)
 
-    def _extract(self, body: bytes, ctype: str, url: str, charset: str | None = None) -> tuple[str, str, list[Chunk]]:
-        """The page's markdown, title and chunks, extracted with its site's selector (as a pass does)."""
+    def _extract(
+        self, body: bytes, ctype: str, url: str, charset: str | None = None
+    ) -> tuple[str, str, list[Chunk], str]:
+        """The page's markdown, title, chunks and kind, extracted with its site's selector (as a pass does)."""
         select = self.select(url)
         ex = extract_page(body, ctype, url, charset=charset, **({"select": select} if select is not None else {}))
-        return ex.markdown, ex.title or "", self._chunks_of(ex.markdown, ex.title or "")
+        return ex.markdown, ex.title or "", self._chunks_of(ex.markdown, ex.title or ""), ex.page_kind

@@ -14,7 +14,8 @@ one-model-per-collection rule (`model_change`), bounded decoding (`inflate`), th
 the failure budget (`budget`), freshness figures (`freshness`), secrets masked out of every
 text (`secrets`), the watcher's decisions (`watching`: when to poll, run, back off and sleep),
 Prometheus metric names and their naming rules (`metric_names`), counts in words (`plural`),
-what a search query is (`query_kind`: a name or a question), and the configuration file and
+what a search query is (`query_kind`: a name or a question), guides ranked before API
+references for a question (`page_kind`), and the configuration file and
 `PAGESYNC_*` variables merged below the flags (`config`).
 
 Each function takes its inputs, the clock included, as arguments. Modules here import

@@ -69,6 +69,9 @@ class PageState:
     # The length in characters of the extracted text last written (None: written before
     # it was kept). The broken-deploy rule tells a page cut to a stub from an edit by it.
     text_chars: int | None = None
+    # What its points say it is (`chunking.extract.PAGE_KINDS`: a guide or an API reference),
+    # as last written; None: written before it was told.
+    page_kind: str | None = None
 
     @property
     def indexed(self) -> bool:
@@ -131,6 +134,7 @@ class PageState:
             v[23],
             v[24] or 0,
             v[25],
+            v[26],
         )
 
     def _values(self) -> tuple:
@@ -169,6 +173,7 @@ class PageState:
             self.unlinked_by,
             self.unlinked_misses,
             self.text_chars,
+            self.page_kind,
         )
 
 

@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS pages (
     unlinked_since REAL,               -- a crawl page a complete crawl did not reach: since when
     unlinked_by TEXT,                  -- the page that stopped linking it (sync.core.unlinked)
     unlinked_misses INTEGER NOT NULL DEFAULT 0, -- the crawls that missed it since unlinked_since
-    text_chars INTEGER                 -- characters of the extracted text last written
+    text_chars INTEGER,                -- characters of the extracted text last written
+    page_kind TEXT                     -- 'guide' | 'reference', as its points say
 );
 CREATE INDEX IF NOT EXISTS pages_due ON pages(status, due_at);
 CREATE INDEX IF NOT EXISTS pages_pending ON pages(pending_hash) WHERE pending_hash IS NOT NULL;
@@ -118,6 +119,7 @@ _ADDED_COLUMNS = [
     ("unlinked_by", "TEXT"),
     ("unlinked_misses", "INTEGER NOT NULL DEFAULT 0"),
     ("text_chars", "INTEGER"),
+    ("page_kind", "TEXT"),
 ]
 _LOCK_POLL_S = 0.2  # how often a waiting pass (--wait-lock) tries the lock again
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from chunking.extract import GUIDE
 from chunking.split import embedded_text
 
 from ..core.decision import Decision
@@ -45,6 +46,7 @@ class PendingPage:
     headings: list[tuple[str, ...]] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     markdown: str = ""  # the page's extracted text (kept in the state for `reindex` once written)
+    page_kind: str = GUIDE  # a guide or an API reference (`chunking.extract.page_kind_of`), on every point
 
     def __post_init__(self) -> None:
         if not self.headings:

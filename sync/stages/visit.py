@@ -18,7 +18,7 @@ import logging
 from datetime import datetime
 from typing import Callable, Protocol, Sequence
 
-from chunking import Splitter, extract_page
+from chunking import GUIDE, Splitter, extract_page
 
 from ..core.decision import Action, Decision, Outcome, decide, may_be_broken, needs_unconditional_fetch
 from ..core.hashing import content_hash
@@ -252,7 +252,7 @@ class Visitor:
         if page.moved_to is not None:  # the redirect is undone: its target may be no one's now
             self.ledger.unmoved.add(page.moved_to)
         new_hash = title = None
-        markdown = ""
+        markdown, kind = "", GUIDE
         if result.outcome is Outcome.OK:
             self.on_generator(page.url, result.body)  # a generator tag says where the feed is
             rules = self.site_rules.rules_for(page.url)
@@ -269,7 +269,7 @@ class Visitor:
             except Exception as exc:  # a page the extractor chokes on fails alone
                 self.outcomes.fail(page, f"extraction failed: {exc}")
                 return
-            markdown, title = extracted.markdown, extracted.title
+            markdown, title, kind = extracted.markdown, extracted.title, extracted.page_kind
             new_hash = content_hash(markdown)
         decision = decide(
             result.outcome,
@@ -306,6 +306,9 @@ class Visitor:
             # Every point carries the title, which the hash (of the markdown) does not cover:
             # a page whose title alone changed is rewritten, each chunk's vector reused.
             decision = Decision(Action.REPLACE, "title changed")
+        elif decision.action is Action.SKIP_UNCHANGED and page.page_kind is not None and kind != page.page_kind:
+            # Every point carries its page's kind too, which its markup decides, not its text.
+            decision = Decision(Action.REPLACE, "page kind changed")
         if not decision.writes:
             page.etag, page.last_modified = result.validators.etag, result.validators.last_modified
             self.scheduler.reschedule(page, False)
@@ -334,6 +337,7 @@ class Visitor:
             chunks,
             headings=[c.headings for c in pieces],
             markdown=markdown,
+            page_kind=kind,
         )
         limit = self.splitter.max_tokens
         if limit is not None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Sequence
 
+from chunking import GUIDE
+
 from ..core.decision import Action, Decision
 from ..core.ids import chunk_id, point_id
 from ..core.page import LIVE, PageState
@@ -34,10 +36,12 @@ def build_points(
     fetched_at: str,
     embedder_id: str,
     headings: Sequence[Sequence[str]] | None = None,
+    page_kind: str = GUIDE,
 ) -> list[StoredPoint]:
     """A page's points, exactly as the contract lays out ids and payload (its `metadata`
     object included: `sync.core.payload`). `headings`: each chunk's heading path, the one
-    its vector was embedded under (none: embedded as the text alone)."""
+    its vector was embedded under (none: embedded as the text alone); `page_kind`: a guide
+    or an API reference (`chunking.extract.PAGE_KINDS`)."""
     out = []
     paths = list(headings) if headings is not None else [() for _ in chunks]
     for i, (text, vec, path) in enumerate(zip(chunks, vectors, paths, strict=True)):
@@ -52,6 +56,7 @@ def build_points(
             "fetched_at": fetched_at,
             "embedder": embedder_id,
             "headings": list(path),
+            "page_kind": page_kind,
         }
         payload[METADATA_KEY] = point_metadata(payload)  # what LangChain reads as a Document's metadata
         out.append(StoredPoint(point_id(cid), payload, list(vec)))
@@ -119,6 +124,7 @@ class Writer:
                         fetched_at=self.fetched_at,
                         embedder_id=self.embedder_id,
                         headings=item.headings,
+                        page_kind=item.page_kind,
                     ),
                 )
             )
@@ -150,6 +156,7 @@ class Writer:
             p.status, p.content_hash, p.fingerprint, p.pending_hash = LIVE, item.hash_, fingerprint, None
             p.moved_to = None
             p.chunk_count, p.title, p.text_chars = len(item.chunks), item.title, len(item.markdown)
+            p.page_kind = item.page_kind
             p.etag, p.last_modified = item.result.validators.etag, item.result.validators.last_modified
             p.last_changed_at = outcomes.now
             p.failures, p.last_error = 0, None

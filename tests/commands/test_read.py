@@ -8,7 +8,9 @@ import pytest
 import sync
 import sync.edges.shard_lock as store_mod
 from embedders import HashEmbedder
+from chunking import REFERENCE
 from sync.commands.read import PAGE_WEIGHT, Collection, Hit, open_collection, page_ranked
+from sync.core.page_kind import REFERENCE_WEIGHT
 from sync.edges.client_store import ClientStore
 from sync.edges.edge_store import EdgeStore
 from sync.edges.keywords import query_vector
@@ -341,3 +343,40 @@ def test_a_name_on_a_collection_without_keyword_vectors_is_searched_dense():
     store.has_keywords = lambda: False  # type: ignore[method-assign]
     hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunner", limit=3)
     assert [h.url for h in hits] == ["/dense/"] and store.asked == ["dense"]
+
+
+def _ref(url: str, i: int = 0) -> dict:
+    return {**_chunk(url, i), "page_kind": REFERENCE}
+
+
+@pytest.mark.parametrize(
+    "query, mode, first",
+    [
+        ("how do I test a command", "hybrid", "/testing/"),  # a question: the guide first
+        ("CliRunner", "hybrid", "/api/"),  # a name: BM25's ranking alone, the reference where it is defined
+        ("how do I test a command", "dense", "/api/"),  # the embedding alone, as it ranks
+        ("how do I test a command", "keyword", "/api/"),  # BM25 alone, as it ranks
+    ],
+)
+def test_a_question_ranks_a_guide_before_a_reference_close_to_it(query, mode, first):
+    store = _TwoRankings(
+        {
+            mode_: [
+                (1 / RRF_K + 1 / (RRF_K + 1), _ref("/api/")),
+                (1 / (RRF_K + 1) + 1 / (RRF_K + 2), _chunk("/testing/")),
+            ]
+            for mode_ in ("hybrid", "dense", "keyword")
+        }
+    )
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search(query, limit=2, mode=mode)
+    assert [h.url for h in hits][0] == first
+
+
+def test_a_reference_both_searches_rank_first_stays_first_for_a_question():
+    store = _TwoRankings({"hybrid": [(BOTH_FIRST, _ref("/api/")), (BOTH_FIRST * 0.9, _chunk("/guide/"))]})
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("how do I test a command", limit=2)
+    assert [h.url for h in hits] == ["/api/", "/guide/"]  # they agree on it
+    store.by_mode["hybrid"][0] = (BOTH_FIRST * 0.99, _ref("/api/"))  # only nearly: weighed
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("how do I test a command", limit=2)
+    assert [h.url for h in hits] == ["/guide/", "/api/"]
+    assert hits[1].score == pytest.approx(BOTH_FIRST * 0.99 * REFERENCE_WEIGHT)

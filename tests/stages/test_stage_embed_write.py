@@ -6,6 +6,7 @@ from array import array
 
 import pytest
 
+from chunking import REFERENCE
 from sync.core.ids import chunk_id, point_id
 from sync.stages.embed import VectorCache
 from sync.stages.write import build_points
@@ -50,6 +51,7 @@ def test_build_points_lays_out_ids_and_payload():
         "fetched_at": "now",
         "embedder": "m",
         "headings": ["T", "Usage"],
+        "page_kind": "guide",
         "metadata": {
             "url": url,
             "title": "T",
@@ -65,3 +67,18 @@ def test_build_points_lays_out_ids_and_payload():
 def test_build_points_refuses_a_vector_count_that_is_not_the_chunks():
     with pytest.raises(ValueError):
         build_points("https://a.test/p", ["one", "two"], [[0.1]], hash_="h", title="", fetched_at="", embedder_id="m")
+
+
+def test_every_point_of_a_reference_page_says_so():
+    points = build_points(
+        "https://a.test/api",
+        ["one", "two"],
+        [[0.1], [0.2]],
+        hash_="h",
+        title="API",
+        fetched_at="now",
+        embedder_id="m",
+        page_kind=REFERENCE,
+    )
+    assert [p.payload["page_kind"] for p in points] == [REFERENCE, REFERENCE]
+    assert "page_kind" not in points[0].payload["metadata"]  # the metadata object is the contract's fields

@@ -1,0 +1,75 @@
+"""A question ranks guides before API references (`guides_first`), pure and by table."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chunking import GUIDE, REFERENCE
+from sync.core.page_kind import REFERENCE_WEIGHT, guides_first
+
+
+def _hit(url: str, kind: str | None) -> dict:
+    return {"url": url} if kind is None else {"url": url, "page_kind": kind}
+
+
+@pytest.mark.parametrize(
+    "found, order",
+    [
+        # a reference a little ahead of a guide falls behind it
+        ([(0.033, _hit("/api/", REFERENCE)), (0.030, _hit("/guide/", GUIDE))], ["/guide/", "/api/"]),
+        # far ahead (more than 1 / REFERENCE_WEIGHT), it stays first
+        ([(0.033, _hit("/api/", REFERENCE)), (0.025, _hit("/guide/", GUIDE))], ["/api/", "/guide/"]),
+        # a point written before it was told counts as a guide
+        ([(0.033, _hit("/api/", REFERENCE)), (0.030, _hit("/old/", None))], ["/old/", "/api/"]),
+        ([(0.033, _hit("/a/", GUIDE)), (0.030, _hit("/b/", GUIDE))], ["/a/", "/b/"]),
+        ([], []),
+    ],
+)
+def test_table(found, order):
+    assert [p["url"] for _, p in guides_first(found)] == order
+
+
+def test_a_reference_keeps_its_share_of_the_score():
+    [(score, _)] = guides_first([(0.05, _hit("/api/", REFERENCE))])
+    assert score == pytest.approx(0.05 * REFERENCE_WEIGHT)
+
+
+_found = st.lists(
+    st.tuples(st.floats(0, 1, allow_nan=False), st.sampled_from([GUIDE, REFERENCE, None])),
+    max_size=30,
+).map(lambda xs: sorted(((s, _hit(f"/p{i}/", k)) for i, (s, k) in enumerate(xs)), key=lambda h: -h[0]))
+
+
+@given(_found)
+def test_guides_keep_their_order_and_references_theirs(found):
+    out = guides_first(found)
+    assert sorted(id(p) for _, p in out) == sorted(id(p) for _, p in found)
+    assert [s for s, _ in out] == sorted((s for s, _ in out), reverse=True)
+    for kind in (REFERENCE, "other"):
+        mine = [p["url"] for _, p in found if (p.get("page_kind") == REFERENCE) == (kind == REFERENCE)]
+        assert [p["url"] for _, p in out if (p.get("page_kind") == REFERENCE) == (kind == REFERENCE)] == mine
+
+
+@given(_found)
+def test_no_reference_rises_and_no_guide_falls(found):
+    before = {p["url"]: i for i, (_, p) in enumerate(found)}
+    for i, (_, p) in enumerate(guides_first(found)):
+        if p.get("page_kind") == REFERENCE:
+            assert i >= before[p["url"]]
+        else:
+            assert i <= before[p["url"]]
+
+
+def test_a_first_hit_both_searches_agree_on_keeps_its_score():
+    found = [(0.0333, _hit("/api/", REFERENCE)), (0.0330, _hit("/guide/", GUIDE)), (0.02, _hit("/api2/", REFERENCE))]
+    out = guides_first(found, agreed=0.0333)
+    assert [p["url"] for _, p in out] == ["/api/", "/guide/", "/api2/"]
+    assert out[0][0] == 0.0333 and out[2][0] == pytest.approx(0.02 * REFERENCE_WEIGHT)
+    assert [p["url"] for _, p in guides_first(found, agreed=0.034)][0] == "/guide/"
+
+
+@given(_found)
+def test_a_weight_of_one_changes_nothing(found):
+    assert guides_first(found, weight=1.0) == found
