@@ -632,3 +632,30 @@ def test_server_errors_never_show_the_api_key():
         with pytest.raises(StoreError) as exc:
             call()
         assert "sekret-key-123" not in str(exc.value) and "Qdrant" in str(exc.value)
+
+
+def test_a_reference_page_stays_one_from_each_text_source(site, harness):
+    fixtures = Path(__file__).parent.parent / "chunking" / "fixtures"
+    site.set("/api.html", (fixtures / "sphinx-api.html").read_text())
+    site.set("/options.html", (fixtures / "sphinx-options.html").read_text())
+    assert harness.run().pages_added == 2
+    api = site.server.url("/api.html")
+
+    def kinds() -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for p in harness.points().values():
+            out.setdefault(p["url"], set()).add(p["page_kind"])
+        return out
+
+    before = kinds()
+    assert before[api] == {"reference"}
+    for source, embedder in (("state", EMB32), ("points", EMB16), ("fetch", EMB32)):
+        with StateDB(harness.state_path) as st:
+            if source != "state":
+                st.drop_texts([api])
+            if source == "fetch":
+                st._db.execute("UPDATE pages SET fingerprint = 'another-chunker' WHERE url = ?", (api,))
+        rep = reindex(harness, embedder)
+        assert rep.text_sources.get(source) == 1 + (source == "state"), rep.text_sources
+        assert kinds() == before, source
+        assert state_pages(harness)[api].page_kind == "reference"
