@@ -8,9 +8,11 @@ with the bundled all-MiniLM-L6-v2 into the embedded store):
   a build already made, else `--click-git-dir` + `--sphinx-build`: the build is made here);
 - this project's docs, built by MkDocs (Material) from mkdocs.yml (`--mkdocs-html DIR`, else
   built here with the venv's mkdocs);
-- FastAPI's English docs (an MkDocs Material site) at a fixed commit of the FastAPI repository
-  (`--fastapi-git-dir`), rendered as the replay benches render them (`load_fastapi`: its build
-  needs plugins and hooks of its own that are not installed here).
+- FastAPI's English docs at a fixed commit of the FastAPI repository: built by its own tool
+  (`--fastapi-html DIR`: `scripts/docs.py build-lang en`, zensical, the MkDocs Material team's
+  successor, with mkdocstrings for its 22 API reference pages; docs/development.md says how), else
+  rendered from `--fastapi-git-dir` as the replay benches render them (`load_fastapi`: Python-Markdown
+  in a Material-like page; its reference pages hold their intro text only).
 
 A question set of our own for each (`QUESTIONS`): questions a user would ask and identifier
 queries (`CliRunner`, `--max-failed-share`, `OAuth2PasswordRequestForm`), each with the pages
@@ -27,7 +29,8 @@ written dense only: no BM25 computed, no sparse index written); wall time and pe
 (VmHWM), as a ratio.
 
     .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
-        [--mkdocs-html DIR] [--fastapi-git-dir DIR] [--rounds N] [--out bench/results/retrieval.md]
+        [--mkdocs-html DIR] [--fastapi-html DIR | --fastapi-git-dir DIR] [--rounds N]
+        [--out bench/results/retrieval.md]
 
 Writes bench/results/retrieval.md and .json.
 """
@@ -316,7 +319,9 @@ def build_mkdocs(out: Path) -> Path:
     return out
 
 
-SKIP = ("404", "genindex", "search", "_sources", "_static", "_images", "assets")
+# Not pages of the docs: the generators' own (404, index, search, assets) and, in FastAPI's build,
+# its translation banner and a test page (`_llm-test`), which its nav does not list.
+SKIP = ("404", "genindex", "search", "assets", "translation-banner")
 
 
 def load_site(html: Path):
@@ -326,7 +331,7 @@ def load_site(html: Path):
     site = Site()
     for f in sorted(html.rglob("index.html")):
         rel = f.parent.relative_to(html)
-        if rel.parts and rel.parts[0] in SKIP:
+        if rel.parts and (rel.parts[0] in SKIP or rel.parts[0].startswith("_")):  # Sphinx's _static, _sources
             continue
         site.set("/" + "".join(f"{p}/" for p in rel.parts), f.read_bytes())
     return site
@@ -490,8 +495,9 @@ def render(result: dict[str, Any]) -> str:
         for chunking, res in by_chunking["chunkings"].items():
             for mode, m in res["modes"].items():
                 a, q, i = m["all"], m["question"], m["identifier"]
+                how = "" if by_chunking.get("built", True) else ", rendered"
                 lines.append(
-                    f"| {site} ({res['chunks']} chunks) | {chunking} | {mode} | {a['n']} | {a['hit@1']:.0%} | "
+                    f"| {site}{how} ({res['chunks']} chunks) | {chunking} | {mode} | {a['n']} | {a['hit@1']:.0%} | "
                     f"{a['hit@5']:.0%} | {a['mrr@10']:.3f} | {q['hit@1']:.0%} | {i['hit@1']:.0%} |"
                 )
     c = result.get("first_pass")
@@ -528,6 +534,11 @@ def main() -> int:
     )
     ap.add_argument("--mkdocs-html", type=Path, help="this project's docs built already (mkdocs build)")
     ap.add_argument(
+        "--fastapi-html",
+        type=Path,
+        help=f"FastAPI's English docs built already by its own tool at {FASTAPI_COMMIT[:12]} (zensical)",
+    )
+    ap.add_argument(
         "--fastapi-git-dir",
         type=Path,
         default=FASTAPI_GIT,
@@ -550,7 +561,9 @@ def main() -> int:
     else:
         print("Click's docs: skipped (no --click-html, and no sphinx-build or Click repository)", file=sys.stderr)
     sites["pagesync"] = args.mkdocs_html or build_mkdocs(tmp / "mkdocs-html")
-    if args.fastapi_git_dir.exists():
+    if args.fastapi_html:
+        sites["fastapi"] = args.fastapi_html
+    elif args.fastapi_git_dir.exists():
         sites["fastapi"] = args.fastapi_git_dir
     else:
         print(f"FastAPI's docs: skipped (no repository at {args.fastapi_git_dir})", file=sys.stderr)
@@ -558,11 +571,12 @@ def main() -> int:
     embedder = make_embedder(None)
     result: dict[str, Any] = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "sites": {}}
     for name, html in sites.items():
-        site = load_fastapi(html) if name == "fastapi" else load_site(html)
+        site = load_fastapi(html) if name == "fastapi" and not args.fastapi_html else load_site(html)
         for _, _, answers in QUESTIONS[name]:
             for a in answers:
                 assert a in site.resources, f"{name}: no page {a}"
-        by: dict[str, Any] = {"pages": len(site.pages()), "chunkings": {}}
+        built = name != "fastapi" or bool(args.fastapi_html)
+        by: dict[str, Any] = {"pages": len(site.pages()), "built": built, "chunkings": {}}
         for i, (label, splitter) in enumerate(splitters(embedder)):
             synced = sync_site(site, tmp / f"{name}-{i}", splitter, embedder)
             modes = MODES if i == 0 else ("dense",)

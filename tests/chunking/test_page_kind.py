@@ -50,6 +50,9 @@ PROSE = "Words that explain how to use it in a task. "  # 37 characters, whitesp
         # entries outside the main content (a sidebar of them) are not the page's
         (_page(f"<p>{PROSE * 3}</p>", outside=f"<aside>{_entry(PROSE * 20)}</aside>"), GUIDE),
         (_page(""), GUIDE),  # no text at all
+        # MkDocs Material's <main> holds the site's navigation, which extraction drops: not counted
+        (_page(f"<nav>{PROSE * 30}</nav>" + _entry(PROSE * 9) + f"<p>{PROSE * 3}</p>"), REFERENCE),
+        (_page(f"<div role='navigation'>{PROSE * 30}</div>" + _entry(PROSE * 9)), REFERENCE),
     ],
 )
 def test_the_share_of_text_in_api_entries(body, kind):
