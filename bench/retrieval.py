@@ -9,8 +9,9 @@ with the bundled all-MiniLM-L6-v2 into the embedded store):
 - this project's docs, built by MkDocs (Material) from mkdocs.yml (`--mkdocs-html DIR`, else
   built here with the venv's mkdocs);
 - FastAPI's English docs at a fixed commit of the FastAPI repository: built by its own tool
-  (`--fastapi-html DIR`: `scripts/docs.py build-lang en`, zensical, the MkDocs Material team's
-  successor, with mkdocstrings for its 22 API reference pages; docs/development.md says how), else
+  (`--fastapi-html DIR`, default `make fastapi-docs`'s: `bench/build_fastapi_docs.sh` runs its
+  `scripts/docs.py build-lang en`, zensical, the MkDocs Material team's MkDocs-compatible
+  successor, with mkdocstrings for its 22 API reference pages), else
   rendered from `--fastapi-git-dir` as the replay benches render them (`load_fastapi`: Python-Markdown
   in a Material-like page; its reference pages hold their intro text only).
 
@@ -533,10 +534,12 @@ def main() -> int:
         default=shutil.which("sphinx-build", path=str(Path(sys.executable).parent)) or shutil.which("sphinx-build"),
     )
     ap.add_argument("--mkdocs-html", type=Path, help="this project's docs built already (mkdocs build)")
+    built = REPO / ".bench-sites" / "fastapi" / "html"  # `make fastapi-docs`
     ap.add_argument(
         "--fastapi-html",
         type=Path,
-        help=f"FastAPI's English docs built already by its own tool at {FASTAPI_COMMIT[:12]} (zensical)",
+        default=built if built.is_dir() else None,
+        help=f"FastAPI's English docs built by its own tool at {FASTAPI_COMMIT[:12]} (default: `make fastapi-docs`'s)",
     )
     ap.add_argument(
         "--fastapi-git-dir",
