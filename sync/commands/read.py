@@ -91,8 +91,9 @@ def page_ranked(
 @dataclass(frozen=True)
 class Hit:
     """One chunk a search found: where it is from, its text, and its score (dense: cosine;
-    hybrid: the reciprocal-rank fusion's, a page's best chunk lifted by its next best (`page_ranked`),
-    for a query that names code the keyword ranks' alone; keyword: BM25's)."""
+    hybrid: the reciprocal-rank fusion's, an API reference chunk's weighed for a question
+    (`sync.core.page_kind`), a page's best chunk lifted by its next best (`page_ranked`), for a
+    query that names code the keyword ranks' alone; keyword: BM25's)."""
 
     url: str
     title: str
