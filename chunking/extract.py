@@ -37,7 +37,8 @@ __all__ = [
 # v7: a <details> block's <summary> is a paragraph, not a heading (trafilatura made every
 # Pallets "Changelog" summary a `## Changelog`, cutting the real section short).
 # v8: each page is told a guide or an API reference (`page_kind`), which every point carries:
-# every page's next visit re-reads it, and rewrites its points with their vectors reused.
+# every page's next visit re-reads it, and rewrites its points with their vectors reused; and a
+# code block's line numbers (Pygments') are no longer read into its code.
 EXTRACTOR_ID = "trafilatura-md-v8"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
@@ -242,7 +243,9 @@ def _keep_content_asides(tree) -> None:
 
 # What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow
 # (looked for in the first MiB, without copying it).
-_WORTH_A_PARSE = re.compile(rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object", re.I)
+_WORTH_A_PARSE = re.compile(
+    rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object|linenos", re.I
+)
 
 
 def _text_length(el) -> float:
@@ -261,6 +264,31 @@ def page_kind_of(tree) -> str:
         return GUIDE
     in_entries = sum(_text_length(el) for el in body.xpath("." + _OUTER_ENTRIES))
     return REFERENCE if in_entries >= _REFERENCE_SHARE * total else GUIDE
+
+
+# Pygments' line numbers (Sphinx `:linenos:`, MkDocs `linenums`): inline, a `linenos` span before each
+# line of the <pre>; in a table, a `linenos` cell beside the `code` cell. Left in, the numbers run
+# into the code ("1def add") or the table reads as one row with the code's lines run together.
+_LINE_NUMBERS = "//pre//span[contains(concat(' ', normalize-space(@class), ' '), ' linenos ')]"
+_NUMBERED_TABLES = "//table[contains(concat(' ', normalize-space(@class), ' '), ' highlighttable ')]"
+_CODE_CELL = ".//td[contains(concat(' ', normalize-space(@class), ' '), ' code ')]"
+
+
+def _code_without_line_numbers(tree) -> None:
+    """Each numbered code block as the code alone: a table's code cell in its place, inline
+    numbers dropped (the text after each, the line's indentation, kept)."""
+    for table in tree.xpath(_NUMBERED_TABLES):
+        cells, parent = table.xpath(_CODE_CELL), table.getparent()
+        if not cells or parent is None:
+            continue
+        at = parent.index(table)
+        for i, child in enumerate(list(cells[0])):
+            parent.insert(at + i, child)
+        table.text = None
+        for child in list(table):
+            table.remove(child)
+        table.drop_tag()  # its tail stays in place
+    _drop(tree, _LINE_NUMBERS)
 
 
 def _summaries_as_paragraphs(tree) -> None:
@@ -321,6 +349,7 @@ def _prepared(body: bytes, select: str | None = None):
         _main_only(tree)
     _keep_content_asides(tree)
     _summaries_as_paragraphs(tree)
+    _code_without_line_numbers(tree)
     _drop(tree, _HEADERLINKS)
     return tree
 

@@ -3,6 +3,8 @@ converter's markdown escapes, hard breaks), and only the marked main content rea
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chunking import Splitter, extract_page
@@ -202,3 +204,36 @@ def test_articles_beside_a_main_element_are_not_content():
 def test_a_body_marked_as_main_is_read_whole():
     html = b"""<html><body role="main"><h1>Whole</h1><p>All of the page is its content.</p></body></html>"""
     assert "All of the page is its content." in extract_page(html, "text/html").markdown
+
+
+_FIXTURES = Path(__file__).parent / "fixtures"
+_NUMBERED = 'def add(a, b):\n    """Add two numbers."""\n    return a + b'
+
+
+@pytest.mark.parametrize("name", ["sphinx-lines.html", "mkdocs-material-lines.html"])
+def test_line_numbers_are_not_read_into_the_code(name):
+    """Real Sphinx (`:linenos:`, inline numbers) and MkDocs Material (`linenums`, a table) output."""
+    md = extract_page((_FIXTURES / name).read_bytes(), "text/html").markdown
+    assert f"```\n{_NUMBERED}\n```" in md  # each line as written, its indentation kept
+    assert "```\nprint(add(1, 2))\n```" in md
+    assert "|" not in md and "1def" not in md
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # Pygments' table layout, a tail after the table kept in place
+        '<table class="highlighttable"><tr><td class="linenos"><div class="linenodiv"><pre>1\n2</pre></div></td>'
+        '<td class="code"><div><pre><span></span>x = 1\n    y = 2\n</pre></div></td></tr></table>',
+        # inline numbers, the indentation after a number kept
+        '<div class="highlight"><pre><span class="linenos">1</span>x = 1\n<span class="linenos">2</span>    y = 2\n</pre></div>',
+        # pymdownx-inline: the number is CSS, the span empty
+        '<div class="highlight"><pre><span class="linenos" data-linenos="1 "></span>x = 1\n'
+        '<span class="linenos" data-linenos="2 "></span>    y = 2\n</pre></div>',
+    ],
+)
+def test_numbered_code_layouts(code):
+    body = f"<html><body><main><p>Before.</p>{code}<p>After.</p></main></body></html>".encode()
+    md = extract_page(body, "text/html").markdown
+    assert "```\nx = 1\n    y = 2\n```" in md
+    assert md.index("Before.") < md.index("x = 1") < md.index("After.")
