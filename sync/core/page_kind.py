@@ -4,8 +4,8 @@ embedding and BM25 both find it close to any question on its topic, above the gu
 
 A hybrid search weighs the fused score of each reference chunk by `REFERENCE_WEIGHT` before its
 pages are ranked, but for a chunk both searches rank first; a name (`query_kind`) is ranked by
-BM25 alone and not weighed, since a reference is where a name is defined. A point written before it was told has no `page_kind`
-and counts as a guide.
+BM25 alone and not weighed, since a reference is where a name is defined. A point written before
+it was told has no `page_kind` and counts as a guide.
 """
 
 from __future__ import annotations

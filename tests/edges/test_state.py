@@ -415,6 +415,7 @@ def test_old_state_files_gain_the_new_columns(tmp_path):
     with StateDB(path) as db:
         page = db.get("https://e.com/a")
         assert page.history is None and page.lastmod_pending is False and page.text_chars is None
+        assert page.page_kind is None  # written before pages were told apart
         db.put(full_page("https://e.com/b"))
         assert db.get("https://e.com/b") == full_page("https://e.com/b")
 
