@@ -70,7 +70,7 @@ _MAX_ASIDE_LINK_SHARE = 0.5
 
 # What a page is (payload `page_kind`): an API reference, most of its text generated entries
 # of a documentation tool's API objects, or a guide (everything else). Questions rank guides
-# first (`sync.core.page_kind`): a reference names every parameter a question may use.
+# first (`sync.core.ranking`): a reference names every parameter a question may use.
 GUIDE, REFERENCE = "guide", "reference"
 PAGE_KINDS = (GUIDE, REFERENCE)
 # One generated API entry: Sphinx's object description (autodoc and every domain:

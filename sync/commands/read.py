@@ -6,7 +6,7 @@ e.g. qdrant-client's local mode); `Collection.search(text)` embeds the query wit
 collection's own embedder (the one its points name in their `embedder` payload, as
 `pagesync search` picks it) and returns `Hit`s: url, title, text, score, chunk id and index.
 `mode` is `hybrid` (the default: dense and BM25 keyword results fused by reciprocal rank,
-API reference pages weighed below guides, `sync.core.page_kind`, then each page's best chunk
+API reference pages weighed below guides, `sync.core.ranking`, then each page's best chunk
 lifted by its next best, `page_ranked`; a query that names code, `sync.core.query_kind`,
 ranked by BM25 alone, then lifted alike), `dense` (the embedding alone) or `keyword` (BM25
 alone, no embedding).
@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..core.page_kind import guides_first
+from ..core.ranking import agreed_first, guides_first
 from ..core.query_kind import looks_like_identifier
 from ..edges.store import BOTH_FIRST, RRF_K, SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
@@ -82,7 +82,7 @@ def page_ranked(
     lifted = {i: second.get(url, 0.0) for url, i in best.items()}
     out = [(score + weight * lifted.get(i, 0.0), payload) for i, (score, payload) in enumerate(found)]
     out.sort(key=lambda x: -x[0])  # stable: equal scores keep the fusion's order
-    if found and found[0][0] >= agreed * (1 - 1e-6):  # float32 scores: a relative margin
+    if agreed_first(found, agreed):
         first = next(i for i, hit in enumerate(out) if hit[1] is found[0][1])
         out.insert(0, out.pop(first))
     return out[:limit]
@@ -92,7 +92,7 @@ def page_ranked(
 class Hit:
     """One chunk a search found: where it is from, its text, and its score (dense: cosine;
     hybrid: the reciprocal-rank fusion's, an API reference chunk's weighed for a question
-    (`sync.core.page_kind`), a page's best chunk lifted by its next best (`page_ranked`), for a
+    (`sync.core.ranking`), a page's best chunk lifted by its next best (`page_ranked`), for a
     query that names code the keyword ranks' alone; keyword: BM25's)."""
 
     url: str

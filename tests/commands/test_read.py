@@ -10,7 +10,7 @@ import sync.edges.shard_lock as store_mod
 from embedders import HashEmbedder
 from chunking import REFERENCE
 from sync.commands.read import PAGE_WEIGHT, Collection, Hit, open_collection, page_ranked
-from sync.core.page_kind import REFERENCE_WEIGHT
+from sync.core.ranking import REFERENCE_WEIGHT
 from sync.edges.client_store import ClientStore
 from sync.edges.edge_store import EdgeStore
 from sync.edges.keywords import query_vector

@@ -1,4 +1,4 @@
-"""A question ranks guides before API references (`guides_first`), pure and by table."""
+"""The ranking rules: guides before API references (`guides_first`), the agreed first hit, pure and by table."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunking import GUIDE, REFERENCE
-from sync.core.page_kind import REFERENCE_WEIGHT, guides_first
+from sync.core.ranking import REFERENCE_WEIGHT, agreed_first, guides_first
 
 
 def _hit(url: str, kind: str | None) -> dict:
@@ -73,3 +73,17 @@ def test_a_first_hit_both_searches_agree_on_keeps_its_score():
 @given(_found)
 def test_a_weight_of_one_changes_nothing(found):
     assert guides_first(found, weight=1.0) == found
+
+
+@pytest.mark.parametrize(
+    "found, agreed, held",
+    [
+        ([(0.0333, {})], 0.0333, True),
+        ([(0.0333 * (1 - 1e-7), {})], 0.0333, True),  # a float32 score of the same rank
+        ([(0.0330, {})], 0.0333, False),
+        ([], 0.0333, False),
+        ([(0.0333, {})], None, False),
+    ],
+)
+def test_agreed_first(found, agreed, held):
+    assert agreed_first(found, agreed) is held
