@@ -39,7 +39,9 @@ __all__ = [
 # v8: each page is told a guide or an API reference (`page_kind`), which every point carries:
 # every page's next visit re-reads it, and rewrites its points with their vectors reused; and a
 # code block's line numbers (Pygments') are no longer read into its code.
-EXTRACTOR_ID = "trafilatura-md-v8"
+# v9: an empty <code> no longer swallows the text after it (mkdocstrings' symbol badge cost
+# every entry's heading its name), and a generated entry's heading is its name, labels left out.
+EXTRACTOR_ID = "trafilatura-md-v9"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
 # markdown from 1 % of pages to 0 and made the hash stable under nav edits on 100 %
@@ -49,6 +51,16 @@ _PRUNE = ["//*[@role='navigation']", "//*[@role='search']", "//*[@role='contenti
 # whole text is a pilcrow. Left in, every heading and title ends in "¶".
 _HEADERLINKS = (
     "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')] | //a[normalize-space(.)='\u00b6']"
+)
+# An empty <code>: trafilatura loses or misformats the text after it (a heading's or list item's
+# text is dropped, a paragraph's tail read as code). mkdocstrings draws each entry's symbol type
+# ("meth", "attr") with CSS in one, before the entry's name in its heading.
+_EMPTY_CODE = "//code[not(*) and normalize-space(.)='']"
+# mkdocstrings' labels in an entry's heading (`class-attribute`, `property`, ...): the heading
+# is the entry's name, the path a chunk is found by; left in, they run together after it.
+_HEADING_LABELS = (
+    "//*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6]"
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' doc-labels ')]"
 )
 # The main content, when a page marks it: nothing outside it is content (a page-level
 # <header> with a build stamp is boilerplate, like <nav> and <footer>). <main> and
@@ -241,10 +253,11 @@ def _keep_content_asides(tree) -> None:
             aside.tag = "div"
 
 
-# What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow
-# (looked for in the first MiB, without copying it).
+# What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow,
+# an API entry, line numbers or an empty <code> (looked for in the first MiB, without copying it).
 _WORTH_A_PARSE = re.compile(
-    rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object|linenos", re.I
+    rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object|linenos|<code[^>]*>\s*</code>",
+    re.I,
 )
 
 
@@ -351,6 +364,8 @@ def _prepared(body: bytes, select: str | None = None):
     _summaries_as_paragraphs(tree)
     _code_without_line_numbers(tree)
     _drop(tree, _HEADERLINKS)
+    _drop(tree, _HEADING_LABELS)
+    _drop(tree, _EMPTY_CODE)
     return tree
 
 

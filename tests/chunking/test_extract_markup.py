@@ -237,3 +237,31 @@ def test_numbered_code_layouts(code):
     md = extract_page(body, "text/html").markdown
     assert "```\nx = 1\n    y = 2\n```" in md
     assert md.index("Before.") < md.index("x = 1") < md.index("After.")
+
+
+def test_an_entry_heading_is_its_name():
+    """Real mkdocstrings output with its symbol types shown (`show_symbol_type_heading`): an
+    empty `<code>` badge before each name, labels after it; each heading reads as the name."""
+    md = extract_page((_FIXTURES / "mkdocstrings-symbols.html").read_bytes(), "text/html").markdown
+    headings = [line for line in md.splitlines() if line.startswith("#")]
+    assert headings == ["# API", "## gauge.Gauge", "### full", "### width", "### show"]
+    assert "property" not in md and "class-attribute" not in md
+    assert "```\nshow(level: float) -> str\n```" in md
+
+
+@pytest.mark.parametrize(
+    "markup, text",
+    [
+        ('<h2><code class="doc-symbol"></code> <span>put_many</span></h2>', "## put_many"),
+        ("<h2><code> </code> put_many</h2>", "## put_many"),
+        ('<p>Start <code class="icon"></code> and the rest.</p>', "Start and the rest."),
+        ("<ul><li><code></code> the item</li><li>second</li></ul>", "- the item\n- second"),
+        # a code element with text, or with an element in it, stays
+        ("<p>Call <code>run()</code> first.</p>", "Call `run()` first."),
+        ('<h2><code><span class="n">name</span></code> entry</h2>', "## `name` entry"),
+    ],
+)
+def test_an_empty_code_element_keeps_the_text_after_it(markup, text):
+    body = f"<html><body><main><p>Before the part.</p>{markup}<p>After the part.</p></main></body></html>"
+    md = extract_page(body.encode(), "text/html").markdown
+    assert md == f"Before the part.\n\n{text}\n\nAfter the part."
