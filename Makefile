@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 TORCH_INDEX ?=
 
-.PHONY: install infinity demo demo-docs docs lint test test-fast bench fastapi-docs bench-audit bench-freshness bench-reuse bench-local bench-embedders bench-openai replay replay-policies notebooks clean
+.PHONY: install infinity demo demo-docs docs lint test test-fast bench fastapi-docs httpx-docs bench-audit bench-freshness bench-reuse bench-local bench-embedders bench-openai replay replay-policies notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -98,6 +98,7 @@ bench: install
 	-$(BIN)/python bench/embed_throughput.py
 	-$(BIN)/python bench/embed_tokens.py
 	-$(MAKE) --no-print-directory fastapi-docs
+	-$(MAKE) --no-print-directory httpx-docs
 	-$(BIN)/python bench/retrieval.py
 	$(BIN)/python bench/summary.py --since $(BENCH_T0)
 
@@ -105,6 +106,11 @@ bench: install
 # clone ($FASTAPI_GIT_DIR), for bench/retrieval.py's FastAPI site (bench/build_fastapi_docs.sh).
 fastapi-docs:
 	PY=$(PY) sh bench/build_fastapi_docs.sh .bench-sites/fastapi
+
+# HTTPX's docs built by plain MkDocs (Material, in a venv of its own) from an HTTPX clone
+# ($HTTPX_GIT_DIR), for bench/retrieval.py's HTTPX site (bench/build_httpx_docs.sh).
+httpx-docs:
+	PY=$(PY) sh bench/build_httpx_docs.sh .bench-sites/httpx
 
 # qdrant-client's local mode beside the embedded store (why Edge is the default).
 bench-local: install

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on three
+"""Does a RAG system find the answer? Retrieval quality per search mode and chunking, on four
 real docs sites, and what keyword vectors cost a first pass.
 
 Sites (each page served by demo/site_server.py with a generated sitemap, synced by a pass
@@ -13,7 +13,10 @@ with the bundled all-MiniLM-L6-v2 into the embedded store):
   `scripts/docs.py build-lang en`, zensical, the MkDocs Material team's MkDocs-compatible
   successor, with mkdocstrings for its 22 API reference pages), else
   rendered from `--fastapi-git-dir` as the replay benches render them (`load_fastapi`: Python-Markdown
-  in a Material-like page; its reference pages hold their intro text only).
+  in a Material-like page; its reference pages hold their intro text only);
+- HTTPX's docs at a fixed commit of the HTTPX repository, built by plain MkDocs with Material
+  (`--httpx-html DIR`, default `make httpx-docs`'s: `bench/build_httpx_docs.sh` runs `mkdocs build`
+  with the tools its requirements.txt pins; its `/api/` page is mkautodoc's); skipped without it.
 
 A question set of our own for each (`QUESTIONS`): questions a user would ask and identifier
 queries (`CliRunner`, `--max-failed-share`, `OAuth2PasswordRequestForm`), each with the pages
@@ -30,7 +33,7 @@ written dense only: no BM25 computed, no sparse index written); wall time and pe
 (VmHWM), as a ratio.
 
     .venv/bin/python bench/retrieval.py [--click-html DIR | --click-git-dir DIR --sphinx-build PATH]
-        [--mkdocs-html DIR] [--fastapi-html DIR | --fastapi-git-dir DIR] [--rounds N]
+        [--mkdocs-html DIR] [--fastapi-html DIR | --fastapi-git-dir DIR] [--httpx-html DIR] [--rounds N]
         [--out bench/results/retrieval.md]
 
 Writes bench/results/retrieval.md and .json.
@@ -62,6 +65,7 @@ CLICK_GIT = Path(os.environ.get("CLICK_GIT_DIR", "/work/.mirror/pallets+click/re
 # A bare clone of https://github.com/fastapi/fastapi, or FASTAPI_GIT_DIR; its docs at a fixed commit.
 FASTAPI_GIT = Path(os.environ.get("FASTAPI_GIT_DIR", "/work/.mirror/fastapi+fastapi/repo"))
 FASTAPI_COMMIT = "c3f316b7e814667e8ee81e03a7330d00ee61e45c"  # 2026-08-19
+HTTPX_COMMIT = "ae1b9f66238f75ced3ced5e4485408435de10768"  # 2025-12-10, bench/build_httpx_docs.sh's
 
 # (query, kind, answering pages). kind: "question" (as a user asks it) or "identifier".
 QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
@@ -167,10 +171,14 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("How do I use an OpenAI embedding model?", "question", ("/concepts/embedders/",)),
         ("What happens if a pass is killed halfway?", "question", ("/concepts/write-order/", "/concepts/pass/")),
         ("--max-failed-share", "identifier", ("/commands/run/", "/configuration/", "/report/", "/operations/")),
-        ("pages_not_modified", "identifier", ("/report/",)),
+        ("pages_not_modified", "identifier", ("/report/", "/reference/api/")),
         ("open_collection", "identifier", ("/tasks/read-api/", "/tasks/library/", "/reference/api/")),
         ("--with-vectors", "identifier", ("/commands/export/", "/configuration/")),
-        ("tokens_saved_by_reuse", "identifier", ("/report/", "/concepts/reuse/", "/concepts/embedders/")),
+        (
+            "tokens_saved_by_reuse",
+            "identifier",
+            ("/report/", "/concepts/reuse/", "/concepts/embedders/", "/reference/api/"),
+        ),
         ("--max-pages", "identifier", ("/commands/run/", "/concepts/crawling/", "/configuration/")),
         ("PagesyncRetriever", "identifier", ("/tasks/read-api/", "/tasks/frameworks/")),
         ("--rebuild", "identifier", ("/commands/run/", "/operations/", "/concepts/pass/", "/configuration/")),
@@ -247,6 +255,136 @@ QUESTIONS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
         ("BaseSettings", "identifier", ("/advanced/settings/",)),
         ("status.HTTP_201_CREATED", "identifier", ("/tutorial/response-status-code/", "/reference/status/")),
         ("SecurityScopes", "identifier", ("/advanced/security/oauth2-scopes/",)),
+    ],
+    # HTTPX's docs (`--httpx-html`), written from its markdown before any search was run; an
+    # identifier's `/api/` page counts where that page documents it.
+    "httpx": [
+        ("How do I set a timeout for a request?", "question", ("/advanced/timeouts/", "/quickstart/")),
+        ("How do I retry failed connections?", "question", ("/advanced/transports/", "/third_party_packages/")),
+        ("How do I send a JSON body in a POST request?", "question", ("/quickstart/",)),
+        (
+            "How can I upload several files under the same form field in one request?",
+            "question",
+            ("/advanced/clients/",),
+        ),
+        (
+            "How do I skip certificate verification for a site with an expired or self-signed cert?",
+            "question",
+            ("/advanced/ssl/",),
+        ),
+        ("Can httpx use the operating system's certificate store instead of certifi?", "question", ("/advanced/ssl/",)),
+        ("How do I present a client certificate to the server for mutual TLS?", "question", ("/advanced/ssl/",)),
+        ("How do I send my requests through a SOCKS5 proxy?", "question", ("/advanced/proxies/",)),
+        (
+            "How can I send HTTP and HTTPS traffic to two different proxies?",
+            "question",
+            ("/advanced/proxies/", "/advanced/transports/"),
+        ),
+        (
+            "How do I make some hosts bypass the proxy?",
+            "question",
+            ("/advanced/transports/", "/environment_variables/"),
+        ),
+        (
+            "My HTTPS requests through a proxy fail with 'The handshake operation timed out', what's wrong?",
+            "question",
+            ("/troubleshooting/",),
+        ),
+        ("How do I cap the number of connections kept open in the pool?", "question", ("/advanced/resource-limits/",)),
+        (
+            "How can I run a function on every request and response the client makes, e.g. to log them?",
+            "question",
+            ("/advanced/event-hooks/",),
+        ),
+        ("How do I turn on debug output to see what happens at the connection level?", "question", ("/logging/",)),
+        (
+            "Can I get a callback for low-level events like TCP connect and TLS handshake of a request?",
+            "question",
+            ("/advanced/extensions/",),
+        ),
+        ("How do I make requests concurrently with asyncio?", "question", ("/async/",)),
+        ("Does httpx work with trio?", "question", ("/async/",)),
+        ("How do I turn on HTTP/2?", "question", ("/http2/",)),
+        (
+            "How can I tell whether the response actually came over HTTP/2 or HTTP/1.1?",
+            "question",
+            ("/http2/", "/advanced/extensions/"),
+        ),
+        ("How do I call my Flask app from tests without starting a server?", "question", ("/advanced/transports/",)),
+        (
+            "How can I return canned responses in tests instead of hitting the network?",
+            "question",
+            ("/advanced/transports/", "/third_party_packages/"),
+        ),
+        ("How do I talk to the Docker daemon over its unix socket?", "question", ("/advanced/transports/",)),
+        ("What should I use instead of requests.Session?", "question", ("/compatibility/", "/advanced/clients/")),
+        (
+            "Why doesn't httpx follow redirects by itself like requests does?",
+            "question",
+            ("/compatibility/", "/quickstart/"),
+        ),
+        ("How do I avoid repeating the host name in every request URL?", "question", ("/advanced/clients/",)),
+        (
+            "How do I guess the character encoding of pages that don't declare a charset?",
+            "question",
+            ("/advanced/text-encodings/",),
+        ),
+        ("How do I show a progress bar while downloading a big file?", "question", ("/advanced/clients/",)),
+        (
+            "What's the best way to catch both network failures and 4xx/5xx responses?",
+            "question",
+            ("/quickstart/", "/exceptions/"),
+        ),
+        (
+            "How do I write an auth class that refreshes an expired access token and retries?",
+            "question",
+            ("/advanced/authentication/",),
+        ),
+        ("Can httpx pick up login credentials from my .netrc file?", "question", ("/advanced/authentication/",)),
+        (
+            "How do I stop httpx from reading proxy settings from the environment?",
+            "question",
+            ("/environment_variables/",),
+        ),
+        (
+            "How do I connect to a server by IP address but still verify TLS against its hostname?",
+            "question",
+            ("/advanced/extensions/",),
+        ),
+        ("How do I install httpx with support for brotli and zstd compressed responses?", "question", ("/",)),
+        ("How do I remove a client-wide header for just one request?", "question", ("/advanced/clients/",)),
+        (
+            "Is there a package that adds HTTP caching to httpx?",
+            "question",
+            ("/third_party_packages/", "/compatibility/"),
+        ),
+        ("How do I run the project's tests before opening a pull request?", "question", ("/contributing/",)),
+        (
+            "How should I debug requests through a local mitmproxy while developing httpx?",
+            "question",
+            ("/contributing/",),
+        ),
+        ("What behaviour is expected from people taking part in the project?", "question", ("/code_of_conduct/",)),
+        ("AsyncClient", "identifier", ("/async/", "/api/")),
+        ("follow_redirects", "identifier", ("/quickstart/", "/compatibility/", "/api/")),
+        ("max_keepalive_connections", "identifier", ("/advanced/resource-limits/",)),
+        ("DigestAuth", "identifier", ("/advanced/authentication/", "/quickstart/")),
+        ("NetRCAuth", "identifier", ("/advanced/authentication/",)),
+        ("MockTransport", "identifier", ("/advanced/transports/",)),
+        ("ASGITransport", "identifier", ("/advanced/transports/",)),
+        ("HTTPStatusError", "identifier", ("/quickstart/", "/exceptions/")),
+        ("PoolTimeout", "identifier", ("/advanced/timeouts/", "/exceptions/")),
+        ("RemoteProtocolError", "identifier", ("/exceptions/",)),
+        ("trust_env", "identifier", ("/environment_variables/", "/api/")),
+        ("default_encoding", "identifier", ("/advanced/text-encodings/", "/api/")),
+        ("event_hooks", "identifier", ("/advanced/event-hooks/",)),
+        ("sni_hostname", "identifier", ("/advanced/extensions/",)),
+        ("SSL_CERT_FILE", "identifier", ("/environment_variables/", "/advanced/ssl/")),
+        ("NO_PROXY", "identifier", ("/environment_variables/",)),
+        ("num_bytes_downloaded", "identifier", ("/advanced/clients/",)),
+        ("requires_response_body", "identifier", ("/advanced/authentication/",)),
+        ("next_request", "identifier", ("/compatibility/", "/quickstart/", "/api/")),
+        ("max_redirects", "identifier", ("/api/",)),
     ],
 }
 
@@ -547,6 +685,13 @@ def main() -> int:
         default=FASTAPI_GIT,
         help=f"a clone of FastAPI's repository (its docs at {FASTAPI_COMMIT[:12]})",
     )
+    httpx_built = REPO / ".bench-sites" / "httpx" / "html"  # `make httpx-docs`
+    ap.add_argument(
+        "--httpx-html",
+        type=Path,
+        default=httpx_built if httpx_built.is_dir() else None,
+        help=f"HTTPX's docs built by MkDocs at {HTTPX_COMMIT[:12]} (default: `make httpx-docs`'s)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "retrieval.md")
     ap.add_argument(
         "--rounds", type=int, default=2, help="first passes with and without keyword vectors, each (0: not measured)"
@@ -570,6 +715,10 @@ def main() -> int:
         sites["fastapi"] = args.fastapi_git_dir
     else:
         print(f"FastAPI's docs: skipped (no repository at {args.fastapi_git_dir})", file=sys.stderr)
+    if args.httpx_html:
+        sites["httpx"] = args.httpx_html
+    else:
+        print("HTTPX's docs: skipped (no --httpx-html, and no `make httpx-docs` build)", file=sys.stderr)
 
     embedder = make_embedder(None)
     result: dict[str, Any] = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "sites": {}}

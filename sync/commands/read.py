@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..edges.keywords import query_vector
-from ..core.ranking import agreed_first, guides_first
+from ..core.ranking import agreed_first, guides_first, verbatim_first
 from ..core.query_kind import looks_like_identifier
 from ..edges.store import BOTH_FIRST, RRF_K, SEARCH_MODES, Store, prefetch_size
 from ..edges.client_store import ClientStore
@@ -186,9 +186,11 @@ class Collection:
             found: Sequence[tuple[float, Mapping[str, Any]]]
             ranked: list[tuple[float, Mapping[str, Any]]] = []
             if mode == "hybrid" and named:
-                # A name, not a question: BM25's ranking alone, scored by rank as the fusion
-                # scores one list; its first hit stays first.
+                # A name, not a question: BM25's ranking alone, the hits that hold it as typed
+                # first (`verbatim_first`), scored by rank as the fusion scores one list; its
+                # first hit stays first.
                 by_keyword = self.store.search(None, limit=prefetch_size(limit), keywords=keywords, mode="keyword")
+                by_keyword = verbatim_first(by_keyword, query.strip())
                 ranked = [(1 / (RRF_K + rank), payload) for rank, (_, payload) in enumerate(by_keyword)]
             if vector is None and mode != "keyword" and not ranked:  # a name searched as a question after all
                 vector = self.embedder.embed([query])[0]

@@ -9,6 +9,9 @@ name is defined. A point written before it was told has no `page_kind` and count
 
 A first hit both searches rank first (`agreed_first`) keeps its place: it is not weighed, and no
 lifted page passes it (`sync.commands.read.page_ranked`).
+
+A name's BM25 hits that hold it as typed come before those that only share its words
+(`verbatim_first`): BM25 reads `--max-pages` and a Python field `max_pages` as the same two words.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from chunking.extract import REFERENCE
 
-__all__ = ["REFERENCE_WEIGHT", "guides_first", "agreed_first"]
+__all__ = ["REFERENCE_WEIGHT", "guides_first", "agreed_first", "verbatim_first"]
 
 # The share of its fused score a reference chunk keeps against a question. On the bench's
 # question sets (bench/retrieval.py) 0.7 and 0.8 gave the same first hits and 0.9 fewer:
@@ -46,3 +49,17 @@ def guides_first(
     ]
     out.sort(key=lambda x: -x[0])
     return out
+
+
+def verbatim_first(
+    found: Sequence[tuple[float, Mapping[str, Any]]], name: str
+) -> list[tuple[float, Mapping[str, Any]]]:
+    """`found` (score, payload; best first) with the hits whose text or headings hold `name`
+    exactly as given (case and punctuation kept) before the others, each part in its order."""
+
+    def holds(payload: Mapping[str, Any]) -> bool:
+        headings = payload.get("headings") or ()
+        return name in str(payload.get("text", "")) or any(name in str(h) for h in headings)
+
+    marked = [(holds(hit[1]), hit) for hit in found]
+    return [hit for held, hit in marked if held] + [hit for held, hit in marked if not held]

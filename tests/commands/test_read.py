@@ -320,6 +320,16 @@ def test_the_first_keyword_hit_of_a_name_stays_first_and_pages_are_lifted_after_
     assert hits[1].score == pytest.approx(1 / (RRF_K + 1) + PAGE_WEIGHT / (RRF_K + 2))
 
 
+def test_a_name_is_first_where_it_is_written_as_typed():
+    """BM25 reads `--max-pages` and the field `max_pages` alike; the page with the flag comes first."""
+    field = {**_chunk("/reference/api/"), "text": "max_pages: int | None = None"}
+    flag = {**_chunk("/commands/run/"), "text": "`--max-pages N` stops the crawl after N pages."}
+    store = _TwoRankings({"keyword": [(9.0, field), (8.0, flag)]})
+    hits = Collection(store, HashEmbedder(16), owns_store=False).search("--max-pages", limit=2)
+    assert [h.url for h in hits] == ["/commands/run/", "/reference/api/"]
+    assert hits[0].score == pytest.approx(1 / RRF_K)  # the first hit as typed keeps the first place
+
+
 def test_a_name_bm25_finds_nothing_for_is_searched_as_a_question():
     store = _TwoRankings({"keyword": [], "hybrid": [(BOTH_FIRST, _chunk("/close/"))]})
     hits = Collection(store, HashEmbedder(16), owns_store=False).search("CliRunnr", limit=3)

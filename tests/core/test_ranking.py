@@ -1,4 +1,5 @@
-"""The ranking rules: guides before API references (`guides_first`), the agreed first hit, pure and by table."""
+"""The ranking rules: guides before API references (`guides_first`), the agreed first hit, a name
+as typed first (`verbatim_first`), pure and by table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunking import GUIDE, REFERENCE
-from sync.core.ranking import REFERENCE_WEIGHT, agreed_first, guides_first
+from sync.core.ranking import REFERENCE_WEIGHT, agreed_first, guides_first, verbatim_first
 
 
 def _hit(url: str, kind: str | None) -> dict:
@@ -87,3 +88,57 @@ def test_a_weight_of_one_changes_nothing(found):
 )
 def test_agreed_first(found, agreed, held):
     assert agreed_first(found, agreed) is held
+
+
+def _chunk(url: str, text: str, headings: tuple[str, ...] = ()) -> tuple[float, dict]:
+    return (1.0, {"url": url, "text": text, "headings": list(headings)})
+
+
+@pytest.mark.parametrize(
+    "found, name, order",
+    [
+        # a Python field shares the flag's words; the page that holds the flag comes first
+        (
+            [_chunk("/api/", "max_pages: int = 0"), _chunk("/run/", "Stop at `--max-pages` pages.")],
+            "--max-pages",
+            ["/run/", "/api/"],
+        ),
+        # both hold it: BM25's order stays
+        (
+            [_chunk("/api/", "class CliRunner"), _chunk("/testing/", "Use CliRunner to test")],
+            "CliRunner",
+            ["/api/", "/testing/"],
+        ),
+        # case is kept: a lower-cased mention does not hold it
+        ([_chunk("/a/", "clirunner"), _chunk("/b/", "the CliRunner")], "CliRunner", ["/b/", "/a/"]),
+        # a heading holds it too
+        (
+            [_chunk("/a/", "text"), _chunk("/b/", "other", ("Testing", "isolated_filesystem"))],
+            "isolated_filesystem",
+            ["/b/", "/a/"],
+        ),
+        # none holds it: unchanged
+        ([_chunk("/a/", "x"), _chunk("/b/", "y")], "Depends", ["/a/", "/b/"]),
+        ([], "x", []),
+    ],
+)
+def test_verbatim_first(found, name, order):
+    assert [p["url"] for _, p in verbatim_first(found, name)] == order
+
+
+_texts = st.lists(st.tuples(st.sampled_from(["a_b", "a-b", "A_B", "--a-b", ""]), st.booleans()), max_size=20)
+
+
+@given(_texts, st.sampled_from(["a_b", "--a-b", "A_B"]))
+def test_verbatim_first_is_a_stable_partition(texts, name):
+    found = [
+        (1.0 - i / 100, {"url": f"/p{i}/", "text": t, "headings": ["H"] if h else []}) for i, (t, h) in enumerate(texts)
+    ]
+    out = verbatim_first(found, name)
+    assert sorted(p["url"] for _, p in out) == sorted(p["url"] for _, p in found)
+    held = [name in p["text"] for _, p in out]
+    assert held == sorted(held, reverse=True)  # every hit that holds it before every one that does not
+    for part in (True, False):
+        assert [p["url"] for _, p in out if (name in p["text"]) == part] == [
+            p["url"] for _, p in found if (name in p["text"]) == part
+        ]
