@@ -190,8 +190,8 @@ class Collection:
                 # first (`verbatim_first`), scored by rank as the fusion scores one list; its
                 # first hit stays first.
                 by_keyword = self.store.search(None, limit=prefetch_size(limit), keywords=keywords, mode="keyword")
-                by_keyword = verbatim_first(by_keyword, query.strip())
-                ranked = [(1 / (RRF_K + rank), payload) for rank, (_, payload) in enumerate(by_keyword)]
+                as_typed = verbatim_first(by_keyword, query.strip())
+                ranked = [(1 / (RRF_K + rank), payload) for rank, (_, payload) in enumerate(as_typed)]
             if vector is None and mode != "keyword" and not ranked:  # a name searched as a question after all
                 vector = self.embedder.embed([query])[0]
             if ranked:
