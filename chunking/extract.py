@@ -40,7 +40,8 @@ __all__ = [
 # every page's next visit re-reads it, and rewrites its points with their vectors reused; and a
 # code block's line numbers (Pygments') are no longer read into its code.
 # v9: an empty <code> no longer swallows the text after it (mkdocstrings' symbol badge cost
-# every entry's heading its name), and a generated entry's heading is its name, labels left out.
+# every entry's heading its name), a generated entry's heading is its name, labels left out, and
+# mkautodoc's entries count towards an API reference.
 EXTRACTOR_ID = "trafilatura-md-v9"
 # Page landmarks pruned before extraction. Generic (ARIA roles and HTML5 elements, no
 # site-specific classes): on 200 real Sphinx pages this took boilerplate left in the
@@ -86,10 +87,13 @@ _MAX_ASIDE_LINK_SHARE = 0.5
 GUIDE, REFERENCE = "guide", "reference"
 PAGE_KINDS = (GUIDE, REFERENCE)
 # One generated API entry: Sphinx's object description (autodoc and every domain:
-# `<dl class="py class"><dt class="sig sig-object py">`) and mkdocstrings' `doc-object` div.
+# `<dl class="py class"><dt class="sig sig-object py">`), mkdocstrings' `doc-object` div and
+# mkautodoc's `autodoc` div (its `autodoc-signature` inside).
 _ENTRY = (
     "self::dl[dt[contains(concat(' ', normalize-space(@class), ' '), ' sig-object ')]]"
     " or self::div[contains(concat(' ', normalize-space(@class), ' '), ' doc-object ')]"
+    " or self::div[contains(concat(' ', normalize-space(@class), ' '), ' autodoc ')]"
+    "[div[contains(concat(' ', normalize-space(@class), ' '), ' autodoc-signature ')]]"
 )
 _OUTER_ENTRIES = f"//*[{_ENTRY}][not(ancestor::*[{_ENTRY}])]"
 # What the text extraction does not read (`_PRUNE`, scripts and styles): MkDocs Material's <main>
@@ -256,7 +260,7 @@ def _keep_content_asides(tree) -> None:
 # What makes a page worth the second parse: a landmark, an aside, a headerlink or a pilcrow,
 # an API entry, line numbers or an empty <code> (looked for in the first MiB, without copying it).
 _WORTH_A_PARSE = re.compile(
-    rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object|linenos|<code[^>]*>\s*</code>",
+    rb"<main|<article|role=|<aside|<summary|headerlink|\xc2\xb6|sig-object|doc-object|autodoc-signature|linenos|<code[^>]*>\s*</code>",
     re.I,
 )
 

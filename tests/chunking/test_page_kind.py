@@ -16,6 +16,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
     [
         ("sphinx-api.html", REFERENCE),  # autodoc: <dl class="py class"><dt class="sig sig-object py">
         ("mkdocstrings-api.html", REFERENCE),  # <div class="doc doc-object doc-class">
+        ("mkdocstrings-symbols.html", REFERENCE),
+        ("mkautodoc-api.html", REFERENCE),  # <div class="autodoc"><div class="autodoc-signature">
         ("sphinx-options.html", GUIDE),
         ("mkdocs-material-options.html", GUIDE),
         ("docusaurus-options.html", GUIDE),
@@ -28,6 +30,8 @@ def test_real_generator_output(name, kind):
 def _entry(text: str, kind: str = "sphinx") -> str:
     if kind == "sphinx":
         return f'<dl class="py function"><dt class="sig sig-object py">f()</dt><dd><p>{text}</p></dd></dl>'
+    if kind == "mkautodoc":
+        return f'<div class="autodoc"><div class="autodoc-signature">f()</div><div class="autodoc-docstring"><p>{text}</p></div></div>'
     return f'<div class="doc doc-object doc-function"><h2>f</h2><div class="doc doc-contents"><p>{text}</p></div></div>'
 
 
@@ -44,6 +48,9 @@ PROSE = "Words that explain how to use it in a task. "  # 37 characters, whitesp
         (_page(_entry(PROSE * 9) + f"<p>{PROSE * 3}</p>"), REFERENCE),  # three quarters entries
         (_page(_entry(PROSE * 6) + f"<p>{PROSE * 4}</p>"), GUIDE),  # three fifths: a guide ending in entries
         (_page(_entry(PROSE * 9, "mkdocstrings") + f"<p>{PROSE * 3}</p>"), REFERENCE),
+        (_page(_entry(PROSE * 9, "mkautodoc") + f"<p>{PROSE * 3}</p>"), REFERENCE),
+        # a div that is only named "autodoc", with no signature in it, is no entry
+        (_page(f'<div class="autodoc"><p>{PROSE * 9}</p></div><p>{PROSE * 3}</p>'), GUIDE),
         (_page(f"<p>{PROSE * 10}</p>"), GUIDE),
         # a class's methods are entries inside its entry: counted once
         (_page(_entry(PROSE * 2 + _entry(PROSE * 2)) + f"<p>{PROSE * 3}</p>"), GUIDE),
