@@ -15,7 +15,8 @@ the failure budget (`budget`), freshness figures (`freshness`), secrets masked o
 text (`secrets`), the watcher's decisions (`watching`: when to poll, run, back off and sleep),
 Prometheus metric names and their naming rules (`metric_names`), counts in words (`plural`),
 what a search query is (`query_kind`: a name or a question), guides ranked before API
-references for a question and the agreed first hit (`ranking`), and the configuration file and
+references for a question, the agreed first hit and a name's hits as typed first (`ranking`),
+and the configuration file and
 `PAGESYNC_*` variables merged below the flags (`config`).
 
 Each function takes its inputs, the clock included, as arguments. Modules here import
