@@ -14,19 +14,9 @@ mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 GIT_DIR=${2:-${FASTAPI_GIT_DIR:-/work/.mirror/fastapi+fastapi/repo}}
 COMMIT=c3f316b7e814667e8ee81e03a7330d00ee61e45c  # bench/retrieval.py's FASTAPI_COMMIT
-PY=${PY:-python3}
+. "$(dirname "$0")/docs_site.sh"
 
-if [ -f "$OUT/html/.built-$COMMIT" ]; then
-    echo "FastAPI's docs: built already in $OUT/html"
-    exit 0
-fi
-rm -rf "$OUT/src" "$OUT/html"
-mkdir -p "$OUT/src"
-git --git-dir="$GIT_DIR" archive "$COMMIT" | tar -x -C "$OUT/src"
-if [ ! -x "$OUT/venv/bin/python" ]; then
-    "$PY" -m venv "$OUT/venv"
-    "$OUT/venv/bin/pip" install -q --upgrade pip
-fi
+docs_checkout FastAPI "$OUT" "$GIT_DIR" "$COMMIT"
 "$OUT/venv/bin/pip" install -q \
     zensical==0.0.51 'mkdocstrings[python]==1.0.4' mkdocstrings-python==2.0.3 griffelib==2.0.0 \
     griffe-typingdoc==0.3.1 griffe-warnings-deprecated==1.1.1 markdown==3.10.1 pymdown-extensions==11.0.1 \
@@ -38,5 +28,4 @@ fi
 "$OUT/venv/bin/pip" install -q --no-deps -e "$OUT/src"
 (cd "$OUT/src" && PATH="$OUT/venv/bin:$PATH" python scripts/docs.py build-lang en)
 cp -a "$OUT/src/site" "$OUT/html"
-touch "$OUT/html/.built-$COMMIT"
-echo "FastAPI's docs: $(find "$OUT/html" -name index.html | wc -l) pages in $OUT/html"
+docs_built FastAPI "$OUT" "$COMMIT"

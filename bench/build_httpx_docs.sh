@@ -16,19 +16,9 @@ mkdir -p "$1"
 OUT=$(cd "$1" && pwd)
 GIT_DIR=${2:-${HTTPX_GIT_DIR:-/work/.mirror/encode+httpx/repo}}
 COMMIT=ae1b9f66238f75ced3ced5e4485408435de10768  # bench/retrieval.py's HTTPX_COMMIT (master, 2025-12-10)
-PY=${PY:-python3}
+. "$(dirname "$0")/docs_site.sh"
 
-if [ -f "$OUT/html/.built-$COMMIT" ]; then
-    echo "HTTPX's docs: built already in $OUT/html"
-    exit 0
-fi
-rm -rf "$OUT/src" "$OUT/html"
-mkdir -p "$OUT/src"
-git --git-dir="$GIT_DIR" archive "$COMMIT" | tar -x -C "$OUT/src"
-if [ ! -x "$OUT/venv/bin/python" ]; then
-    "$PY" -m venv "$OUT/venv"
-    "$OUT/venv/bin/pip" install -q --upgrade pip
-fi
+docs_checkout HTTPX "$OUT" "$GIT_DIR" "$COMMIT"
 "$OUT/venv/bin/pip" install -q \
     mkdocs==1.6.1 mkautodoc==0.2.0 mkdocs-material==9.6.18 \
     mkdocs-material-extensions==1.3.1 mkdocs-get-deps==0.2.2 markdown==3.11.3 \
@@ -46,5 +36,4 @@ fi
 SOURCE_DATE_EPOCH=$(git --git-dir="$GIT_DIR" log -1 --format=%ct "$COMMIT")
 export SOURCE_DATE_EPOCH
 (cd "$OUT/src" && "$OUT/venv/bin/mkdocs" build --site-dir "$OUT/html")
-touch "$OUT/html/.built-$COMMIT"
-echo "HTTPX's docs: $(find "$OUT/html" -name index.html | wc -l) pages in $OUT/html"
+docs_built HTTPX "$OUT" "$COMMIT"
